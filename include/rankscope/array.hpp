@@ -1,0 +1,51 @@
+#pragma once
+// Host arrays read from or written to disk, independent of torch.
+//
+//   rankscope::HostArray a = rankscope::read_npy("x.npy");      // owns its bytes
+//   rankscope::SafetensorsFile f("model.safetensors");          // memory-mapped, validated header
+//   rankscope::ArrayView w = f.view("encoder.layer.0.attention.self.query.weight");
+//
+// Element data are little-endian and C-contiguous (row-major); a Fortran-ordered .npy is transposed on read.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rankscope {
+
+enum class DType { F16, BF16, F32, F64, I8, I16, I32, I64, U8, Bool };
+
+// Bytes per element.
+std::size_t dtype_size(DType dtype);
+// safetensors spelling: "F32", "I64", ...
+std::string dtype_name(DType dtype);
+
+// A read-only view of contiguous row-major data owned elsewhere (a HostArray or a mapped file).
+struct ArrayView {
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape;
+    const std::byte* data = nullptr;
+    std::int64_t numel() const;
+    std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype); }
+};
+
+// An array that owns its bytes.
+struct HostArray {
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape;
+    std::vector<std::byte> bytes;
+    ArrayView view() const { return ArrayView{dtype, shape, bytes.data()}; }
+    std::int64_t numel() const { return view().numel(); }
+};
+
+// A float64 array holding `values` (row-major) with the given shape.
+HostArray make_f64_array(std::vector<std::int64_t> shape, const std::vector<double>& values);
+
+// Element i converted to double (any dtype).
+double element_as_double(const ArrayView& view, std::int64_t i);
+// All elements converted to double.
+std::vector<double> to_double_vector(const ArrayView& view);
+
+}  // namespace rankscope

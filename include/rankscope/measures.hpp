@@ -1,0 +1,115 @@
+#pragma once
+// Measures of rank collapse (SPEC.md §2): how far a matrix of token representations is from rank 1.
+//
+// Dimension legend: X is n × d (n tokens = rows, d features = columns); 1 is the all-ones n-vector; "..." is any number
+// of leading batch dimensions.
+//
+//   using namespace rankscope;
+//   Matrix x = ...;                                             // n × d, row-major, double
+//   double r = relative_residual(x, Norm::Composite, Center::Mean);     // the paper's plotted quantity
+//   ExactCenter best = exact_center(x, Norm::Composite);                 // the true argmin over centres
+//   at::Tensor per_sample = batched_relative_residual(hidden, Norm::Composite, Center::Mean);  // [..., n, d] -> [...]
+//
+// Norms (induced, of the matrix as an operator):
+//   ||M||_1   = max_j Σ_i |M_ij|       largest column abs sum
+//   ||M||_inf = max_i Σ_j |M_ij|       largest row abs sum
+//   ||M||_{1,inf} = sqrt(||M||_1 ||M||_inf)   "composite", the paper's (not a norm: no triangle inequality)
+//   ||M||_F, ||M||_2 (largest singular value)
+// Residual res(X) = X − 1 xᵀ with the centre x chosen by Center; Rank1 instead subtracts the best rank-1 matrix
+// (truncated SVD, Eckart–Young), which may have non-identical rows.
+#include <Eigen/Core>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace rankscope {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowVector = Eigen::RowVectorXd;
+using Vector = Eigen::VectorXd;
+
+enum class Norm { L1, LInf, Composite, Frobenius, Spectral };
+enum class Center {
+    Mean,    // column mean: exact argmin for Frobenius and spectral; the paper's choice
+    Median,  // column median: exact argmin for ||·||_1 (columns separate)
+    Exact,   // the true argmin for the chosen norm (an LP for ||·||_inf; vertex enumeration for the composite)
+    Rank1,   // distance to the best rank-1 matrix (truncated SVD); not of the form X − 1xᵀ
+};
+
+const std::vector<Norm>& all_norms();
+const std::vector<Center>& all_centers();
+std::string to_string(Norm norm);      // "l1", "linf", "composite", "frobenius", "spectral"
+std::string to_string(Center center);  // "mean", "median", "exact", "rank1"
+Norm parse_norm(const std::string& text);        // throws rankscope::Error listing the valid names
+Center parse_center(const std::string& text);
+
+// ---- norms -------------------------------------------------------------------------------------------------------
+double induced_l1_norm(const Matrix& m);
+double induced_linf_norm(const Matrix& m);
+double composite_norm(const Matrix& m);
+double frobenius_norm(const Matrix& m);
+double spectral_norm(const Matrix& m);
+double matrix_norm(const Matrix& m, Norm norm);
+
+// ---- centres and residuals ---------------------------------------------------------------------------------------
+RowVector column_mean(const Matrix& x);
+RowVector column_median(const Matrix& x);  // mean of the two middle values when n is even
+
+struct ExactCenter {
+    RowVector center;         // the minimising x (1 × d)
+    double residual = 0;      // ||X − 1 xᵀ|| in the requested norm, evaluated from `center` in double precision
+    int linear_programs = 0;  // LP solves used (0 for the closed forms)
+};
+// The argmin of ||X − 1xᵀ|| for `norm`. Closed forms for l1 (median), Frobenius and spectral (mean: for v = x̄ − x,
+// (X − 1xᵀ)ᵀ(X − 1xᵀ) = Xᵀ(I − 11ᵀ/n)X + n v vᵀ, minimised at v = 0). For linf an LP; for the composite norm the
+// Pareto frontier of (||·||_1, ||·||_inf) is enumerated by weighted LPs and the product minimised over its vertices
+// (the product is concave along each frontier edge, so a vertex attains the minimum). LPs are solved with GLPK.
+ExactCenter exact_center(const Matrix& x, Norm norm);
+
+// x for Center::Mean / Median / Exact. Throws for Center::Rank1 (it has no single centre row).
+RowVector center_of(const Matrix& x, Norm norm, Center center);
+// The best rank-1 approximation σ1 u1 v1ᵀ.
+Matrix rank1_approximation(const Matrix& x);
+// X − 1xᵀ, or X − σ1 u1 v1ᵀ for Rank1.
+Matrix residual(const Matrix& x, Norm norm, Center center);
+double residual_norm(const Matrix& x, Norm norm, Center center);
+// ||res(X)|| / ||X|| (0 when X = 0).
+double relative_residual(const Matrix& x, Norm norm, Center center);
+
+// ---- rank measures ------------------------------------------------------------------------------------------------
+Vector singular_values(const Matrix& x);  // descending, min(n, d) values
+// exp(−Σ p_i log p_i), p_i = s_i / Σ s (Roy & Vetterli 2007). 0 for the zero matrix.
+double effective_rank(const Vector& singular_values);
+// Σ s_i² / s_1² = ||X||_F² / ||X||_2².
+double stable_rank(const Vector& singular_values);
+// #{ s_i > tolerance · s_1 }.
+int numerical_rank(const Vector& singular_values, double relative_tolerance);
+// numpy.linalg.matrix_rank's default: max(n, d) · machine epsilon of the input dtype (float32: 2^-23).
+double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, bool single_precision);
+// Mean of cos(x_i, x_j) over pairs of distinct tokens i < j; zero rows are left out. NaN when fewer than 2 remain.
+double mean_pairwise_cosine(const Matrix& x);
+
+// ---- attention matrices (row-stochastic n × n) -------------------------------------------------------------------
+bool is_row_stochastic(const Matrix& m, double tolerance = 1e-4);
+struct AttentionMeasures {
+    double mean_row_entropy = 0;   // mean over rows of −Σ_j p_ij ln p_ij (nats); ln n is uniform attention
+    double max_row_entropy = 0;
+    double first_token_share = 0;  // mean over rows of p_i0 (the "sink rate")
+    double sigma2 = 0;             // second singular value (σ1 ≥ 1 for a row-stochastic matrix)
+    double spectral_gap = 0;       // 1 − σ2/σ1; 1 means rank 1
+};
+AttentionMeasures attention_measures(const Matrix& p);
+
+// ---- batched over torch tensors ----------------------------------------------------------------------------------
+// x: [..., n, d] float32 or float64 (contiguous or not). Returns [...] float64. Items run in parallel on the
+// at::parallel_for thread pool (set its size with at::set_num_threads / --threads).
+at::Tensor batched_residual_norm(const at::Tensor& x, Norm norm, Center center);
+at::Tensor batched_relative_residual(const at::Tensor& x, Norm norm, Center center);
+at::Tensor batched_matrix_norm(const at::Tensor& x, Norm norm);
+// Copies one [n, d] slice of a tensor into a double Matrix.
+Matrix to_matrix(const at::Tensor& x2d);
+
+}  // namespace rankscope

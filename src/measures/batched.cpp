@@ -1,0 +1,86 @@
+// Batched measures over torch tensors [..., n, d]: each n × d item runs the single-matrix kernel, in parallel over the
+// batch on ATen's intra-op thread pool.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "measures/kernels.hpp"
+#include "rankscope/error.hpp"
+
+namespace rankscope {
+namespace {
+
+template <typename ItemFunction>
+at::Tensor map_items(const at::Tensor& x, ItemFunction item_function) {
+    if (x.dim() < 2) throw Error("a batched measure needs a tensor of rank >= 2, got rank " + std::to_string(x.dim()));
+    if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble)
+        throw Error("a batched measure needs float32 or float64 data");
+    const auto n = x.size(-2), d = x.size(-1);
+    const at::Tensor items = x.reshape({-1, n, d}).contiguous();
+    const std::int64_t batch = items.size(0);
+    at::Tensor out = at::empty({batch}, at::TensorOptions().dtype(at::kDouble));
+    double* result = out.data_ptr<double>();
+    const bool single = items.scalar_type() == at::kFloat;
+    const void* base = items.data_ptr();
+    at::parallel_for(0, batch, 1, [&](std::int64_t begin, std::int64_t end) {
+        Matrix item(n, d);
+        for (std::int64_t b = begin; b < end; ++b) {
+            if (single) {
+                item = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+                           static_cast<const float*>(base) + b * n * d, n, d)
+                           .cast<double>();
+            } else {
+                item = Eigen::Map<const Matrix>(static_cast<const double*>(base) + b * n * d, n, d);
+            }
+            result[b] = item_function(item);
+        }
+    });
+    std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end() - 2);
+    return out.reshape(shape);
+}
+
+// The paper's measure on raw memory: one fused pass per item (detail::fused_mean_residual_norms), no copies.
+at::Tensor batched_mean_relative_residual(const at::Tensor& x, Norm norm) {
+    if (x.dim() < 2 || (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble))
+        return map_items(x, [&](const Matrix& item) { return relative_residual(item, norm, Center::Mean); });
+    const auto n = x.size(-2), d = x.size(-1);
+    const at::Tensor items = x.reshape({-1, n, d}).contiguous();
+    const std::int64_t batch = items.size(0);
+    at::Tensor out = at::empty({batch}, at::TensorOptions().dtype(at::kDouble));
+    double* result = out.data_ptr<double>();
+    at::parallel_for(0, batch, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t b = begin; b < end; ++b) {
+            detail::SumNorms residual, whole;
+            if (items.scalar_type() == at::kFloat)
+                detail::fused_mean_residual_norms(items.data_ptr<float>() + b * n * d, n, d, residual, whole);
+            else
+                detail::fused_mean_residual_norms(items.data_ptr<double>() + b * n * d, n, d, residual, whole);
+            const double denominator = whole.get(norm);
+            result[b] = denominator > 0 ? residual.get(norm) / denominator : 0.0;
+        }
+    });
+    std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end() - 2);
+    return out.reshape(shape);
+}
+
+}  // namespace
+
+Matrix to_matrix(const at::Tensor& x2d) {
+    if (x2d.dim() != 2) throw Error("to_matrix needs a 2-d tensor, got rank " + std::to_string(x2d.dim()));
+    const at::Tensor values = x2d.to(at::kDouble).contiguous();
+    return Eigen::Map<const Matrix>(values.data_ptr<double>(), values.size(0), values.size(1));
+}
+
+at::Tensor batched_residual_norm(const at::Tensor& x, Norm norm, Center center) {
+    return map_items(x, [&](const Matrix& item) { return residual_norm(item, norm, center); });
+}
+
+at::Tensor batched_relative_residual(const at::Tensor& x, Norm norm, Center center) {
+    if (norm != Norm::Spectral && center == Center::Mean) return batched_mean_relative_residual(x, norm);
+    return map_items(x, [&](const Matrix& item) { return relative_residual(item, norm, center); });
+}
+
+at::Tensor batched_matrix_norm(const at::Tensor& x, Norm norm) {
+    return map_items(x, [&](const Matrix& item) { return matrix_norm(item, norm); });
+}
+
+}  // namespace rankscope

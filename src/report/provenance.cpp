@@ -1,0 +1,92 @@
+#include "rankscope/provenance.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ctime>
+
+#include "rankscope/build_info.hpp"
+#include "rankscope/io.hpp"
+
+namespace rankscope {
+namespace {
+std::string shell_quote(const std::string& word) {
+    if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=,:+@%") ==
+                             std::string::npos)
+        return word;
+    std::string quoted = "'";
+    for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return quoted + "'";
+}
+}  // namespace
+
+std::string version_string() { return fmt::format("rankscope {} (git {})", RANKSCOPE_VERSION, RANKSCOPE_GIT_SHA); }
+
+Provenance make_provenance(int argc, const char* const* argv, std::uint64_t seed, int threads) {
+    Provenance p;
+    for (int i = 0; i < argc; ++i) p.argv.emplace_back(argv[i]);
+    for (const auto& word : p.argv) p.command += (p.command.empty() ? "" : " ") + shell_quote(word);
+    p.seed = seed;
+    p.threads = threads;
+    p.version = RANKSCOPE_VERSION;
+    p.git_sha = RANKSCOPE_GIT_SHA;
+    const std::time_t now = std::time(nullptr);
+    char buffer[32];
+    std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    p.started_at = buffer;
+    return p;
+}
+
+nlohmann::json provenance_json(const Provenance& p) {
+    return {{"command", p.command}, {"argv", p.argv},       {"seed", p.seed},         {"version", p.version},
+            {"git_sha", p.git_sha}, {"started_at", p.started_at}, {"threads", p.threads}};
+}
+
+std::string csv_provenance_lines(const Provenance& p) {
+    return fmt::format("# produced by: {}\n# command: {}\n# seed: {}\n# started: {}\n", version_string(), p.command,
+                       p.seed, p.started_at);
+}
+
+void CsvTable::add(std::vector<std::string> row) { rows.push_back(std::move(row)); }
+
+std::string CsvTable::to_string() const {
+    auto cell = [](const std::string& text) {
+        if (text.find_first_of(",\"\n") == std::string::npos) return text;
+        std::string quoted = "\"";
+        for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+        return quoted + "\"";
+    };
+    std::string out;
+    auto emit = [&](const std::vector<std::string>& row) {
+        for (std::size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + cell(row[i]);
+        out += '\n';
+    };
+    emit(columns);
+    for (const auto& row : rows) emit(row);
+    return out;
+}
+
+std::string format_number(double value) {
+    if (std::isnan(value)) return "nan";
+    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+    return fmt::format("{}", value);  // shortest representation that round-trips
+}
+
+void write_csv_atomically(const std::filesystem::path& path, const CsvTable& table, const Provenance& provenance) {
+    write_file_atomically(path.string(), csv_provenance_lines(provenance) + table.to_string());
+}
+
+void write_json_atomically(const std::filesystem::path& path, nlohmann::json document, const Provenance& provenance) {
+    document["provenance"] = provenance_json(provenance);
+    write_file_atomically(path.string(), document.dump(2) + "\n");
+}
+
+void write_manifest(const std::filesystem::path& directory, const Provenance& provenance, const nlohmann::json& extra) {
+    nlohmann::json manifest = provenance_json(provenance);
+    manifest["wall_seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - provenance.start).count();
+    manifest.update(extra);
+    write_file_atomically((directory / "manifest.json").string(), manifest.dump(2) + "\n");
+}
+
+}  // namespace rankscope

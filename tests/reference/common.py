@@ -1,0 +1,56 @@
+"""Helpers shared by the reference tests: run the rankscope binary, write independent .npy/.safetensors files."""
+import json
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+BINARY = sys.argv[1] if len(sys.argv) > 1 else "build/bin/rankscope"
+
+
+def run(*args, check=True):
+    result = subprocess.run([BINARY, *map(str, args)], capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"rankscope {' '.join(map(str, args))} failed ({result.returncode}): {result.stderr}")
+    return result
+
+
+def measure_json(path, *extra):
+    return json.loads(run("measure", path, "--format", "json", *extra).stdout)
+
+
+def records(document, matrix=0):
+    """{(measure, norm, center, index): value} for one matrix of a `measure --format json` document."""
+    out = {}
+    for record in document["matrices"][matrix]["measures"]:
+        key = (record["measure"], record.get("norm", ""), record.get("center", ""), record.get("index", -1))
+        out[key] = record["value"]
+    return out
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """An independent writer of the published safetensors layout (no library)."""
+    header, offset, blobs = {}, 0, []
+    codes = {np.float32: "F32", np.float64: "F64", np.int64: "I64", np.float16: "F16"}
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, array in tensors.items():
+        array = np.ascontiguousarray(array)
+        blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": codes[array.dtype.type], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def close(name, got, expected, rtol, atol=0.0):
+    if not np.isclose(got, expected, rtol=rtol, atol=atol):
+        raise AssertionError(f"{name}: rankscope {got!r} vs reference {expected!r} (rtol {rtol}, atol {atol})")

@@ -1,0 +1,86 @@
+// The exact centre against brute force: it beats or ties mean and median on 200 random matrices, and neither a
+// fine grid nor a random search around it finds anything lower.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "measures/kernels.hpp"
+#include "rankscope/measures.hpp"
+
+using namespace rankscope;
+
+namespace {
+Matrix random_matrix(Eigen::Index n, Eigen::Index d, std::mt19937_64& generator) {
+    std::normal_distribution<double> normal;
+    std::exponential_distribution<double> heavy(1.0);
+    Matrix m(n, d);
+    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(generator) * (1 + heavy(generator));
+    return m;
+}
+double objective(const Matrix& x, const RowVector& c, Norm norm) {
+    return rankscope::detail::shifted_sum_norms(x, c).get(norm);
+}
+}  // namespace
+
+TEST(ExactCenter, BeatsOrTiesMeanAndMedianOn200RandomMatrices) {
+    std::mt19937_64 generator(2024);
+    std::uniform_int_distribution<int> size(2, 9);
+    for (int trial = 0; trial < 200; ++trial) {
+        const Matrix x = random_matrix(size(generator), size(generator), generator);
+        for (Norm norm : {Norm::L1, Norm::LInf, Norm::Composite, Norm::Frobenius}) {
+            const ExactCenter best = exact_center(x, norm);
+            EXPECT_NEAR(best.residual, objective(x, best.center, norm), 1e-12);
+            const double tolerance = 1e-9 * (1 + best.residual);
+            EXPECT_LE(best.residual, objective(x, column_mean(x), norm) + tolerance) << to_string(norm);
+            EXPECT_LE(best.residual, objective(x, column_median(x), norm) + tolerance) << to_string(norm);
+        }
+    }
+}
+
+TEST(ExactCenter, NoLowerPointNearbyByRandomSearch) {
+    std::mt19937_64 generator(7);
+    for (int trial = 0; trial < 30; ++trial) {
+        const Matrix x = random_matrix(6, 4, generator);
+        for (Norm norm : {Norm::LInf, Norm::Composite}) {
+            const ExactCenter best = exact_center(x, norm);
+            for (double radius : {1.0, 0.1, 0.01, 1e-4}) {
+                std::normal_distribution<double> step(0, radius);
+                for (int probe = 0; probe < 400; ++probe) {
+                    RowVector c = best.center;
+                    for (Eigen::Index j = 0; j < c.size(); ++j) c(j) += step(generator);
+                    ASSERT_GE(objective(x, c, norm), best.residual * (1 - 1e-9)) << to_string(norm);
+                }
+            }
+        }
+    }
+}
+
+TEST(ExactCenter, NoLowerPointOnAFineGrid) {
+    // d = 2 so a dense grid covers the plane of centres around the data.
+    std::mt19937_64 generator(99);
+    for (int trial = 0; trial < 10; ++trial) {
+        const Matrix x = random_matrix(5, 2, generator);
+        const ExactCenter best = exact_center(x, Norm::Composite);
+        const double lo0 = x.col(0).minCoeff(), hi0 = x.col(0).maxCoeff();
+        const double lo1 = x.col(1).minCoeff(), hi1 = x.col(1).maxCoeff();
+        double grid_best = INFINITY;
+        for (int a = 0; a <= 300; ++a)
+            for (int b = 0; b <= 300; ++b) {
+                RowVector c(2);
+                c << lo0 + (hi0 - lo0) * a / 300.0, lo1 + (hi1 - lo1) * b / 300.0;
+                grid_best = std::min(grid_best, objective(x, c, Norm::Composite));
+            }
+        EXPECT_LE(best.residual, grid_best * (1 + 1e-9));
+        // And the grid gets close to it (the optimum is inside the data's bounding box).
+        EXPECT_LE(grid_best, best.residual * 1.02 + 1e-9);
+    }
+}
+
+TEST(ExactCenter, LinfIsStrictlyBelowMeanOnAKnownCase) {
+    // Rows (0,0), (0,0), (3,3): mean (1,1) gives row sums 2, 2, 4 → 4; x = (1.5,1.5) gives 3, 3, 3 → 3.
+    Matrix x(3, 2);
+    x << 0, 0, 0, 0, 3, 3;
+    EXPECT_NEAR(exact_center(x, Norm::LInf).residual, 3.0, 1e-9);
+    EXPECT_NEAR(residual_norm(x, Norm::LInf, Center::Mean), 4.0, 1e-12);
+}

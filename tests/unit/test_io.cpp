@@ -1,0 +1,172 @@
+// File formats: round trips, published-format details, and the errors for bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+
+using namespace rankscope;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path temporary_dir() {
+    const fs::path dir = fs::temp_directory_path() / ("rankscope-io-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    return dir;
+}
+void write_bytes(const fs::path& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+}
+std::string read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+// The error must name the file.
+template <typename F>
+void expect_error_naming(F&& f, const std::string& file, const std::string& words) {
+    try {
+        f();
+        ADD_FAILURE() << "no error for " << file;
+    } catch (const Error& e) {
+        EXPECT_NE(e.one_line().find(file), std::string::npos) << e.one_line();
+        EXPECT_NE(e.one_line().find(words), std::string::npos) << e.one_line();
+    }
+}
+}  // namespace
+
+TEST(Npy, RoundTripFloat32) {
+    const fs::path path = temporary_dir() / "a.npy";
+    std::vector<float> values = {1, 2, 3, 4, 5, 6};
+    ArrayView view{DType::F32, {2, 3}, reinterpret_cast<const std::byte*>(values.data())};
+    write_npy(path.string(), view);
+    const std::string bytes = read_bytes(path);
+    EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY");
+    EXPECT_EQ((bytes.size() - values.size() * 4) % 64, 0u);  // header padded to 64 bytes
+    const HostArray back = read_npy(path.string());
+    EXPECT_EQ(back.dtype, DType::F32);
+    EXPECT_EQ(back.shape, (std::vector<std::int64_t>{2, 3}));
+    EXPECT_EQ(to_double_vector(back.view()), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(Npy, FortranOrderIsTransposedToRowMajor) {
+    // A 2 × 3 array [[1,2,3],[4,5,6]] stored column-major: 1 4 2 5 3 6.
+    std::string header = "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }";
+    header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+    header += '\n';
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+    for (double v : {1.0, 4.0, 2.0, 5.0, 3.0, 6.0}) bytes.append(reinterpret_cast<const char*>(&v), 8);
+    const fs::path path = temporary_dir() / "fortran.npy";
+    write_bytes(path, bytes);
+    EXPECT_EQ(to_double_vector(read_npy(path.string()).view()), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(Npy, VersionTwoHeader) {
+    std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }";
+    header.append((64 - (12 + header.size() + 1) % 64) % 64, ' ');
+    header += '\n';
+    std::string bytes = std::string("\x93NUMPY\x02\x00", 8);
+    const std::uint32_t length = static_cast<std::uint32_t>(header.size());
+    bytes.append(reinterpret_cast<const char*>(&length), 4);
+    bytes += header;
+    for (std::int64_t v : {7, -8, 9}) bytes.append(reinterpret_cast<const char*>(&v), 8);
+    const fs::path path = temporary_dir() / "v2.npy";
+    write_bytes(path, bytes);
+    const HostArray a = read_npy(path.string());
+    EXPECT_EQ(a.shape, (std::vector<std::int64_t>{3}));
+    EXPECT_EQ(to_double_vector(a.view()), (std::vector<double>{7, -8, 9}));
+}
+
+TEST(Npy, Errors) {
+    const fs::path dir = temporary_dir();
+    std::vector<double> values(12, 1.0);
+    write_npy((dir / "good.npy").string(), ArrayView{DType::F64, {3, 4}, reinterpret_cast<const std::byte*>(values.data())});
+    const std::string good = read_bytes(dir / "good.npy");
+    write_bytes(dir / "truncated.npy", good.substr(0, good.size() - 5));
+    expect_error_naming([&] { read_npy((dir / "truncated.npy").string()); }, "truncated.npy", "truncated");
+    write_bytes(dir / "notnpy.npy", "hello world, not numpy");
+    expect_error_naming([&] { read_npy((dir / "notnpy.npy").string()); }, "notnpy.npy", "magic");
+    std::string complex_header = good;
+    complex_header.replace(complex_header.find("<f8"), 3, "<c8");
+    write_bytes(dir / "complex.npy", complex_header);
+    expect_error_naming([&] { read_npy((dir / "complex.npy").string()); }, "complex.npy", "dtype");
+    expect_error_naming([&] { read_npy((dir / "missing.npy").string()); }, "missing.npy", "cannot open");
+}
+
+TEST(Safetensors, RoundTripWithMetadataAndAlignment) {
+    const fs::path path = temporary_dir() / "t.safetensors";
+    std::vector<float> a = {1, 2, 3, 4, 5, 6};
+    std::vector<std::int64_t> b = {10, 20, 30};
+    write_safetensors(path.string(),
+                      {{"layer.a", {DType::F32, {2, 3}, reinterpret_cast<const std::byte*>(a.data())}},
+                       {"ids", {DType::I64, {3}, reinterpret_cast<const std::byte*>(b.data())}}},
+                      {{"format", "pt"}});
+    const std::string bytes = read_bytes(path);
+    std::uint64_t header_size = 0;
+    std::memcpy(&header_size, bytes.data(), 8);
+    EXPECT_EQ(header_size % 8, 0u);
+    SafetensorsFile file(path.string());
+    EXPECT_EQ(file.names(), (std::vector<std::string>{"ids", "layer.a"}));
+    EXPECT_EQ(file.metadata().at("format"), "pt");
+    EXPECT_EQ(to_double_vector(file.view("layer.a")), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(to_double_vector(file.view("ids")), (std::vector<double>{10, 20, 30}));
+    expect_error_naming([&] { file.view("nope"); }, "t.safetensors", "no tensor named 'nope'");
+}
+
+TEST(Safetensors, TruncatedAndBadHeaders) {
+    const fs::path dir = temporary_dir();
+    std::vector<float> a(100, 1.0f);
+    write_safetensors((dir / "full.safetensors").string(),
+                      {{"w", {DType::F32, {10, 10}, reinterpret_cast<const std::byte*>(a.data())}}});
+    const std::string good = read_bytes(dir / "full.safetensors");
+    write_bytes(dir / "cut.safetensors", good.substr(0, good.size() - 4));
+    expect_error_naming([&] { SafetensorsFile f((dir / "cut.safetensors").string()); }, "cut.safetensors", "truncated");
+    write_bytes(dir / "cuthead.safetensors", good.substr(0, 20));
+    expect_error_naming([&] { SafetensorsFile f((dir / "cuthead.safetensors").string()); }, "cuthead.safetensors",
+                        "truncated");
+    write_bytes(dir / "tiny.safetensors", "abc");
+    expect_error_naming([&] { SafetensorsFile f((dir / "tiny.safetensors").string()); }, "tiny.safetensors", "truncated");
+    std::string bad = good;
+    bad.replace(bad.find("F32"), 3, "C64");
+    write_bytes(dir / "dtype.safetensors", bad);
+    expect_error_naming([&] { SafetensorsFile f((dir / "dtype.safetensors").string()); }, "dtype.safetensors", "dtype");
+}
+
+TEST(Safetensors, ReadsTheSharedFixtureCheckpoint) {
+    const std::string path = std::string(RANKSCOPE_SHARED_DIR) + "/fixtures/bert-tiny/model.safetensors";
+    if (!fs::exists(path)) GTEST_SKIP() << "no shared fixtures at " << path;
+    SafetensorsFile file(path);
+    const ArrayView word = file.view("embeddings.word_embeddings.weight");
+    EXPECT_EQ(word.shape, (std::vector<std::int64_t>{64, 32}));
+    EXPECT_EQ(word.dtype, DType::F32);
+}
+
+TEST(MatrixFile, CsvWithHeaderAndErrors) {
+    const fs::path dir = temporary_dir();
+    write_bytes(dir / "m.csv", "a,b,c\n1,2,3\n4,5,6\n");
+    const HostArray m = read_matrix_file((dir / "m.csv").string());
+    EXPECT_EQ(m.shape, (std::vector<std::int64_t>{2, 3}));
+    EXPECT_EQ(to_double_vector(m.view()), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+    write_bytes(dir / "ragged.csv", "1,2,3\n4,5\n");
+    expect_error_naming([&] { read_matrix_file((dir / "ragged.csv").string()); }, "ragged.csv", "columns");
+    write_bytes(dir / "empty.csv", "");
+    expect_error_naming([&] { read_matrix_file((dir / "empty.csv").string()); }, "empty.csv", "no numeric rows");
+    expect_error_naming([&] { read_matrix_file((dir / "nope.npy").string()); }, "nope.npy", "no such file");
+    write_bytes(dir / "x.bin", "1");
+    expect_error_naming([&] { read_matrix_file((dir / "x.bin").string()); }, "x.bin", "unknown matrix file type");
+}
+
+TEST(AtomicWrite, LeavesNoTemporaryFiles) {
+    const fs::path dir = temporary_dir() / "atomic";
+    fs::create_directories(dir);
+    write_file_atomically((dir / "out.txt").string(), "hello");
+    EXPECT_EQ(read_bytes(dir / "out.txt"), "hello");
+    int files = 0;
+    for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file() ? 1 : 0;
+    EXPECT_EQ(files, 1);
+    expect_error_naming([&] { write_file_atomically((dir / "no/such/dir/x").string(), "x"); }, "no/such/dir", "cannot open");
+}

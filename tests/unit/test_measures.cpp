@@ -1,0 +1,156 @@
+// Closed-form checks of the norms, centres, residuals and rank measures.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "rankscope/measures.hpp"
+
+using namespace rankscope;
+
+namespace {
+Matrix random_matrix(Eigen::Index n, Eigen::Index d, std::uint64_t seed) {
+    std::mt19937_64 generator(seed);
+    std::normal_distribution<double> normal;
+    Matrix m(n, d);
+    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(generator);
+    return m;
+}
+}  // namespace
+
+TEST(Norms, InducedNormsByHand) {
+    Matrix m(2, 3);
+    m << 1, -2, 3,
+        -4, 5, -6;
+    EXPECT_DOUBLE_EQ(induced_l1_norm(m), 9.0);     // column sums 5, 7, 9
+    EXPECT_DOUBLE_EQ(induced_linf_norm(m), 15.0);  // row sums 6, 15
+    EXPECT_DOUBLE_EQ(composite_norm(m), std::sqrt(135.0));
+    EXPECT_DOUBLE_EQ(frobenius_norm(m), std::sqrt(91.0));
+    // Spectral: sqrt of the largest eigenvalue of m mᵀ = [[14, -32], [-32, 77]].
+    const double trace = 91, det = 14 * 77 - 32 * 32;
+    EXPECT_NEAR(spectral_norm(m), std::sqrt((trace + std::sqrt(trace * trace - 4 * det)) / 2), 1e-12);
+}
+
+TEST(Residual, RankOneMatrixHasZeroResidualForEveryCentre) {
+    Matrix x = Matrix::Ones(7, 1) * random_matrix(1, 5, 3);  // identical rows
+    for (Norm norm : all_norms())
+        for (Center center : all_centers())
+            EXPECT_NEAR(residual_norm(x, norm, center), 0.0, 1e-9 * frobenius_norm(x))
+                << to_string(norm) << " " << to_string(center);
+}
+
+TEST(Residual, RankOneWithDistinctRowsIsZeroOnlyForRank1Centre) {
+    Matrix x = random_matrix(6, 1, 4) * random_matrix(1, 4, 5);  // rank 1, rows differ by scale
+    EXPECT_NEAR(residual_norm(x, Norm::Composite, Center::Rank1), 0.0, 1e-9);
+    EXPECT_GT(residual_norm(x, Norm::Composite, Center::Mean), 1e-3);
+}
+
+// Two distinct rows a, b (n = 2): with x = mean the residual rows are ±(a − b)/2, so ||res||_1 = max_j |a_j − b_j|
+// and ||res||_inf = Σ_j |a_j − b_j| / 2; for the exact centre any x on the segment works for ||·||_1 (= max|a−b|)
+// and ||·||_inf is minimised at the midpoint, so the composite optimum equals the mean's.
+TEST(Residual, TwoDistinctRowsKnownCompositeResidual) {
+    Matrix x(2, 3);
+    x << 1, 2, 3,
+         3, -1, 4;
+    const double l1 = 3.0, linf = (2 + 3 + 1) / 2.0;
+    EXPECT_NEAR(residual_norm(x, Norm::L1, Center::Mean), l1, 1e-12);
+    EXPECT_NEAR(residual_norm(x, Norm::LInf, Center::Mean), linf, 1e-12);
+    EXPECT_NEAR(residual_norm(x, Norm::Composite, Center::Mean), std::sqrt(l1 * linf), 1e-12);
+    EXPECT_NEAR(residual_norm(x, Norm::Composite, Center::Exact), std::sqrt(l1 * linf), 1e-9);
+}
+
+TEST(Residual, ThreeRowsWhereMedianBeatsMean) {
+    // Column values {0, 0, 3}: mean 1 gives column sum 1 + 1 + 2 = 4; median 0 gives 3.
+    Matrix x(3, 1);
+    x << 0, 0, 3;
+    EXPECT_NEAR(residual_norm(x, Norm::L1, Center::Mean), 4.0, 1e-12);
+    EXPECT_NEAR(residual_norm(x, Norm::L1, Center::Median), 3.0, 1e-12);
+    EXPECT_NEAR(residual_norm(x, Norm::L1, Center::Exact), 3.0, 1e-12);
+    EXPECT_NEAR(relative_residual(x, Norm::L1, Center::Median), 1.0, 1e-12);
+}
+
+TEST(Residual, RelativeResidualOfZeroMatrixIsZero) {
+    EXPECT_EQ(relative_residual(Matrix::Zero(4, 3), Norm::Composite, Center::Mean), 0.0);
+}
+
+TEST(Residual, MeanIsExactForFrobeniusAndSpectral) {
+    const Matrix x = random_matrix(9, 5, 11);
+    const RowVector mean = column_mean(x);
+    std::mt19937_64 generator(12);
+    std::normal_distribution<double> normal(0, 0.1);
+    for (int trial = 0; trial < 50; ++trial) {
+        RowVector shifted = mean;
+        for (Eigen::Index j = 0; j < shifted.size(); ++j) shifted(j) += normal(generator);
+        EXPECT_LE(residual_norm(x, Norm::Frobenius, Center::Mean), frobenius_norm(x.rowwise() - shifted) + 1e-12);
+        EXPECT_LE(residual_norm(x, Norm::Spectral, Center::Mean), spectral_norm(x.rowwise() - shifted) + 1e-12);
+    }
+}
+
+TEST(Residual, Rank1ResidualMatchesEckartYoung) {
+    const Matrix x = random_matrix(10, 6, 13);
+    const Vector s = singular_values(x);
+    // Frobenius distance to the best rank-1 matrix = sqrt(Σ_{i≥2} s_i²); spectral = s_2.
+    EXPECT_NEAR(residual_norm(x, Norm::Frobenius, Center::Rank1), std::sqrt(s.squaredNorm() - s(0) * s(0)), 1e-10);
+    EXPECT_NEAR(residual_norm(x, Norm::Spectral, Center::Rank1), s(1), 1e-10);
+}
+
+TEST(RankMeasures, ClosedForms) {
+    Vector s(4);
+    s << 4, 2, 1, 1;
+    const double p[] = {0.5, 0.25, 0.125, 0.125};
+    double entropy = 0;
+    for (double q : p) entropy -= q * std::log(q);
+    EXPECT_NEAR(effective_rank(s), std::exp(entropy), 1e-12);
+    EXPECT_NEAR(stable_rank(s), (16 + 4 + 1 + 1) / 16.0, 1e-12);
+    EXPECT_EQ(numerical_rank(s, 0.3), 2);
+    Vector flat = Vector::Ones(5);
+    EXPECT_NEAR(effective_rank(flat), 5.0, 1e-12);
+}
+
+TEST(RankMeasures, NumericalRankOfLowRankProduct) {
+    const Matrix x = random_matrix(20, 3, 1) * random_matrix(3, 12, 2);
+    const Vector s = singular_values(x);
+    EXPECT_EQ(numerical_rank(s, default_rank_tolerance(20, 12, false)), 3);
+}
+
+TEST(RankMeasures, MeanPairwiseCosineByBruteForce) {
+    Matrix x = random_matrix(7, 4, 21);
+    x.row(3).setZero();  // left out
+    double sum = 0;
+    int pairs = 0;
+    for (int i = 0; i < 7; ++i)
+        for (int j = i + 1; j < 7; ++j) {
+            if (i == 3 || j == 3) continue;
+            sum += x.row(i).dot(x.row(j)) / (x.row(i).norm() * x.row(j).norm());
+            ++pairs;
+        }
+    EXPECT_NEAR(mean_pairwise_cosine(x), sum / pairs, 1e-12);
+    EXPECT_NEAR(mean_pairwise_cosine(Matrix::Ones(3, 2)), 1.0, 1e-12);
+}
+
+TEST(Attention, UniformAndOneHotAttention) {
+    const int n = 6;
+    const Matrix uniform = Matrix::Constant(n, n, 1.0 / n);
+    ASSERT_TRUE(is_row_stochastic(uniform));
+    const auto u = attention_measures(uniform);
+    EXPECT_NEAR(u.mean_row_entropy, std::log(n), 1e-12);
+    EXPECT_NEAR(u.first_token_share, 1.0 / n, 1e-12);
+    EXPECT_NEAR(u.sigma2, 0.0, 1e-12);
+    EXPECT_NEAR(u.spectral_gap, 1.0, 1e-12);
+    const Matrix identity = Matrix::Identity(n, n);
+    const auto i = attention_measures(identity);
+    EXPECT_NEAR(i.mean_row_entropy, 0.0, 1e-12);
+    EXPECT_NEAR(i.sigma2, 1.0, 1e-12);
+    EXPECT_NEAR(i.spectral_gap, 0.0, 1e-12);
+    Matrix sink = Matrix::Zero(n, n);
+    sink.col(0).setOnes();
+    EXPECT_NEAR(attention_measures(sink).first_token_share, 1.0, 1e-12);
+    EXPECT_FALSE(is_row_stochastic(random_matrix(n, n, 1)));
+}
+
+TEST(Names, RoundTripAndRejectUnknown) {
+    for (Norm norm : all_norms()) EXPECT_EQ(parse_norm(to_string(norm)), norm);
+    for (Center center : all_centers()) EXPECT_EQ(parse_center(to_string(center)), center);
+    EXPECT_THROW(parse_norm("l2"), std::exception);
+    EXPECT_THROW(parse_center("mode"), std::exception);
+}

@@ -1,0 +1,169 @@
+// rankscope measure FILE — every measure of SPEC.md §2 for a matrix (or a batch of matrices) read from a file.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include "common.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/measure_all.hpp"
+
+namespace rankscope::cli {
+namespace {
+
+struct MeasureOptions {
+    CommonOptions common;
+    std::string file;  // "" = the built-in example
+    std::vector<std::string> centers;
+    double rank_tolerance = -1;
+};
+
+// Matrices above this many entries skip the LP-based `exact` centre unless --centers names it.
+constexpr std::int64_t kExactDefaultLimit = 64 * 64;
+
+// The built-in example: 16 tokens × 8 features drawn N(0,1) from the seed, plus a shared offset so the rows are
+// partly aligned (a typical hidden state).
+HostArray builtin_example(std::uint64_t seed) {
+    std::mt19937_64 generator(seed);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<double> values(16 * 8), offset(8);
+    for (auto& v : offset) v = 2.0 * normal(generator);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = offset[i % 8] + normal(generator);
+    return make_f64_array({16, 8}, values);
+}
+
+std::vector<Matrix> split_matrices(const HostArray& array, const std::string& where) {
+    if (array.shape.size() < 2)
+        throw Error("need a matrix (rank >= 2), got an array of rank " + std::to_string(array.shape.size()), where);
+    const std::int64_t n = array.shape[array.shape.size() - 2], d = array.shape.back();
+    if (n == 0 || d == 0) throw Error("empty matrix (" + std::to_string(n) + " x " + std::to_string(d) + ")", where);
+    const auto values = to_double_vector(array.view());
+    for (std::size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i]))
+            throw Error(fmt::format("{} at flat index {}", std::isnan(values[i]) ? "NaN" : "Inf", i), where);
+    std::vector<Matrix> matrices;
+    for (std::size_t offset = 0; offset < values.size(); offset += static_cast<std::size_t>(n * d))
+        matrices.emplace_back(Eigen::Map<const Matrix>(values.data() + offset, n, d));
+    return matrices;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string text;
+    for (auto e : shape) text += (text.empty() ? "" : " x ") + std::to_string(e);
+    return text;
+}
+
+void run_measure(const MeasureOptions& options) {
+    Provenance provenance = start_run(options.common);
+    const std::string where = options.file.empty() ? "built-in example" : options.file;
+    const HostArray array = options.file.empty() ? builtin_example(options.common.seed) : read_matrix_file(options.file);
+    const std::vector<Matrix> matrices = split_matrices(array, where);
+
+    MeasureAllOptions measure_options;
+    measure_options.single_precision = array.dtype == DType::F32 || array.dtype == DType::F16 || array.dtype == DType::BF16;
+    measure_options.rank_tolerance = options.rank_tolerance;
+    std::string exact_note;
+    if (!options.centers.empty()) {
+        measure_options.centers.clear();
+        for (const auto& name : options.centers) measure_options.centers.push_back(parse_center(name));
+    } else if (matrices.front().size() > kExactDefaultLimit) {
+        measure_options.centers = {Center::Mean, Center::Median, Center::Rank1};
+        exact_note = fmt::format("note: the exact centre (an LP) is skipped for matrices above {} entries; "
+                                 "ask for it with --centers mean,median,exact,rank1",
+                                 kExactDefaultLimit);
+    }
+
+    std::vector<std::vector<MeasureRecord>> per_matrix(matrices.size());
+    for (std::size_t m = 0; m < matrices.size(); ++m) per_matrix[m] = measure_all(matrices[m], measure_options);
+
+    CsvTable table;
+    table.columns = {"matrix", "measure", "norm", "center", "index", "value"};
+    nlohmann::json json_matrices = nlohmann::json::array();
+    for (std::size_t m = 0; m < matrices.size(); ++m) {
+        nlohmann::json records = nlohmann::json::array();
+        for (const auto& r : per_matrix[m]) {
+            table.add({std::to_string(m), r.measure, r.norm, r.center, r.index < 0 ? "" : std::to_string(r.index),
+                       format_number(r.value)});
+            nlohmann::json record = {{"measure", r.measure}, {"value", r.value}};
+            if (!r.norm.empty()) record["norm"] = r.norm;
+            if (!r.center.empty()) record["center"] = r.center;
+            if (r.index >= 0) record["index"] = r.index;
+            records.push_back(record);
+        }
+        json_matrices.push_back({{"matrix", m}, {"measures", records}});
+    }
+    nlohmann::json document = {{"input", where},
+                               {"shape", array.shape},
+                               {"dtype", dtype_name(array.dtype)},
+                               {"matrices", json_matrices}};
+
+    if (!options.common.out.empty()) {
+        const std::filesystem::path out = options.common.out;
+        std::filesystem::create_directories(out);
+        write_csv_atomically(out / "measures.csv", table, provenance);
+        write_json_atomically(out / "measures.json", document, provenance);
+        write_manifest(out, provenance, {{"inputs", {where}}, {"outputs", {"measures.csv", "measures.json"}}});
+    }
+
+    if (options.common.format == "csv") {
+        std::cout << csv_provenance_lines(provenance) << table.to_string();
+    } else if (options.common.format == "json") {
+        document["provenance"] = provenance_json(provenance);
+        std::cout << document.dump(2) << "\n";
+    } else {
+        fmt::print("{}: {} ({}), {} matri{} of {} x {}\n", where, shape_text(array.shape), dtype_name(array.dtype),
+                   matrices.size(), matrices.size() == 1 ? "x" : "ces", matrices.front().rows(),
+                   matrices.front().cols());
+        if (!exact_note.empty()) fmt::print("{}\n", exact_note);
+        // Human view: one line per measure, mean over matrices (± std and range when there are several).
+        std::map<std::string, std::vector<double>> by_key;
+        std::vector<std::string> order;
+        for (const auto& records : per_matrix)
+            for (const auto& r : records) {
+                if (r.measure == "singular_value" && r.index >= 8) continue;
+                std::string key = r.measure;
+                if (!r.norm.empty()) key += " " + r.norm;
+                if (!r.center.empty()) key += " " + r.center;
+                if (r.index >= 0) key += fmt::format(" [{}]", r.index);
+                if (!by_key.count(key)) order.push_back(key);
+                by_key[key].push_back(r.value);
+            }
+        for (const auto& key : order) {
+            const auto& values = by_key[key];
+            double mean = 0, squares = 0;
+            for (double v : values) mean += v;
+            mean /= static_cast<double>(values.size());
+            for (double v : values) squares += (v - mean) * (v - mean);
+            if (values.size() == 1) {
+                fmt::print("  {:<42} {:>14.6g}\n", key, mean);
+            } else {
+                const double std = std::sqrt(squares / static_cast<double>(values.size() - 1));
+                const auto [low, high] = std::minmax_element(values.begin(), values.end());
+                fmt::print("  {:<42} {:>14.6g} ± {:<10.3g} [{:.4g}, {:.4g}]\n", key, mean, std, *low, *high);
+            }
+        }
+        if (!options.common.out.empty()) fmt::print("wrote {}/measures.csv, measures.json, manifest.json\n", options.common.out);
+    }
+}
+
+}  // namespace
+
+std::function<void()> setup_measure(CLI::App& command) {
+    auto options = std::make_shared<MeasureOptions>();
+    command.add_option("file", options->file,
+                       "Matrix file: .npy, .csv, or .safetensors[:tensor]; leading dimensions are a batch. "
+                       "Omit for a built-in 16 x 8 example drawn from --seed");
+    command.add_option("--centers", options->centers, "Centres to measure (mean, median, exact, rank1)")
+        ->delimiter(',');
+    command.add_option("--rank-tol", options->rank_tolerance,
+                       "Numerical-rank tolerance relative to sigma_1 (default: numpy's, max(n,d)*eps of the dtype)");
+    add_common_options(command, options->common, false);
+    return [options] { run_measure(*options); };
+}
+
+}  // namespace rankscope::cli
