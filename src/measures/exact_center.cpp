@@ -121,10 +121,13 @@ private:
 // Relative slack for "this LP optimum ties that bound": GLPK's feasibility tolerance is 1e-7 relative.
 constexpr double kLpSlack = 1e-7;
 
+// Enough for every frontier seen in practice (a handful of vertices); a cap keeps a numerically noisy frontier finite.
+constexpr int kMaxLinearPrograms = 200;
+
 void enumerate_frontier(CenterProgram& program, const FrontierPoint& p, const FrontierPoint& q,
                         std::vector<FrontierPoint>& vertices, int depth) {
     const double weight_a = p.b - q.b, weight_b = q.a - p.a;
-    if (weight_a <= 0 || weight_b <= 0 || depth > 60) return;
+    if (weight_a <= 0 || weight_b <= 0 || depth > 60 || program.solves() >= kMaxLinearPrograms) return;
     const FrontierPoint r = program.solve(weight_a, weight_b);
     const double on_segment = weight_a * p.a + weight_b * p.b;
     const double found = weight_a * r.a + weight_b * r.b;
@@ -137,7 +140,39 @@ void enumerate_frontier(CenterProgram& program, const FrontierPoint& p, const Fr
 
 }  // namespace
 
+// The LP cases on a well-scaled problem: translating X by a row vector translates the optimal centre, and scaling X
+// scales every norm, so solve for Y = (X − 1 meanᵀ)/s with s = max |Y_ij| and map the centre back. Without this a
+// nearly collapsed X (residual 1e-12 of entries ~1) sits below GLPK's tolerances.
+ExactCenter exact_center_scaled(const Matrix& x, Norm norm);
+
 ExactCenter exact_center(const Matrix& x, Norm norm) {
+    if ((norm == Norm::LInf || norm == Norm::Composite) && x.size() > 0) {
+        const RowVector mean = column_mean(x);
+        const Matrix centred = x.rowwise() - mean;
+        const double scale = centred.cwiseAbs().maxCoeff();
+        ExactCenter out;
+        if (scale == 0) {
+            out.center = mean;
+            return out;
+        }
+        ExactCenter scaled = exact_center_scaled(centred / scale, norm);
+        out.center = mean + scale * scaled.center;
+        out.linear_programs = scaled.linear_programs;
+        const auto norms = detail::shifted_sum_norms(x, out.center);
+        out.residual = norm == Norm::LInf ? norms.linf : norms.composite();
+        // Never worse than the closed-form centres evaluated on the original matrix.
+        const auto at_mean = detail::shifted_sum_norms(x, mean);
+        const double mean_value = norm == Norm::LInf ? at_mean.linf : at_mean.composite();
+        if (mean_value < out.residual) {
+            out.center = mean;
+            out.residual = mean_value;
+        }
+        return out;
+    }
+    return exact_center_scaled(x, norm);
+}
+
+ExactCenter exact_center_scaled(const Matrix& x, Norm norm) {
     ExactCenter out;
     if (x.rows() == 0 || x.cols() == 0) {
         out.center = RowVector::Zero(x.cols());
@@ -158,7 +193,11 @@ ExactCenter exact_center(const Matrix& x, Norm norm) {
             return out;
         case Norm::LInf: {
             CenterProgram program(x);
-            const FrontierPoint best = program.solve(0, 1);
+            FrontierPoint best = program.solve(0, 1);
+            for (const RowVector& candidate : {column_mean(x), column_median(x)}) {
+                const double value = detail::shifted_sum_norms(x, candidate).linf;
+                if (value < best.b) best = {candidate, 0, value};
+            }
             out.center = best.center;
             out.residual = best.b;
             out.linear_programs = program.solves();

@@ -36,5 +36,7 @@ struct Subcommand {
 };
 
 std::function<void()> setup_measure(CLI::App& command);
+std::function<void()> setup_theory(CLI::App& command);
+std::function<void()> setup_paths(CLI::App& command);
 
 }  // namespace rankscope::cli

@@ -13,6 +13,9 @@ namespace {
 const rankscope::cli::Subcommand kSubcommands[] = {
     {"measure", "Every rank-collapse measure of a matrix file (.npy, .csv, .safetensors:tensor)",
      rankscope::cli::setup_measure},
+    {"theory", "Random SAN variants collapsing layer by layer beside the theorems' bounds (theory.csv + figure)",
+     rankscope::cli::setup_theory},
+    {"paths", "Path decomposition check, path-length counts, path-product sampling", rankscope::cli::setup_paths},
 };
 
 // Freshly touched pages cost ~8 µs each on these VMs: keep freed memory in the process instead of returning it.

@@ -1,0 +1,55 @@
+#pragma once
+// The path decomposition (SPEC.md §3, Theorem 2.1) and path statistics.
+//
+// A path picks, in each layer l, one head h_l (or the skip "−" when the layer has one). Without LN and MLP:
+//   SAN(X) = Σ_paths P_path X W_path + 1 bᵀ,  P_path = P^L_{h_L} ··· P^1_{h_1} (latest layer on the LEFT),
+//   W_path = W^1_{h_1} ··· W^L_{h_L},  W_h = W_V,h W_O,h,  a skip contributes the identity to both.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "rankscope/san.hpp"
+
+namespace rankscope {
+
+struct PathCheck {
+    double paths = 0;              // number of paths enumerated: H^L, or (H+1)^L with skips
+    double max_abs_error = 0;      // max |Σ_paths ... − forward output|
+    double max_abs_output = 0;     // scale of the output, for a relative reading
+};
+// Enumerates every path of `network` on input x [B, n, d]. Throws when a layer has LN or an MLP, or when there are
+// more than `max_paths` paths.
+PathCheck check_path_decomposition(San& network, const at::Tensor& x, double max_paths = 1e6);
+
+struct PathLengthRow {
+    int length = 0;             // k: number of layers where the path goes through a head
+    double count = 0;           // N(k) = C(L, k) H^k
+    double share = 0;           // N(k) / (H + 1)^L  (Binomial(L, H/(H+1)))
+    double alpha_share = -1;    // Σ over paths of length k of Π_l (skip ? α_l : (1 − α_l)/H); −1 without α
+};
+// Path-length distribution with skips; alpha (size L, each in [0, 1]) weights the skip branch of each layer.
+std::vector<PathLengthRow> path_length_distribution(int layers, int heads, const std::vector<double>& alpha = {});
+double mean_path_length(const std::vector<PathLengthRow>& rows, bool alpha_weighted);
+
+struct NamedArchitecture {
+    const char* name;
+    int layers, heads;
+};
+// SPEC.md E6: BERT-base, DistilBERT, MobileBERT, BERT-large, ViT-H, T5-3B, T5-11B, GPT-3, DeiT-T.
+const std::vector<NamedArchitecture>& known_architectures();
+
+struct PathProductSample {
+    int length = 0;
+    int draw = 0;
+    int sample = 0;               // which batch item
+    std::vector<int> layers;      // ascending (forward order)
+    std::vector<int> heads;
+    double relative_residual = 0; // rank-1 relative residual, composite norm, of A_{l_k} ··· A_{l_1}
+};
+// patterns[l]: [B, H, n, n] attention of layer l. For k = 1..L, `draws` times: k distinct layers, one random head
+// each, a random batch item; the product in FORWARD order (later layers on the left).
+std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,
+                                                    std::uint64_t seed);
+
+}  // namespace rankscope

@@ -1,0 +1,57 @@
+#pragma once
+// `rankscope theory`: the collapse of random SAN variants layer by layer beside the bounds of SPEC.md §3.
+//
+// Bound used (stated in every output). For input X = 1x*ᵀ + R (x* the exact composite-norm centre, r = ||R||_{1,∞})
+// and head h: logits = ℓ_h 1ᵀ-free part + row constants + E_h/√k with E_h = R W_QK,h Rᵀ, and P_h = 1 p_hᵀ + Δ_h,
+// p_h = softmax of the logit row a query at x* would have. Since Δ_h 1 = 0, SA(X) = 1(...)ᵀ + Σ_h Δ_h R W_h, so
+//   r_out ≤ H · ||Δ||·r·||W||          (||·|| composite of the head-wise maxima of ||·||_1 and ||·||_inf)
+//         = (4 γ β H / √k) r³   with   γ = √k ||Δ|| / (4 ||E||)   (the softmax's sensitivity at this layer's
+//           attention entries),  β = ||W_QK|| · ||W_V W_O||   (||E|| ≤ ||W_QK|| r²).
+// An MLP multiplies the base by λ = L_act · ||W_in|| ||W_out|| (with its skip: sqrt((1+λ_1)(1+λ_inf))); the paper's
+// affine LN by 1/σ of the sample. Skip connections and true LayerNorm have no such bound (NaN in the table).
+// Per layer: bound_step = c_l r_{l−1}³; bound_cumulative = c_l B_{l−1}³ with B_0 = r_0 (Theorem 2.2/2.3/Cor. 3.2
+// chained with the measured c_l); bound_theorem = c_max^{(3^l−1)/2} r_0^{3^l} (the theorems' closed form).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rankscope/san.hpp"
+
+namespace rankscope {
+
+struct TheoryVariant {
+    std::string name;  // "SAN", "SAN+skip", ... with "/H=4" for multi-head
+    SanConfig config;
+    bool has_bound() const;
+};
+// SAN, SAN+skip, SAN+MLP, SAN+skip+MLP, SAN+LN (post), SAN+affine-LN, each single-head and with `heads` heads.
+std::vector<TheoryVariant> theory_variants(const SanConfig& base, int heads);
+
+struct TheoryRow {
+    std::string variant;
+    int heads = 1;
+    std::uint64_t seed = 0;
+    int layer = 0;                  // 0 = input
+    double residual = 0;            // ||res(X^l)||_{1,∞}, exact centre
+    double relative_residual = 0;   // composite, mean centre (the paper's plotted quantity)
+    double gamma = NAN, beta = NAN, lambda = NAN, c = NAN;
+    double bound_step = NAN, bound_cumulative = NAN, bound_theorem = NAN;
+    // The residual is at float64 round-off (relative residual < kRoundOff): the bound's inputs (Δ, E) are noise there
+    // and the measured residual is round-off, not collapse; such rows are not checked against the bound.
+    bool at_round_off = false;
+};
+constexpr double kRoundOff = 1e-12;
+
+// One variant, one seed: a fresh network (torch seed = seed) and input, float64.
+std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed);
+
+// Slope of log(−log r_l) against l over layers with 1e-12 < r_l < 1 (relative residual, pooled over seeds):
+// log 3 ≈ 1.0986 means doubly exponential with base 3. NaN with fewer than 2 usable layers.
+double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
+
+// Least-squares slope a of log r_l = a · log r_{l−1} + b over consecutive layers in the collapsing regime
+// (relative residual of layer l−1 below 0.5, both above round-off); a = 3 is the theorems' cubic step. Uses the
+// exact-centre residual r. NaN with fewer than 2 pairs.
+double fitted_collapse_exponent(const std::vector<TheoryRow>& rows);
+
+}  // namespace rankscope

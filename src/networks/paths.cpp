@@ -1,0 +1,136 @@
+#include "rankscope/paths.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <random>
+
+#include "rankscope/error.hpp"
+#include "rankscope/measures.hpp"
+
+namespace rankscope {
+
+PathCheck check_path_decomposition(San& network, const at::Tensor& x, double max_paths) {
+    torch::NoGradGuard no_grad;
+    const auto& config = network->config;
+    const int L = config.layers, H = config.heads;
+    bool any_skip = false;
+    for (int l = 0; l < L; ++l) {
+        const BlockConfig block = config.block_at(l);
+        if (block.mlp || block.layer_norm != LayerNormKind::None)
+            throw Error("the path decomposition needs a network without MLP and LayerNorm (layer " + std::to_string(l) + ")");
+        any_skip = any_skip || block.attention_skip;
+    }
+    PathCheck check;
+    check.paths = 1;
+    for (int l = 0; l < L; ++l) check.paths *= H + (config.block_at(l).attention_skip ? 1 : 0);
+    if (check.paths > max_paths) throw Error("too many paths to enumerate: " + std::to_string(check.paths));
+
+    Recorder recorder;
+    const at::Tensor output = network->forward(x, &recorder);  // [B, n, d]
+    const std::int64_t B = x.size(0), n = x.size(1), d = x.size(2);
+    std::vector<at::Tensor> patterns, head_weights;  // [B, H, n, n], [H, d, d]
+    at::Tensor bias = torch::zeros({d}, x.options());  // b^l: 1 bᵀ part of X^l
+    for (int l = 0; l < L; ++l) {
+        auto attention = network->block(l)->attn;
+        patterns.push_back(recorder.get(block_hook(l, "attn.hook_pattern")));
+        const at::Tensor w = attention->value_output_product();
+        head_weights.push_back(w);
+        // P_h (1 bᵀ) W_h = 1 bᵀ W_h since P_h 1 = 1; the value bias b_V,h enters through W_O,h.
+        at::Tensor next = attention->b_O.clone();
+        for (int h = 0; h < H; ++h) next = next + torch::matmul(bias, w[h]) + torch::matmul(attention->b_V[h], attention->W_O[h]);
+        if (config.block_at(l).attention_skip) next = next + bias;
+        bias = next;
+    }
+    at::Tensor total = torch::zeros_like(output) + bias;
+    const at::Tensor identity_n = torch::eye(n, x.options()).expand({B, n, n});
+    const at::Tensor identity_d = torch::eye(d, x.options());
+    std::function<void(int, const at::Tensor&, const at::Tensor&)> walk = [&](int l, const at::Tensor& p, const at::Tensor& w) {
+        if (l == L) {
+            total = total + torch::matmul(torch::matmul(p, x), w);
+            return;
+        }
+        for (int h = 0; h < H; ++h) walk(l + 1, torch::matmul(patterns[l].select(1, h), p), torch::matmul(w, head_weights[l][h]));
+        if (config.block_at(l).attention_skip) walk(l + 1, p, w);
+    };
+    walk(0, identity_n, identity_d);
+    check.max_abs_error = (total - output).abs().max().item<double>();
+    check.max_abs_output = output.abs().max().item<double>();
+    return check;
+}
+
+std::vector<PathLengthRow> path_length_distribution(int layers, int heads, const std::vector<double>& alpha) {
+    if (layers < 1 || heads < 1) throw Error("path counts need layers >= 1 and heads >= 1");
+    if (!alpha.empty() && static_cast<int>(alpha.size()) != layers)
+        throw Error("--alpha lists " + std::to_string(alpha.size()) + " values for " + std::to_string(layers) + " layers");
+    for (double a : alpha)
+        if (!(a >= 0 && a <= 1)) throw Error("every alpha must lie in [0, 1]");
+    std::vector<PathLengthRow> rows(static_cast<std::size_t>(layers + 1));
+    // Poisson-binomial over layers: probability that k layers take a head, layer l taking one with 1 − α_l.
+    std::vector<double> weighted(static_cast<std::size_t>(layers + 1), 0.0);
+    weighted[0] = 1.0;
+    for (int l = 0; l < static_cast<int>(alpha.size()); ++l)
+        for (int k = l + 1; k >= 0; --k)
+            weighted[k] = weighted[k] * alpha[l] + (k > 0 ? weighted[k - 1] * (1 - alpha[l]) : 0.0);
+    const double log_total = layers * std::log(heads + 1.0);
+    for (int k = 0; k <= layers; ++k) {
+        const double log_count = std::lgamma(layers + 1.0) - std::lgamma(k + 1.0) - std::lgamma(layers - k + 1.0) +
+                                 k * std::log(static_cast<double>(heads));
+        auto& row = rows[static_cast<std::size_t>(k)];
+        row.length = k;
+        row.count = std::round(std::exp(log_count)) > 0 && log_count < 40 ? std::round(std::exp(log_count)) : std::exp(log_count);
+        row.share = std::exp(log_count - log_total);
+        row.alpha_share = alpha.empty() ? -1 : weighted[static_cast<std::size_t>(k)];
+    }
+    return rows;
+}
+
+double mean_path_length(const std::vector<PathLengthRow>& rows, bool alpha_weighted) {
+    double mean = 0;
+    for (const auto& row : rows) mean += row.length * (alpha_weighted ? row.alpha_share : row.share);
+    return mean;
+}
+
+const std::vector<NamedArchitecture>& known_architectures() {
+    static const std::vector<NamedArchitecture> table = {
+        {"BERT-base", 12, 12}, {"DistilBERT", 6, 12}, {"MobileBERT", 12, 4}, {"BERT-large", 24, 16},
+        {"ViT-H", 32, 16},     {"T5-3B", 24, 32},     {"T5-11B", 24, 128},  {"GPT-3", 96, 96},
+        {"DeiT-T", 12, 3}};
+    return table;
+}
+
+std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,
+                                                    std::uint64_t seed) {
+    if (patterns.empty()) throw Error("no attention patterns to sample paths from");
+    const int L = static_cast<int>(patterns.size());
+    const std::int64_t B = patterns[0].size(0), H = patterns[0].size(1);
+    std::mt19937_64 generator(seed);
+    std::vector<PathProductSample> samples;
+    std::vector<int> order(static_cast<std::size_t>(L));
+    for (int k = 1; k <= L; ++k)
+        for (int draw = 0; draw < draws; ++draw) {
+            PathProductSample s;
+            s.length = k;
+            s.draw = draw;
+            s.sample = static_cast<int>(std::uniform_int_distribution<std::int64_t>(0, B - 1)(generator));
+            std::iota(order.begin(), order.end(), 0);
+            std::shuffle(order.begin(), order.end(), generator);
+            s.layers.assign(order.begin(), order.begin() + k);
+            std::sort(s.layers.begin(), s.layers.end());
+            at::Tensor product;
+            for (int layer : s.layers) {
+                const int head = static_cast<int>(std::uniform_int_distribution<std::int64_t>(0, H - 1)(generator));
+                s.heads.push_back(head);
+                const at::Tensor a = patterns[static_cast<std::size_t>(layer)][s.sample][head].to(at::kDouble);
+                product = product.defined() ? torch::matmul(a, product) : a;  // later layer on the left
+            }
+            s.relative_residual = relative_residual(to_matrix(product), Norm::Composite, Center::Rank1);
+            samples.push_back(std::move(s));
+        }
+    return samples;
+}
+
+}  // namespace rankscope

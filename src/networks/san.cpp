@@ -1,0 +1,151 @@
+#include "rankscope/san.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "rankscope/error.hpp"
+
+namespace rankscope {
+
+std::string to_string(LayerNormKind kind) {
+    switch (kind) {
+        case LayerNormKind::None: return "none";
+        case LayerNormKind::Post: return "post";
+        case LayerNormKind::Pre: return "pre";
+        case LayerNormKind::Affine: return "affine";
+    }
+    return "?";
+}
+LayerNormKind parse_layer_norm(const std::string& text) {
+    for (auto kind : {LayerNormKind::None, LayerNormKind::Post, LayerNormKind::Pre, LayerNormKind::Affine})
+        if (to_string(kind) == text) return kind;
+    throw Error("unknown LayerNorm kind '" + text + "' (expected none, post, pre or affine)");
+}
+
+BlockConfig SanConfig::block_at(int layer) const {
+    return per_layer.empty() ? block : per_layer.at(static_cast<std::size_t>(layer));
+}
+
+void SanConfig::validate() const {
+    if (layers < 1 || heads < 1 || d_model < 1 || tokens < 1)
+        throw Error("network sizes must be positive (layers, heads, d_model, tokens)");
+    if ((d_qk <= 0 || d_v <= 0) && d_model % heads != 0)
+        throw Error("d_model (" + std::to_string(d_model) + ") is not divisible by heads (" + std::to_string(heads) +
+                    "); give --d-qk and --d-v");
+    if (!per_layer.empty() && static_cast<int>(per_layer.size()) != layers)
+        throw Error("per-layer settings list " + std::to_string(per_layer.size()) + " layers, network has " +
+                    std::to_string(layers));
+}
+
+namespace {
+at::Tensor normal(std::vector<std::int64_t> shape, double std) { return torch::randn(shape) * std; }
+at::Tensor bias(std::vector<std::int64_t> shape, bool on) { return on ? torch::randn(shape) * 0.1 : torch::zeros(shape); }
+}  // namespace
+
+AttentionImpl::AttentionImpl(const SanConfig& c) : heads(c.heads), d_qk(c.qk_dim()) {
+    const std::int64_t H = c.heads, d = c.d_model, k = c.qk_dim(), v = c.v_dim();
+    const double s = c.init_scale;
+    W_Q = register_parameter("W_Q", normal({H, d, k}, s / std::sqrt(double(d))));
+    W_K = register_parameter("W_K", normal({H, d, k}, s / std::sqrt(double(d))));
+    W_V = register_parameter("W_V", normal({H, d, v}, s / std::sqrt(double(d))));
+    W_O = register_parameter("W_O", normal({H, v, d}, s / std::sqrt(double(H * v))));
+    b_Q = register_parameter("b_Q", bias({H, k}, c.biases));
+    b_K = register_parameter("b_K", bias({H, k}, c.biases));
+    b_V = register_parameter("b_V", bias({H, v}, c.biases));
+    b_O = register_parameter("b_O", bias({d}, c.biases));
+}
+
+at::Tensor AttentionImpl::pattern(const at::Tensor& x) {
+    // q, k: [B, H, n, k]
+    const at::Tensor q = torch::einsum("bnd,hdk->bhnk", {x, W_Q}) + b_Q.unsqueeze(1);
+    const at::Tensor key = torch::einsum("bnd,hdk->bhnk", {x, W_K}) + b_K.unsqueeze(1);
+    return torch::softmax(torch::matmul(q, key.transpose(-1, -2)) / std::sqrt(double(d_qk)), -1);
+}
+
+at::Tensor AttentionImpl::forward(const at::Tensor& x, Recorder* recorder, int layer) {
+    const at::Tensor p = record(recorder, block_hook(layer, "attn.hook_pattern"), pattern(x));  // [B, H, n, n]
+    const at::Tensor value = torch::einsum("bnd,hdv->bhnv", {x, W_V}) + b_V.unsqueeze(1);     // [B, H, n, v]
+    const at::Tensor z = torch::matmul(p, value);                                                // [B, H, n, v]
+    return torch::einsum("bhnv,hvd->bnd", {z, W_O}) + b_O;                                     // [B, n, d]
+}
+
+at::Tensor AttentionImpl::value_output_product() { return torch::matmul(W_V, W_O); }
+at::Tensor AttentionImpl::query_key_product() { return torch::matmul(W_Q, W_K.transpose(-1, -2)); }
+
+MlpImpl::MlpImpl(const SanConfig& c, const BlockConfig& block) : activation(block.activation) {
+    const std::int64_t d = c.d_model, m = block.mlp_width > 0 ? block.mlp_width : 4 * c.d_model;
+    W_in = register_parameter("W_in", normal({d, m}, c.init_scale / std::sqrt(double(d))));
+    b_in = register_parameter("b_in", bias({m}, c.biases));
+    W_out = register_parameter("W_out", normal({m, d}, c.init_scale / std::sqrt(double(m))));
+    b_out = register_parameter("b_out", bias({d}, c.biases));
+}
+
+at::Tensor MlpImpl::forward(const at::Tensor& x) {
+    const at::Tensor hidden = torch::matmul(x, W_in) + b_in;
+    const at::Tensor activated = activation == Activation::ReLU ? torch::relu(hidden) : torch::gelu(hidden);
+    return torch::matmul(activated, W_out) + b_out;
+}
+
+NormLayerImpl::NormLayerImpl(int d_model, LayerNormKind kind_) : kind(kind_) {
+    w = register_parameter("w", torch::ones({d_model}));
+    b = register_parameter("b", torch::zeros({d_model}));
+}
+
+at::Tensor NormLayerImpl::forward(const at::Tensor& x) {
+    constexpr double eps = 1e-5;
+    if (kind == LayerNormKind::Affine) {
+        // One mean and one std per sample matrix: a feature-wise affine map of the sample, no per-token division.
+        const at::Tensor mean = x.mean({-2, -1}, true);
+        const at::Tensor var = (x - mean).pow(2).mean({-2, -1}, true);
+        return (x - mean) / torch::sqrt(var + eps) * w + b;
+    }
+    const at::Tensor mean = x.mean(-1, true);
+    const at::Tensor var = (x - mean).pow(2).mean(-1, true);
+    return (x - mean) / torch::sqrt(var + eps) * w + b;
+}
+
+BlockImpl::BlockImpl(const SanConfig& c, const BlockConfig& block) : config(block) {
+    attn = register_module("attn", Attention(c));
+    if (block.mlp) mlp = register_module("mlp", Mlp(c, block));
+    if (block.layer_norm != LayerNormKind::None) {
+        ln1 = register_module("ln1", NormLayer(c.d_model, block.layer_norm));
+        if (block.mlp) ln2 = register_module("ln2", NormLayer(c.d_model, block.layer_norm));
+    }
+}
+
+at::Tensor BlockImpl::forward(const at::Tensor& x, Recorder* recorder, int layer) {
+    const bool pre = config.layer_norm == LayerNormKind::Pre;
+    const bool post = config.layer_norm == LayerNormKind::Post || config.layer_norm == LayerNormKind::Affine;
+    record(recorder, block_hook(layer, "hook_resid_pre"), x);
+    const at::Tensor attention_out =
+        record(recorder, block_hook(layer, "hook_attn_out"), attn->forward(pre ? ln1->forward(x) : x, recorder, layer));
+    at::Tensor mid = config.attention_skip ? x + attention_out : attention_out;
+    if (post) mid = ln1->forward(mid);
+    record(recorder, block_hook(layer, "hook_resid_mid"), mid);
+    at::Tensor out = mid;
+    if (config.mlp) {
+        const at::Tensor mlp_out = record(recorder, block_hook(layer, "hook_mlp_out"), mlp->forward(pre ? ln2->forward(mid) : mid));
+        out = config.mlp_skip ? mid + mlp_out : mlp_out;
+        if (post) out = ln2->forward(out);
+    }
+    return record(recorder, block_hook(layer, "hook_resid_post"), out);
+}
+
+SanImpl::SanImpl(SanConfig c) : config(std::move(c)) {
+    config.validate();
+    blocks = register_module("blocks", torch::nn::ModuleList());
+    for (int l = 0; l < config.layers; ++l) blocks->push_back(Block(config, config.block_at(l)));
+}
+
+at::Tensor SanImpl::forward(const at::Tensor& x, Recorder* recorder) {
+    at::Tensor h = record(recorder, "hook_embed", x);
+    for (int l = 0; l < config.layers; ++l) h = block(l)->forward(h, recorder, l);
+    return h;
+}
+
+at::Tensor random_input(const SanConfig& config, int batch, at::ScalarType dtype) {
+    return torch::randn({batch, config.tokens, config.d_model}).to(dtype);
+}
+
+}  // namespace rankscope

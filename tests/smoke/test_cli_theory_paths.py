@@ -1,0 +1,86 @@
+"""`rankscope theory` and `rankscope paths` end to end: files, columns, figures, reproducibility, errors."""
+import csv
+import json
+import os
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ElementTree
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import run  # noqa: E402
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+class TheoryAndPaths(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.mkdtemp(prefix="rankscope-theory-")
+
+    def test_theory_outputs(self):
+        out = os.path.join(self.directory, "theory")
+        result = run("theory", "--layers", "5", "--seeds", "2", "--tokens", "12", "--d-model", "16", "--out", out)
+        self.assertIn("bound violations: 0", result.stdout)
+        rows = read_csv(os.path.join(out, "theory.csv"))
+        self.assertEqual(len(rows), 12 * 2 * 6)  # variants x seeds x (layers + 1)
+        for column in ["variant", "heads", "seed", "layer", "residual", "relative_residual", "gamma", "beta", "lambda",
+                       "c", "bound_step", "bound_cumulative", "bound_theorem", "at_round_off"]:
+            self.assertIn(column, rows[0])
+        variants = {row["variant"] for row in rows}
+        for name in ["SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP", "SAN+LN", "SAN+affine-LN", "SAN/H=4"]:
+            self.assertIn(name, variants)
+        with open(os.path.join(out, "theory.json")) as f:
+            document = json.load(f)
+        self.assertIn("gamma", document["bound_definition"])
+        self.assertEqual(document["bound_violations"], 0)
+        self.assertIn("--layers", document["provenance"]["command"])
+        for figure in ["theory.svg", "theory_bounds.svg"]:
+            root = ElementTree.parse(os.path.join(out, figure)).getroot()
+            self.assertTrue(root.tag.endswith("svg"))
+            self.assertGreater(len(list(root.iter())), 100)
+            self.assertTrue(os.path.exists(os.path.join(out, figure.replace(".svg", ".gp"))))
+            self.assertGreater(os.path.getsize(os.path.join(out, figure.replace(".svg", ".png"))), 10000)
+        # Same seed, same numbers, whatever the thread count.
+        again = os.path.join(self.directory, "again")
+        run("theory", "--layers", "5", "--seeds", "2", "--tokens", "12", "--d-model", "16", "--out", again,
+            "--threads", "1")
+        self.assertEqual(read_csv(os.path.join(again, "theory.csv")), rows)
+
+    def test_paths_check_count_sample(self):
+        result = json.loads(run("paths", "check", "--layers", "3", "--heads", "2", "--skip", "--biases",
+                                "--format", "json").stdout)
+        self.assertEqual(result["paths"], 27)
+        self.assertLess(result["max_abs_error"], 1e-12 * max(1.0, result["max_abs_output"]))
+        table = json.loads(run("paths", "count", "--format", "json").stdout)
+        by_name = {entry["architecture"]: entry for entry in table}
+        self.assertAlmostEqual(by_name["BERT-base"]["mean_length"], 12 * 12 / 13, places=9)
+        self.assertEqual(len(by_name), 9)
+        out = os.path.join(self.directory, "counts")
+        run("paths", "count", "--layers", "3", "--heads", "2", "--alpha", "0.5,0.5,0.5", "--out", out)
+        rows = read_csv(os.path.join(out, "path_counts.csv"))
+        self.assertEqual([float(r["count"]) for r in rows], [1, 6, 12, 8])
+        # alpha = 0.5 everywhere: Binomial(3, 0.5)
+        self.assertEqual([float(r["alpha_share"]) for r in rows], [0.125, 0.375, 0.375, 0.125])
+        sample_out = os.path.join(self.directory, "sample")
+        run("paths", "sample", "--layers", "4", "--heads", "2", "--draws", "10", "--out", sample_out)
+        rows = read_csv(os.path.join(sample_out, "paths.csv"))
+        self.assertEqual(len(rows), 40)
+        self.assertTrue(os.path.exists(os.path.join(sample_out, "paths.svg")))
+
+    def test_errors(self):
+        result = run("paths", "count", "--layers", "3", "--heads", "2", "--alpha", "0.5", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("alpha", result.stderr)
+        result = run("theory", "--d-model", "10", "--heads", "4", "--out", self.directory, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("divisible", result.stderr)
+        result = run("paths", "sample", "--patterns", os.path.join(self.directory, "none.safetensors"), check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("none.safetensors", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)

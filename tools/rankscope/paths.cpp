@@ -1,0 +1,220 @@
+// rankscope paths check|count|sample — the path decomposition (Theorem 2.1) and path statistics.
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "common.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/figure.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/paths.hpp"
+#include "rankscope/progress.hpp"
+
+namespace rankscope::cli {
+namespace {
+
+struct PathsOptions {
+    CommonOptions common;
+    SanConfig network;
+    bool skip = false;
+    std::vector<double> alpha;
+    int draws = 100;
+    int batch = 4;
+    std::string patterns_file;
+};
+
+void print_json_or(const CommonOptions& common, const nlohmann::json& document, const std::function<void()>& table) {
+    if (common.format == "json") std::cout << document.dump(2) << "\n";
+    else table();
+}
+
+void run_check(PathsOptions options) {
+    Provenance provenance = start_run(options.common);
+    options.network.block.attention_skip = options.skip;
+    torch::manual_seed(options.common.seed);
+    San network(options.network);
+    network->to(torch::kDouble);
+    const at::Tensor x = random_input(options.network, 2, torch::kDouble);
+    const PathCheck check = check_path_decomposition(network, x);
+    nlohmann::json document = {{"layers", options.network.layers}, {"heads", options.network.heads},
+                               {"skip", options.skip},             {"biases", options.network.biases},
+                               {"paths", check.paths},             {"max_abs_error", check.max_abs_error},
+                               {"max_abs_output", check.max_abs_output}};
+    if (!options.common.out.empty()) {
+        std::filesystem::create_directories(options.common.out);
+        write_json_atomically(std::filesystem::path(options.common.out) / "paths_check.json", document, provenance);
+    }
+    print_json_or(options.common, document, [&] {
+        fmt::print("{} paths (L={}, H={}, skip={}): max |sum over paths - forward| = {:.3e} (output scale {:.3e})\n",
+                   check.paths, options.network.layers, options.network.heads, options.skip ? "yes" : "no",
+                   check.max_abs_error, check.max_abs_output);
+    });
+}
+
+void run_count(const PathsOptions& options) {
+    Provenance provenance = start_run(options.common);
+    CsvTable table;
+    table.columns = {"architecture", "layers", "heads", "length", "count", "share", "alpha_share"};
+    nlohmann::json document = nlohmann::json::array();
+    auto add = [&](const std::string& name, int layers, int heads, const std::vector<double>& alpha) {
+        const auto rows = path_length_distribution(layers, heads, alpha);
+        for (const auto& r : rows)
+            table.add({name, std::to_string(layers), std::to_string(heads), std::to_string(r.length),
+                       format_number(r.count), format_number(r.share), alpha.empty() ? "" : format_number(r.alpha_share)});
+        nlohmann::json entry = {{"architecture", name}, {"layers", layers}, {"heads", heads},
+                                {"mean_length", mean_path_length(rows, false)}};
+        if (!alpha.empty()) entry["alpha_mean_length"] = mean_path_length(rows, true);
+        document.push_back(entry);
+    };
+    if (options.network.layers > 0 && options.network.heads > 0 && !options.alpha.empty())
+        add("custom", options.network.layers, options.network.heads, options.alpha);
+    else if (options.network.layers > 0)
+        add("custom", options.network.layers, options.network.heads, {});
+    else
+        for (const auto& a : known_architectures()) add(a.name, a.layers, a.heads, {});
+    if (!options.common.out.empty()) {
+        const std::filesystem::path out = options.common.out;
+        std::filesystem::create_directories(out);
+        write_csv_atomically(out / "path_counts.csv", table, provenance);
+        write_json_atomically(out / "path_counts.json", {{"architectures", document}}, provenance);
+        std::string plot = "set xlabel 'path length k'\nset ylabel 'share of paths'\nset style data linespoints\nplot ";
+        for (std::size_t i = 0; i < document.size(); ++i)
+            plot += fmt::format("{}'path_counts.csv' using 4:(strcol(1) eq '{}' ? $6 : 1/0) lw 2 title '{}'",
+                                i ? ", \\\n     " : "", document[i]["architecture"].get<std::string>(),
+                                document[i]["architecture"].get<std::string>());
+        if (!options.alpha.empty())
+            plot += ", \\\n     'path_counts.csv' using 4:7 lw 2 dt 2 title 'custom, alpha-weighted'";
+        render_figure(out, {"path_counts", "Distribution of path lengths", plot}, csv_provenance_lines(provenance));
+        write_manifest(out, provenance, {{"outputs", {"path_counts.csv", "path_counts.json"}}});
+    }
+    if (options.common.format == "csv") std::cout << csv_provenance_lines(provenance) << table.to_string();
+    else
+        print_json_or(options.common, document, [&] {
+            fmt::print("{:<12} {:>6} {:>6} {:>12} {:>14}\n", "architecture", "L", "H", "mean length", "alpha-weighted");
+            for (const auto& e : document)
+                fmt::print("{:<12} {:>6} {:>6} {:>12.3f} {:>14}\n", e["architecture"].get<std::string>(),
+                           e["layers"].get<int>(), e["heads"].get<int>(), e["mean_length"].get<double>(),
+                           e.contains("alpha_mean_length") ? fmt::format("{:.3f}", e["alpha_mean_length"].get<double>()) : "-");
+        });
+}
+
+std::vector<at::Tensor> load_patterns(const std::string& path) {
+    SafetensorsFile file(path);
+    std::vector<at::Tensor> patterns;
+    for (int l = 0;; ++l) {
+        const std::string name = block_hook(l, "attn.hook_pattern");
+        if (!file.contains(name)) break;
+        const ArrayView view = file.view(name);
+        if (view.shape.size() != 4 || (view.dtype != DType::F32 && view.dtype != DType::F64))
+            throw Error("expected a float [batch, heads, n, n] tensor", path + ":" + name);
+        patterns.push_back(torch::from_blob(const_cast<std::byte*>(view.data), view.shape,
+                                            view.dtype == DType::F32 ? torch::kFloat : torch::kDouble)
+                               .clone());
+    }
+    if (patterns.empty()) throw Error("no blocks.{l}.attn.hook_pattern tensors", path);
+    return patterns;
+}
+
+void run_sample(PathsOptions options) {
+    Provenance provenance = start_run(options.common);
+    std::vector<at::Tensor> patterns;
+    std::string source = options.patterns_file;
+    if (!options.patterns_file.empty()) {
+        patterns = load_patterns(options.patterns_file);
+    } else {
+        torch::manual_seed(options.common.seed);
+        options.network.block.attention_skip = options.skip;
+        San network(options.network);
+        network->to(torch::kDouble);
+        Recorder recorder;
+        torch::NoGradGuard no_grad;
+        network->forward(random_input(options.network, options.batch, torch::kDouble), &recorder);
+        for (int l = 0; l < options.network.layers; ++l) patterns.push_back(recorder.get(block_hook(l, "attn.hook_pattern")));
+        source = "random SAN";
+    }
+    const auto samples = sample_path_products(patterns, options.draws, options.common.seed);
+    CsvTable table;
+    table.columns = {"length", "draw", "sample", "layers", "heads", "relative_residual"};
+    for (const auto& s : samples) {
+        std::string layers, heads;
+        for (std::size_t i = 0; i < s.layers.size(); ++i) {
+            layers += (i ? " " : "") + std::to_string(s.layers[i]);
+            heads += (i ? " " : "") + std::to_string(s.heads[i]);
+        }
+        table.add({std::to_string(s.length), std::to_string(s.draw), std::to_string(s.sample), layers, heads,
+                   format_number(s.relative_residual)});
+    }
+    const std::filesystem::path out = options.common.out.empty() ? "out/paths" : options.common.out;
+    std::filesystem::create_directories(out);
+    write_csv_atomically(out / "paths.csv", table, provenance);
+    const std::string plot =
+        "set logscale y\nset format y '10^{%L}'\nset xlabel 'path length k (layers multiplied)'\n"
+        "set ylabel 'rank-1 relative residual (composite)'\nset style fill solid 0.4\nset boxwidth 0.5\nunset key\n"
+        "plot 'paths.csv' using (column(1)):(column(6) > 0 ? column(6) : 1e-17):(0.5):(column(1)) with boxplot lc 3";
+    const auto figures = render_figure(out, {"paths", "Attention products along random paths", plot},
+                                       csv_provenance_lines(provenance));
+    write_manifest(out, provenance, {{"inputs", {source}}, {"outputs", {"paths.csv"}}, {"figures", figures}});
+    fmt::print("{:>6} {:>14}\n", "length", "median residual");
+    for (int k = 1; k <= static_cast<int>(patterns.size()); ++k) {
+        std::vector<double> values;
+        for (const auto& s : samples)
+            if (s.length == k) values.push_back(s.relative_residual);
+        std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+        fmt::print("{:>6} {:>14.3e}\n", k, values[values.size() / 2]);
+    }
+    fmt::print("wrote {}/paths.csv\n", out.string());
+}
+
+void add_network_options(CLI::App& command, PathsOptions& options) {
+    command.add_option("--layers", options.network.layers, "Depth L")->capture_default_str();
+    command.add_option("--heads", options.network.heads, "Heads H")->capture_default_str();
+    command.add_option("--d-model", options.network.d_model, "Model width")->capture_default_str();
+    command.add_option("--d-qk", options.network.d_qk, "Query/key width per head (0 = d_model/heads)")->capture_default_str();
+    command.add_option("--d-v", options.network.d_v, "Value width per head (0 = d_model/heads)")->capture_default_str();
+    command.add_option("--tokens", options.network.tokens, "Tokens n")->capture_default_str();
+    command.add_flag("--skip", options.skip, "Attention skip connections (H+1 choices per layer)");
+}
+
+}  // namespace
+
+std::function<void()> setup_paths(CLI::App& command) {
+    auto options = std::make_shared<PathsOptions>();
+    auto action = std::make_shared<std::function<void()>>();
+    command.require_subcommand(1);
+
+    CLI::App* check = command.add_subcommand("check", "Enumerate every path and compare the sum with the forward output");
+    options->network.layers = 3;
+    options->network.heads = 2;
+    options->network.d_model = 12;
+    options->network.tokens = 8;
+    add_network_options(*check, *options);
+    check->add_flag("--biases", options->network.biases, "Random biases in every projection");
+    add_common_options(*check, options->common, false);
+    check->callback([options, action] { *action = [options] { run_check(*options); }; });
+
+    CLI::App* count = command.add_subcommand("count", "Number and share of paths of each length (built-in table without --layers)");
+    auto* count_layers = count->add_option("--layers", options->network.layers, "Depth L (omit for the E6 table)");
+    count->add_option("--heads", options->network.heads, "Heads H");
+    count->add_option("--alpha", options->alpha, "Skip ratio per layer, a_1,...,a_L")->delimiter(',');
+    add_common_options(*count, options->common, false);
+    count->callback([options, action, count_layers] {
+        if (count_layers->count() == 0) options->network.layers = 0;
+        *action = [options] { run_count(*options); };
+    });
+
+    CLI::App* sample = command.add_subcommand("sample", "Products of attention matrices along random paths (E2)");
+    add_network_options(*sample, *options);
+    sample->add_option("--draws", options->draws, "Draws per path length")->capture_default_str();
+    sample->add_option("--patterns", options->patterns_file,
+                       "Recorded run (.safetensors with blocks.{l}.attn.hook_pattern) instead of a random SAN");
+    add_common_options(*sample, options->common, false);
+    sample->callback([options, action] { *action = [options] { run_sample(*options); }; });
+
+    return [action] { (*action)(); };
+}
+
+}  // namespace rankscope::cli
