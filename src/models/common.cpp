@@ -1,0 +1,40 @@
+#include "models/common.hpp"
+
+#include <cmath>
+
+#include "rankscope/error.hpp"
+
+namespace rankscope::models {
+
+at::Tensor activation(const std::string& name, const at::Tensor& x) {
+    if (name == "gelu") return torch::gelu(x);
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh")
+        return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
+    if (name == "relu") return torch::relu(x);
+    throw Error("unsupported activation '" + name + "' (expected gelu, gelu_new or relu)");
+}
+
+at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dtype) {
+    const double lowest = dtype == at::kDouble ? std::numeric_limits<double>::lowest() : std::numeric_limits<float>::lowest();
+    return ((1.0 - attention_mask.to(dtype)) * lowest).unsqueeze(1).unsqueeze(2);
+}
+
+void init_like_from_config(torch::nn::Module& module, double range, const std::vector<std::string>& padding_embeddings,
+                           int padding_index) {
+    torch::NoGradGuard no_grad;
+    for (auto& item : module.named_parameters()) {
+        const std::string& name = item.key();
+        at::Tensor parameter = item.value();
+        const bool norm = name.find("LayerNorm") != std::string::npos || name.find("layer_norm") != std::string::npos;
+        const bool ends_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+        if (norm && !ends_bias) parameter.fill_(1.0);
+        else if (ends_bias) parameter.zero_();
+        else parameter.normal_(0.0, range);
+    }
+    for (auto& item : module.named_parameters())
+        for (const auto& embedding : padding_embeddings)
+            if (item.key() == embedding && padding_index >= 0 && padding_index < item.value().size(0))
+                item.value()[padding_index].zero_();
+}
+
+}  // namespace rankscope::models

@@ -1,0 +1,47 @@
+#pragma once
+// Pieces shared by the architecture files: activations by config name, the attention mask, and initialisation.
+#include <torch/torch.h>
+
+#include "rankscope/models.hpp"
+
+namespace rankscope::models {
+
+// "gelu" = x Φ(x) (erf), "gelu_new" = tanh approximation, "relu".
+at::Tensor activation(const std::string& name, const at::Tensor& x);
+
+// Additive mask [B, 1, 1, n]: 0 for real tokens, the dtype's lowest value for padding (Hugging Face's extended mask).
+at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dtype);
+
+// from_config init by checkpoint name: LayerNorm weights 1, biases 0, everything else normal(0, range); the rows of
+// `padding_embeddings` at `padding_index` are zeroed as nn.Embedding(padding_idx) does.
+void init_like_from_config(torch::nn::Module& module, double range, const std::vector<std::string>& padding_embeddings,
+                           int padding_index);
+
+// Wraps a torch module as an EncoderModel.
+template <typename Holder, typename ForwardFunction>
+class ModuleModel : public EncoderModel {
+public:
+    ModuleModel(HfConfig config, Holder module, ForwardFunction forward)
+        : config_(std::move(config)), module_(std::move(module)), forward_(forward) {}
+    const HfConfig& config() const override { return config_; }
+    at::Tensor forward(const ModelBatch& batch, const Surgery& surgery, Recorder* recorder) override {
+        torch::NoGradGuard no_grad;
+        return forward_(*module_, config_, batch, surgery, recorder);
+    }
+    std::vector<std::pair<std::string, at::Tensor>> parameters() override {
+        std::vector<std::pair<std::string, at::Tensor>> out;
+        for (const auto& item : module_->named_parameters()) out.emplace_back(item.key(), item.value());
+        return out;
+    }
+
+private:
+    HfConfig config_;
+    Holder module_;
+    ForwardFunction forward_;
+};
+
+std::unique_ptr<EncoderModel> make_bert(const HfConfig& config);
+std::unique_ptr<EncoderModel> make_albert(const HfConfig& config);
+std::unique_ptr<EncoderModel> make_xlnet(const HfConfig& config);
+
+}  // namespace rankscope::models

@@ -1,0 +1,147 @@
+// BERT, ALBERT and XLNet against the shared conformance fixtures (an independent implementation written from the
+// Hugging Face sources): every hidden state, every attention map and the E1 numbers, for all four surgeries.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/measures.hpp"
+#include "rankscope/models.hpp"
+
+using namespace rankscope;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kFixtures = std::string(RANKSCOPE_SHARED_DIR) + "/fixtures";
+
+at::Tensor tensor_of(const SafetensorsFile& file, const std::string& name) {
+    const ArrayView v = file.view(name);
+    const auto dtype = v.dtype == DType::F32 ? torch::kFloat : v.dtype == DType::F64 ? torch::kDouble : torch::kLong;
+    return torch::from_blob(const_cast<std::byte*>(v.data), v.shape, dtype).clone();
+}
+
+double max_relative_difference(const at::Tensor& got, const at::Tensor& expected) {
+    return ((got - expected).abs().max() / expected.abs().max().clamp_min(1e-30)).item<double>();
+}
+
+struct Case {
+    std::string model, variant;
+};
+std::vector<Case> all_cases() {
+    std::vector<Case> cases;
+    for (const char* m : {"bert-tiny", "albert-tiny", "xlnet-tiny"})
+        for (const char* v : {"transformer", "SAN+skip", "SAN+MLP", "SAN"}) cases.push_back({m, v});
+    return cases;
+}
+}  // namespace
+
+class Conformance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Conformance, HiddenStatesAttentionsAndE1MatchTheFixture) {
+    const auto& [model_name, variant] = GetParam();
+    const std::string folder = kFixtures + "/" + model_name;
+    if (!fs::exists(folder)) GTEST_SKIP() << "no fixtures at " << folder;
+    auto model = load_hf_model(folder);
+    SafetensorsFile expected(folder + "/expected-" + variant + ".safetensors");
+    ModelBatch batch{tensor_of(expected, "input_ids"), tensor_of(expected, "attention_mask"),
+                     tensor_of(expected, "token_type_ids")};
+    Surgery surgery;
+    surgery.remove_attention_skip = variant == "SAN" || variant == "SAN+MLP";
+    surgery.remove_mlp = variant == "SAN" || variant == "SAN+skip";
+    Recorder recorder;
+    model->forward(batch, surgery, &recorder);
+    const int layers = model->config().layers;
+    for (int l = 0; l <= layers; ++l) {
+        const at::Tensor got = recorder.get(l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"));
+        const double difference = max_relative_difference(got, tensor_of(expected, "hidden_states." + std::to_string(l)));
+        EXPECT_LT(difference, 1e-5) << model_name << " " << variant << " hidden_states." << l;
+    }
+    for (int l = 0; l < layers; ++l) {
+        const at::Tensor got = recorder.get(block_hook(l, "attn.hook_pattern"));
+        EXPECT_LT(max_relative_difference(got, tensor_of(expected, "attentions." + std::to_string(l))), 1e-5)
+            << model_name << " " << variant << " attentions." << l;
+    }
+    // E1: relative residual (composite, mean over the sample's real tokens), mean and unbiased std over samples.
+    const at::Tensor e1_mean = tensor_of(expected, "e1_mean"), e1_std = tensor_of(expected, "e1_std");
+    for (int l = 0; l <= layers; ++l) {
+        const at::Tensor hidden = recorder.get(l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"));
+        std::vector<double> values;
+        for (int b = 0; b < hidden.size(0); ++b) {
+            const at::Tensor real = hidden[b].index({batch.attention_mask[b].to(torch::kBool)});
+            values.push_back(relative_residual(to_matrix(real), Norm::Composite, Center::Mean));
+        }
+        const double mean = (values[0] + values[1]) / 2, std = std::abs(values[0] - values[1]) / std::sqrt(2.0);
+        EXPECT_NEAR(mean, e1_mean[l].item<double>(), 1e-5 * std::max(1.0, mean)) << model_name << " " << variant << " layer " << l;
+        EXPECT_NEAR(std, e1_std[l].item<double>(), 1e-5) << model_name << " " << variant << " layer " << l;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Conformance, ::testing::ValuesIn(all_cases()), [](const auto& info) {
+    std::string name = info.param.model + "_" + info.param.variant;
+    for (char& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return name;
+});
+
+TEST(HfLoader, RandomInitFollowsFromConfig) {
+    const std::string folder = kFixtures + "/bert-tiny";
+    if (!fs::exists(folder)) GTEST_SKIP();
+    auto model = make_hf_model(read_hf_config(folder + "/config.json"), 3);
+    for (const auto& [name, parameter] : model->parameters()) {
+        if (name.find("LayerNorm.weight") != std::string::npos) {
+            EXPECT_TRUE(parameter.eq(1).all().item<bool>()) << name;
+        } else if (name.size() > 5 && name.substr(name.size() - 5) == ".bias") {
+            EXPECT_TRUE(parameter.eq(0).all().item<bool>()) << name;
+        } else if (parameter.numel() > 500) {
+            EXPECT_NEAR(parameter.std().item<double>(), 0.02, 0.003) << name;
+        }
+    }
+}
+
+TEST(HfLoader, BadFoldersNameTheFileAndTensor) {
+    const std::string source = kFixtures + "/bert-tiny";
+    if (!fs::exists(source)) GTEST_SKIP();
+    const fs::path dir = fs::temp_directory_path() / ("rankscope-bad-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto expect_error = [&](const std::string& words, const std::string& file) {
+        try {
+            load_hf_model(dir.string());
+            ADD_FAILURE() << "no error, expected " << words;
+        } catch (const Error& e) {
+            EXPECT_NE(e.one_line().find(words), std::string::npos) << e.one_line();
+            EXPECT_NE(e.one_line().find(file), std::string::npos) << e.one_line();
+        }
+    };
+    expect_error("config.json", "config.json");  // missing config
+    fs::copy_file(source + "/config.json", dir / "config.json");
+    expect_error("missing model.safetensors", "model.safetensors");
+    // A wrong shape: rewrite the checkpoint with one tensor transposed.
+    SafetensorsFile original(source + "/model.safetensors");
+    std::vector<NamedArray> tensors;
+    std::vector<std::vector<float>> storage;
+    for (const auto& name : original.names()) {
+        ArrayView view = original.view(name);
+        if (name == "encoder.layer.1.intermediate.dense.weight") std::swap(view.shape[0], view.shape[1]);
+        tensors.push_back({name, view});
+    }
+    write_safetensors((dir / "model.safetensors").string(), tensors);
+    expect_error("encoder.layer.1.intermediate.dense.weight", "model.safetensors");
+    // A missing tensor.
+    tensors.erase(std::remove_if(tensors.begin(), tensors.end(), [](const NamedArray& t) {
+                      return t.name == "encoder.layer.1.intermediate.dense.weight" || t.name == "encoder.layer.2.output.dense.bias";
+                  }),
+                  tensors.end());
+    write_safetensors((dir / "model.safetensors").string(), tensors);
+    expect_error("2 tensors missing", "model.safetensors");
+    // Unknown model_type.
+    std::ofstream(dir / "config.json") << R"({"model_type": "gpt9", "vocab_size": 10})";
+    expect_error("unknown model_type 'gpt9'", "config.json");
+    fs::remove_all(dir);
+}
