@@ -54,3 +54,19 @@ def write_safetensors(path, tensors, metadata=None):
 def close(name, got, expected, rtol, atol=0.0):
     if not np.isclose(got, expected, rtol=rtol, atol=atol):
         raise AssertionError(f"{name}: rankscope {got!r} vs reference {expected!r} (rtol {rtol}, atol {atol})")
+
+
+def read_safetensors(path):
+    """An independent reader of the published safetensors layout: {name: numpy array}."""
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+        data = f.read()
+    codes = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "F16": np.float16}
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        out[name] = np.frombuffer(data[begin:end], dtype=codes[entry["dtype"]]).reshape(entry["shape"])
+    return out

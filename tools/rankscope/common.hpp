@@ -38,5 +38,6 @@ struct Subcommand {
 std::function<void()> setup_measure(CLI::App& command);
 std::function<void()> setup_theory(CLI::App& command);
 std::function<void()> setup_paths(CLI::App& command);
+std::function<void()> setup_model(CLI::App& command);
 
 }  // namespace rankscope::cli

@@ -16,6 +16,8 @@ const rankscope::cli::Subcommand kSubcommands[] = {
     {"theory", "Random SAN variants collapsing layer by layer beside the theorems' bounds (theory.csv + figure)",
      rankscope::cli::setup_theory},
     {"paths", "Path decomposition check, path-length counts, path-product sampling", rankscope::cli::setup_paths},
+    {"model", "E1/E2 on a Hugging Face BERT, ALBERT or XLNet folder: residual per layer under the paper's surgery",
+     rankscope::cli::setup_model},
 };
 
 // Freshly touched pages cost ~8 µs each on these VMs: keep freed memory in the process instead of returning it.

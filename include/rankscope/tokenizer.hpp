@@ -1,0 +1,56 @@
+#pragma once
+// Tokenizers of the Hugging Face folders rankscope reads, and packing of text into fixed-length samples.
+//
+//   auto tokenizer = load_tokenizer("path/to/model", config);   // vocab.txt (WordPiece) or spiece.model
+//   std::vector<int> ids = tokenizer->encode("How old are you?");   // content ids, no special tokens
+//   ModelBatch batch = pack_text(*tokenizer, sentences, 32, 128);   // 32 samples of exactly 128 real tokens
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rankscope/models.hpp"
+
+namespace rankscope {
+
+class Tokenizer {
+public:
+    virtual ~Tokenizer() = default;
+    virtual std::vector<int> encode(const std::string& text) const = 0;
+    virtual std::vector<std::vector<int>> encode_batch(const std::vector<std::string>& texts) const {
+        std::vector<std::vector<int>> out;
+        for (const auto& text : texts) out.push_back(encode(text));
+        return out;
+    }
+    // Ids of the special tokens around one sample: BERT/ALBERT [CLS] x [SEP]; XLNet x <sep> <cls> (at the END).
+    virtual std::vector<int> prefix() const = 0;
+    virtual std::vector<int> suffix() const = 0;
+    // Token type of the special tokens in `suffix` (XLNet gives <cls> its own segment, 2); content uses 0.
+    virtual std::vector<int> suffix_types() const { return std::vector<int>(suffix().size(), 0); }
+    virtual int vocab_size() const = 0;
+    virtual std::string source() const = 0;  // the file it was read from
+};
+
+// WordPiece from vocab.txt, as BERT's tokenizer does it: clean, split on whitespace and punctuation (CJK characters
+// stand alone), lower-case and strip accents when uncased, then greedy longest-match with "##" continuations.
+// `lower_case`: from tokenizer_config.json's do_lower_case when present, else true iff the vocabulary has no
+// upper-case letter.
+std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, int lower_case = -1);
+// Path of the rankscope-spm helper (beside the program, or $RANKSCOPE_SPM); SentencePiece runs there because
+// libsentencepiece and libtorch cannot share a process on Debian 12 (both use libprotobuf).
+std::string spm_helper_path();
+// SentencePiece (libsentencepiece, in the helper) from spiece.model; ALBERT lower-cases first; XLNet puts <sep> <cls> at the end.
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, const std::string& model_type,
+                                              bool lower_case);
+// The tokenizer of a Hugging Face folder: spiece.model if present, else vocab.txt.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config);
+
+// Sentences of a UTF-8 text file: for a GLUE-style .tsv with a header naming sentence1/sentence2, those columns;
+// otherwise one sentence per non-empty line. Throws when the file is missing or has no text.
+std::vector<std::string> read_sentences(const std::string& path);
+
+// Tokenises sentences in order into one stream and cuts it into `samples` samples of exactly `tokens` real tokens
+// each (special tokens included; no padding). Throws when the text is too short, naming how many samples it gives.
+ModelBatch pack_text(const Tokenizer& tokenizer, const std::vector<std::string>& sentences, int samples, int tokens,
+                     const std::string& text_path);
+
+}  // namespace rankscope

@@ -1,0 +1,224 @@
+// SentencePiece tokenisation (libsentencepiece) as ALBERT's and XLNet's tokenizers use it, and text packing.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "rankscope/error.hpp"
+#include "rankscope/tokenizer.hpp"
+#include "text_utf8.hpp"
+
+namespace rankscope {
+
+std::string spm_helper_path() {
+    if (const char* configured = std::getenv("RANKSCOPE_SPM")) return configured;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+    for (const auto& candidate : {self / "rankscope-spm", self / ".." / "bin" / "rankscope-spm"})
+        if (std::filesystem::exists(candidate)) return candidate.string();
+    throw Error("the rankscope-spm helper is not beside the program (set RANKSCOPE_SPM)", self.string());
+}
+
+namespace {
+
+std::string shell_quote(const std::string& text) {
+    std::string quoted = "'";
+    for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return quoted + "'";
+}
+
+// Runs the rankscope-spm helper and returns its standard output; throws with its message on failure.
+std::string run_helper(const std::string& arguments, const std::string& where) {
+    const std::string command = shell_quote(spm_helper_path()) + " " + arguments + " 2>&1";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (!pipe) throw Error("cannot start rankscope-spm", where);
+    std::string output;
+    char buffer[65536];
+    std::size_t got;
+    while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, got);
+    const int status = ::pclose(pipe);
+    if (status != 0) {
+        const auto newline = output.find('\n');
+        throw Error("SentencePiece failed: " + output.substr(0, newline), where);
+    }
+    return output;
+}
+
+class SentencePiece : public Tokenizer {
+public:
+    SentencePiece(const std::string& path, const std::string& model_type, bool lower_case)
+        : path_(path), xlnet_(model_type == "xlnet"), lower_case_(lower_case) {
+        if (!std::filesystem::exists(path)) throw Error("cannot open file", path);
+        const std::vector<std::string> specials = xlnet_ ? std::vector<std::string>{"<sep>", "<cls>"}
+                                                         : std::vector<std::string>{"[CLS]", "[SEP]"};
+        std::stringstream info(run_helper("info " + shell_quote(path) + " " + shell_quote(specials[0]) + " " +
+                                              shell_quote(specials[1]),
+                                          path));
+        info >> vocab_size_;
+        for (const auto& special : specials) {
+            int id = -1;
+            info >> id;
+            if (id < 0) throw Error("SentencePiece model has no " + special + " piece", path);
+            specials_.push_back(id);
+        }
+        if (!info || vocab_size_ <= 0) throw Error("not a SentencePiece model", path);
+    }
+    std::vector<int> encode(const std::string& text) const override { return encode_batch({text}).front(); }
+    std::vector<std::vector<int>> encode_batch(const std::vector<std::string>& texts) const override {
+        // As the Hugging Face tokenizers prepare text: collapse whitespace, `` and '' to ", lower-case (ALBERT).
+        const std::filesystem::path input = std::filesystem::temp_directory_path() /
+                                            ("rankscope-spm-" + std::to_string(::getpid()) + ".txt");
+        {
+            std::ofstream out(input);
+            for (const auto& text : texts) {
+                std::string prepared;
+                for (const auto& word : utf8::basic_split_whitespace(text)) prepared += (prepared.empty() ? "" : " ") + word;
+                for (const char* quote : {"``", "''"})
+                    for (std::size_t at; (at = prepared.find(quote)) != std::string::npos;) prepared.replace(at, 2, "\"");
+                out << (lower_case_ ? utf8::lower(prepared) : prepared) << "\n";
+            }
+        }
+        std::string output;
+        try {
+            output = run_helper("encode " + shell_quote(path_) + " " + shell_quote(input.string()), path_);
+        } catch (...) {
+            std::filesystem::remove(input);
+            throw;
+        }
+        std::filesystem::remove(input);
+        std::vector<std::vector<int>> all;
+        std::stringstream lines(output);
+        std::string line;
+        while (std::getline(lines, line)) {
+            std::stringstream numbers(line);
+            std::vector<int> ids;
+            for (int id; numbers >> id;) ids.push_back(id);
+            all.push_back(std::move(ids));
+        }
+        if (all.size() != texts.size()) throw Error("SentencePiece helper returned a wrong number of lines", path_);
+        return all;
+    }
+    std::vector<int> prefix() const override { return xlnet_ ? std::vector<int>{} : std::vector<int>{specials_[0]}; }
+    std::vector<int> suffix() const override {
+        return xlnet_ ? std::vector<int>{specials_[0], specials_[1]} : std::vector<int>{specials_[1]};
+    }
+    std::vector<int> suffix_types() const override { return xlnet_ ? std::vector<int>{0, 2} : std::vector<int>{0}; }
+    int vocab_size() const override { return vocab_size_; }
+    std::string source() const override { return path_; }
+
+private:
+    std::string path_;
+    bool xlnet_, lower_case_;
+    int vocab_size_ = 0;
+    std::vector<int> specials_;
+};
+
+std::vector<std::string> split_tabs(const std::string& line) {
+    std::vector<std::string> fields;
+    std::stringstream stream(line);
+    std::string field;
+    while (std::getline(stream, field, '\t')) fields.push_back(field);
+    return fields;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, const std::string& model_type,
+                                              bool lower_case) {
+    return std::make_unique<SentencePiece>(model_path, model_type, lower_case);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config) {
+    const std::filesystem::path folder = directory;
+    int lower_case = -1;
+    const auto tokenizer_config = folder / "tokenizer_config.json";
+    if (std::filesystem::exists(tokenizer_config)) {
+        try {
+            const auto json = nlohmann::json::parse(std::ifstream(tokenizer_config));
+            if (json.contains("do_lower_case")) lower_case = json["do_lower_case"].get<bool>() ? 1 : 0;
+        } catch (const std::exception& e) {
+            throw Error(std::string("bad tokenizer_config.json: ") + e.what(), tokenizer_config.string());
+        }
+    }
+    if (std::filesystem::exists(folder / "spiece.model"))
+        return load_sentencepiece((folder / "spiece.model").string(), config.model_type,
+                                  lower_case < 0 ? config.model_type == "albert" : lower_case == 1);
+    if (std::filesystem::exists(folder / "vocab.txt")) return load_wordpiece((folder / "vocab.txt").string(), lower_case);
+    throw Error("no tokenizer: neither spiece.model nor vocab.txt", directory);
+}
+
+std::vector<std::string> read_sentences(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw Error("cannot open text file", path);
+    std::vector<std::string> sentences;
+    std::string line;
+    std::vector<int> columns;
+    bool first = true;
+    while (std::getline(in, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (first) {
+            first = false;
+            const auto header = split_tabs(line);
+            for (std::size_t i = 0; i < header.size(); ++i)
+                if (header[i] == "sentence1" || header[i] == "sentence2") columns.push_back(static_cast<int>(i));
+            if (!columns.empty()) continue;
+        }
+        if (columns.empty()) {
+            if (line.find_first_not_of(" \t") != std::string::npos) sentences.push_back(line);
+            continue;
+        }
+        const auto fields = split_tabs(line);
+        for (int column : columns)
+            if (column < static_cast<int>(fields.size()) && !fields[column].empty()) sentences.push_back(fields[column]);
+    }
+    if (sentences.empty()) throw Error("no text in file", path);
+    return sentences;
+}
+
+ModelBatch pack_text(const Tokenizer& tokenizer, const std::vector<std::string>& sentences, int samples, int tokens,
+                     const std::string& text_path) {
+    const auto prefix = tokenizer.prefix(), suffix = tokenizer.suffix(), suffix_types = tokenizer.suffix_types();
+    const int content = tokens - static_cast<int>(prefix.size() + suffix.size());
+    if (samples < 1 || content < 1) throw Error(fmt::format("cannot pack {} samples of {} tokens", samples, tokens));
+    std::vector<std::int64_t> ids, types;
+    std::vector<int> stream;
+    std::size_t next = 0;
+    // Encode only as many sentences as the samples need (in blocks, so the SentencePiece helper starts rarely).
+    std::vector<std::vector<int>> encoded;
+    for (int s = 0; s < samples; ++s) {
+        while (static_cast<int>(stream.size()) < content && next < sentences.size()) {
+            if (next >= encoded.size()) {
+                const std::size_t end = std::min(sentences.size(), encoded.size() + 512);
+                auto block = tokenizer.encode_batch({sentences.begin() + static_cast<long>(encoded.size()),
+                                                     sentences.begin() + static_cast<long>(end)});
+                for (auto& ids : block) encoded.push_back(std::move(ids));
+            }
+            const auto& ids = encoded[next++];
+            stream.insert(stream.end(), ids.begin(), ids.end());
+        }
+        if (static_cast<int>(stream.size()) < content)
+            throw Error(fmt::format("text too short: it fills {} samples of {} tokens, {} were asked for", s, tokens, samples),
+                        text_path);
+        ids.insert(ids.end(), prefix.begin(), prefix.end());
+        ids.insert(ids.end(), stream.begin(), stream.begin() + content);
+        ids.insert(ids.end(), suffix.begin(), suffix.end());
+        types.insert(types.end(), prefix.size() + static_cast<std::size_t>(content), 0);
+        types.insert(types.end(), suffix_types.begin(), suffix_types.end());
+        stream.erase(stream.begin(), stream.begin() + content);
+    }
+    ModelBatch batch;
+    batch.input_ids = torch::tensor(ids, torch::kLong).view({samples, tokens});
+    batch.token_type_ids = torch::tensor(types, torch::kLong).view({samples, tokens});
+    batch.attention_mask = torch::ones({samples, tokens}, torch::kLong);
+    if (batch.input_ids.max().item<std::int64_t>() >= tokenizer.vocab_size())
+        throw Error("tokenizer produced an id outside its vocabulary", tokenizer.source());
+    return batch;
+}
+
+}  // namespace rankscope

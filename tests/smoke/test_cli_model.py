@@ -1,0 +1,122 @@
+"""`rankscope model` end to end on small random checkpoints in the Hugging Face layout, with a SentencePiece model
+trained on RTE text (ALBERT, XLNet) and the fixture's WordPiece list (BERT)."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ElementTree
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import BINARY, read_safetensors, run, write_safetensors  # noqa: E402
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared")
+FIXTURES = os.path.join(SHARED, "fixtures")
+RTE = os.path.join(SHARED, "data", "RTE", "train.tsv")
+SPM = os.path.join(os.path.dirname(BINARY), "rankscope-spm")
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+@unittest.skipUnless(os.path.isdir(FIXTURES) and os.path.exists(RTE), "shared fixtures and RTE data needed")
+class ModelCommand(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.mkdtemp(prefix="rankscope-model-")
+        sentences = os.path.join(cls.directory, "sentences.txt")
+        with open(RTE) as f, open(sentences, "w") as out:
+            next(f)
+            for line in f:
+                fields = line.rstrip("\n").split("\t")
+                out.write(fields[1] + "\n" + fields[2] + "\n")
+        cls.spiece = os.path.join(cls.directory, "spiece")
+        subprocess.run([SPM, "train", sentences, cls.spiece, "600"], check=True)
+
+    def make_checkpoint(self, name, word_embedding):
+        """The fixture's weights with a 600-row word embedding and the RTE SentencePiece model."""
+        folder = os.path.join(self.directory, name)
+        os.makedirs(folder, exist_ok=True)
+        tensors = dict(read_safetensors(os.path.join(FIXTURES, name, "model.safetensors")))
+        rng = np.random.default_rng(0)
+        tensors[word_embedding] = (rng.normal(size=(600, tensors[word_embedding].shape[1])) * 0.1).astype(np.float32)
+        write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+        with open(os.path.join(FIXTURES, name, "config.json")) as f:
+            config = json.load(f)
+        config["vocab_size"] = 600
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        shutil.copy(self.spiece + ".model", os.path.join(folder, "spiece.model"))
+        return folder
+
+    def check_run(self, folder, layers):
+        out = os.path.join(folder, "out")
+        dump = os.path.join(out, "acts.safetensors")
+        result = run("model", "--model", folder, "--text", RTE, "--samples", "4", "--tokens", "24", "--draws", "5",
+                     "--out", out, "--dump", dump)
+        self.assertIn("transformer", result.stdout)
+        rows = read_csv(os.path.join(out, "residual.csv"))
+        self.assertEqual(list(rows[0].keys()),
+                         ["model", "weights", "variant", "layer", "norm", "center", "mean", "std", "min", "max", "n"])
+        self.assertEqual(len(rows), 2 * 4 * (layers + 1))
+        san = [float(r["mean"]) for r in rows if r["variant"] == "SAN" and r["weights"] == "init"]
+        self.assertLess(san[-1], san[0])
+        self.assertEqual(len(read_csv(os.path.join(out, "paths.csv"))), 2 * 5 * layers)
+        for figure in ["residual.svg", "paths.svg"]:
+            ElementTree.parse(os.path.join(out, figure))
+        activations = read_safetensors(dump)
+        self.assertEqual(activations[f"blocks.{layers - 1}.attn.hook_pattern"].shape, (4, 4, 24, 24))
+        self.assertEqual(activations["hook_embed"].shape, (4, 24, 32))
+        np.testing.assert_allclose(activations["blocks.0.attn.hook_pattern"].sum(-1), 1.0, atol=1e-5)
+
+    def test_albert_with_sentencepiece(self):
+        self.check_run(self.make_checkpoint("albert-tiny", "embeddings.word_embeddings.weight"), 3)
+
+    def test_xlnet_with_sentencepiece(self):
+        self.check_run(self.make_checkpoint("xlnet-tiny", "word_embedding.weight"), 3)
+
+    def test_bert_with_wordpiece_fixture(self):
+        out = os.path.join(self.directory, "bert-out")
+        run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--samples", "3", "--tokens", "16",
+            "--weights", "pretrained", "--variants", "SAN,transformer", "--out", out)
+        self.assertEqual(len(read_csv(os.path.join(out, "residual.csv"))), 2 * 4)
+
+    def test_bad_inputs(self):
+        folder = os.path.join(self.directory, "broken")
+        os.makedirs(folder, exist_ok=True)
+        result = run("model", "--model", folder, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("config.json", result.stderr)
+        albert = self.make_checkpoint("albert-tiny", "embeddings.word_embeddings.weight")
+        broken = os.path.join(self.directory, "albert-badvocab")
+        shutil.copytree(albert, broken, dirs_exist_ok=True)
+        with open(os.path.join(broken, "spiece.model"), "wb") as f:
+            f.write(b"not a sentencepiece model")
+        result = run("model", "--model", broken, "--text", RTE, "--samples", "2", "--tokens", "16", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("spiece.model", result.stderr)
+        result = run("model", "--model", albert, "--text", RTE, "--tokens", "600", "--samples", "1", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("longer than the model allows", result.stderr)
+        short = os.path.join(self.directory, "short.txt")
+        with open(short, "w") as f:
+            f.write("Only a few words here.\n")
+        result = run("model", "--model", albert, "--text", short, "--samples", "4", "--tokens", "24", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("text too short", result.stderr)
+        empty = os.path.join(self.directory, "empty.txt")
+        open(empty, "w").close()
+        result = run("model", "--model", albert, "--text", empty, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("no text", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)

@@ -1,0 +1,55 @@
+// WordPiece against hand-checked cases (the examples of BERT's own tokenizer tests), and text packing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "rankscope/error.hpp"
+#include "rankscope/tokenizer.hpp"
+
+using namespace rankscope;
+namespace fs = std::filesystem;
+
+namespace {
+std::string write_vocab(const std::vector<std::string>& tokens) {
+    const fs::path path = fs::temp_directory_path() / ("rankscope-vocab-" + std::to_string(::getpid()) + ".txt");
+    std::ofstream out(path);
+    for (const auto& token : tokens) out << token << "\n";
+    return path.string();
+}
+}  // namespace
+
+TEST(WordPiece, UncasedSplitsPunctuationStripsAccentsAndMatchesGreedily) {
+    const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un",
+                                            "runn", "##ing", ",", "low", "lowest"};
+    auto tokenizer = load_wordpiece(write_vocab(vocab), 1);
+    // "UNwantéd,running" → un ##want ##ed , runn ##ing   (é → e when uncased)
+    EXPECT_EQ(tokenizer->encode("UNwant\xc3\xa9" "d,running"), (std::vector<int>{8, 5, 6, 11, 9, 10}));
+    EXPECT_EQ(tokenizer->encode("unwantedX running"), (std::vector<int>{1, 9, 10}));  // no piece covers "x": [UNK]
+    EXPECT_EQ(tokenizer->encode("  \t lowest\n"), (std::vector<int>{13}));
+    EXPECT_EQ(tokenizer->prefix(), (std::vector<int>{2}));
+    EXPECT_EQ(tokenizer->suffix(), (std::vector<int>{3}));
+}
+
+TEST(WordPiece, CasedKeepsCaseAndBadVocabIsAnError) {
+    auto tokenizer = load_wordpiece(write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "Hello", "hello"}), -1);
+    EXPECT_EQ(tokenizer->encode("Hello hello"), (std::vector<int>{4, 5}));  // vocab has capitals: cased
+    try {
+        load_wordpiece(write_vocab({"a", "b", "c", "d", "e", "f"}));
+        ADD_FAILURE();
+    } catch (const Error& e) {
+        EXPECT_NE(e.one_line().find("[CLS]"), std::string::npos);
+    }
+}
+
+TEST(PackText, ExactlyTokensPerSampleWithSpecialTokens) {
+    auto tokenizer = load_wordpiece(write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"}), 1);
+    const ModelBatch batch = pack_text(*tokenizer, {"a b a", "b b", "a a a a"}, 2, 5, "text");
+    EXPECT_EQ(batch.input_ids.sizes(), (std::vector<std::int64_t>{2, 5}));
+    EXPECT_EQ(batch.input_ids[0][0].item<std::int64_t>(), 2);
+    EXPECT_EQ(batch.input_ids[0][4].item<std::int64_t>(), 3);
+    EXPECT_EQ(batch.input_ids[1][1].item<std::int64_t>(), 5);  // the stream continues: a b a | b b a ...
+    EXPECT_TRUE(batch.attention_mask.eq(1).all().item<bool>());
+    EXPECT_THROW(pack_text(*tokenizer, {"a"}, 3, 5, "text"), Error);
+}

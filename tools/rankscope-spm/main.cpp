@@ -1,0 +1,60 @@
+// rankscope-spm: SentencePiece in its own process.
+//
+// Debian 12's libsentencepiece and libtorch both use libprotobuf; loaded into one process after torch, sentencepiece's
+// static initialisation crashes before main(). rankscope therefore runs SentencePiece here, in a helper without torch:
+//   rankscope-spm encode MODEL TEXT_FILE     one line of space-separated ids per input line
+//   rankscope-spm info MODEL PIECE...        "<vocab size>" then the id of each piece (-1 when absent)
+//   rankscope-spm train INPUT PREFIX VOCAB   trains a unigram model on INPUT (one sentence per line)
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <fstream>
+#include <iostream>
+#include <string>
+
+int main(int argc, char** argv) {
+    const std::string command = argc > 1 ? argv[1] : "";
+    if (command == "train" && argc == 5) {
+        const auto status = sentencepiece::SentencePieceTrainer::Train(
+            std::string("--input=") + argv[2] + " --model_prefix=" + argv[3] + " --vocab_size=" + argv[4] +
+            " --model_type=unigram --character_coverage=1.0 --minloglevel=2"
+            " --user_defined_symbols=[CLS],[SEP],[MASK],<sep>,<cls> --pad_id=0 --unk_id=1 --bos_id=-1 --eos_id=-1"
+            " --pad_piece=<pad> --unk_piece=<unk>");
+        if (!status.ok()) {
+            std::cerr << status.ToString() << "\n";
+            return 2;
+        }
+        return 0;
+    }
+    if ((command != "encode" || argc != 4) && (command != "info" || argc < 3)) {
+        std::cerr << "usage: rankscope-spm encode MODEL TEXT_FILE | info MODEL PIECE... | train INPUT PREFIX VOCAB\n";
+        return 2;
+    }
+    sentencepiece::SentencePieceProcessor processor;
+    const auto status = processor.Load(argv[2]);
+    if (!status.ok()) {
+        std::cerr << status.ToString() << "\n";
+        return 2;
+    }
+    if (command == "info") {
+        std::cout << processor.GetPieceSize() << "\n";
+        for (int i = 3; i < argc; ++i) {
+            const int id = processor.PieceToId(argv[i]);
+            std::cout << (processor.IdToPiece(id) == argv[i] ? id : -1) << "\n";
+        }
+        return 0;
+    }
+    std::ifstream in(argv[3]);
+    if (!in) {
+        std::cerr << "cannot open " << argv[3] << "\n";
+        return 2;
+    }
+    std::string line;
+    std::vector<int> ids;
+    while (std::getline(in, line)) {
+        processor.Encode(line, &ids);
+        for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+        std::cout << "\n";
+    }
+    return 0;
+}

@@ -1,0 +1,177 @@
+// rankscope model — E1 (relative residual per layer under the paper's surgery) and E2 (attention products along
+// paths) on a Hugging Face BERT / ALBERT / XLNet folder, pretrained and/or at random init.
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "common.hpp"
+#include "rankscope/e1.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/figure.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/progress.hpp"
+#include "rankscope/tokenizer.hpp"
+
+namespace rankscope::cli {
+namespace {
+
+struct ModelOptions {
+    CommonOptions common;
+    std::string model;
+    std::string text;
+    int samples = 32;
+    int tokens = 128;
+    std::string weights = "both";
+    std::vector<std::string> variants = {"SAN", "SAN+MLP", "SAN+skip", "transformer"};
+    std::string compat = "none";
+    int draws = 100;
+    std::string dump;
+};
+
+std::string default_text() {
+    for (const char* candidate : {"../shared/data/RTE/train.tsv", "../../shared/data/RTE/train.tsv"})
+        if (std::filesystem::exists(candidate)) return candidate;
+    throw Error("no --text given and ../shared/data/RTE/train.tsv is not here; pass --text FILE");
+}
+
+void dump_activations(const std::string& path, const Recorder& recorder, const Provenance& provenance) {
+    std::vector<at::Tensor> keep;
+    std::vector<NamedArray> arrays;
+    for (const auto& [name, value] : recorder.all()) {
+        keep.push_back(value.to(torch::kFloat).contiguous());
+        arrays.push_back({name, ArrayView{DType::F32, std::vector<std::int64_t>(keep.back().sizes().begin(), keep.back().sizes().end()),
+                                          reinterpret_cast<const std::byte*>(keep.back().data_ptr<float>())}});
+    }
+    write_safetensors(path, arrays, {{"command", provenance.command}, {"seed", std::to_string(provenance.seed)},
+                                     {"version", version_string()}});
+}
+
+void run_model(const ModelOptions& options) {
+    Provenance provenance = start_run(options.common);
+    const HfConfig config = read_hf_config((std::filesystem::path(options.model) / "config.json").string());
+    const std::string text_path = options.text.empty() ? default_text() : options.text;
+    auto tokenizer = load_tokenizer(options.model, config);
+    if (options.tokens > config.max_position_embeddings && config.model_type != "xlnet")
+        throw Error(fmt::format("--tokens {} is longer than the model allows ({})", options.tokens,
+                                config.max_position_embeddings),
+                    config.path);
+    const ModelBatch batch = pack_text(*tokenizer, read_sentences(text_path), options.samples, options.tokens, text_path);
+    if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
+        throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
+    const std::string name = std::filesystem::path(options.model).filename().string();
+    const std::filesystem::path out = options.common.out.empty() ? "out/model" : options.common.out;
+    std::filesystem::create_directories(out);
+
+    std::vector<std::string> weight_kinds;
+    if (options.weights == "both") weight_kinds = {"init", "pretrained"};
+    else weight_kinds = {options.weights};
+    std::vector<ResidualRow> rows;
+    std::vector<std::pair<std::string, std::vector<PathProductSample>>> paths;
+    Progress progress("model " + name, static_cast<long>(weight_kinds.size()));
+    for (const auto& kind : weight_kinds) {
+        auto model = kind == "init" ? make_hf_model(config, options.common.seed) : load_hf_model(options.model);
+        Recorder recorder;
+        auto variant_rows = residual_by_layer(*model, batch, name, kind, options.variants, options.compat == "official");
+        rows.insert(rows.end(), variant_rows.begin(), variant_rows.end());
+        model->forward(batch, Surgery{}, &recorder);  // the unmodified model for E2 and --dump
+        std::vector<at::Tensor> patterns;
+        for (int l = 0; l < config.layers; ++l) patterns.push_back(recorder.get(block_hook(l, "attn.hook_pattern")));
+        paths.emplace_back(kind, sample_path_products(patterns, options.draws, options.common.seed));
+        if (!options.dump.empty() && kind == weight_kinds.back()) dump_activations(options.dump, recorder, provenance);
+        progress.advance();
+    }
+
+    CsvTable table;
+    table.columns = {"model", "weights", "variant", "layer", "norm", "center", "mean", "std", "min", "max", "n"};
+    for (const auto& r : rows)
+        table.add({r.model, r.weights, r.variant, std::to_string(r.layer), "composite", "mean", format_number(r.mean),
+                   format_number(r.std), format_number(r.min), format_number(r.max), std::to_string(r.n)});
+    write_csv_atomically(out / "residual.csv", table, provenance);
+    CsvTable path_table;
+    path_table.columns = {"model", "weights", "length", "draw", "sample", "layers", "heads", "relative_residual"};
+    for (const auto& [kind, samples] : paths)
+        for (const auto& s : samples) {
+            std::string layers, heads;
+            for (std::size_t i = 0; i < s.layers.size(); ++i) {
+                layers += (i ? " " : "") + std::to_string(s.layers[i]);
+                heads += (i ? " " : "") + std::to_string(s.heads[i]);
+            }
+            path_table.add({name, kind, std::to_string(s.length), std::to_string(s.draw), std::to_string(s.sample),
+                            layers, heads, format_number(s.relative_residual)});
+        }
+    write_csv_atomically(out / "paths.csv", path_table, provenance);
+
+    // Figures: residual vs layer per variant with ±1 std bands, one panel per weights kind; E2 box plots.
+    std::string plot = fmt::format("set xlabel 'layer'\nset ylabel 'relative residual (composite, mean centre)'\n"
+                                   "set yrange [0:1.05]\nset key top right\nset style fill transparent solid 0.15 noborder\n"
+                                   "set multiplot layout 1,{}\n", weight_kinds.size());
+    const std::vector<std::string> palette = {"#d95f02", "#7570b3", "#1b9e77", "#e7298a"};
+    for (const auto& kind : weight_kinds) {
+        plot += fmt::format("set title '{} ({})'\nplot ", name, kind);
+        for (std::size_t v = 0; v < options.variants.size(); ++v) {
+            const std::string condition = fmt::format("strcol(2) eq '{}' && strcol(3) eq '{}'", kind, options.variants[v]);
+            plot += fmt::format("{}'residual.csv' using 4:({} ? $7-$8 : 1/0):({} ? $7+$8 : 1/0) with filledcurves lc rgb "
+                                "'{}' notitle, \\\n     'residual.csv' using 4:({} ? $7 : 1/0) with linespoints lw 2 "
+                                "lc rgb '{}' title '{}'",
+                                v ? ", \\\n     " : "", condition, condition, palette[v % palette.size()], condition,
+                                palette[v % palette.size()], options.variants[v]);
+        }
+        plot += "\n";
+    }
+    plot += "unset multiplot";
+    auto figures = render_figure(out, {"residual", "Rank collapse under the paper's surgery (E1)", plot},
+                                 csv_provenance_lines(provenance));
+    std::string box = fmt::format("set logscale y\nset format y '10^{{%L}}'\nset xlabel 'path length k'\n"
+                                  "set ylabel 'rank-1 relative residual of A_{{l_k}}...A_{{l_1}}'\nset style fill solid 0.4\n"
+                                  "set boxwidth 0.35\nset key top right\nplot ");
+    for (std::size_t k = 0; k < weight_kinds.size(); ++k)
+        box += fmt::format("{}'paths.csv' using ($3 + {}):(strcol(2) eq '{}' ? ($8 > 0 ? $8 : 1e-17) : 1/0):(0.35):3 "
+                           "with boxplot lc {} title '{}'",
+                           k ? ", \\\n     " : "", k == 0 ? -0.2 : 0.2, weight_kinds[k], k + 1, weight_kinds[k]);
+    auto box_figures = render_figure(out, {"paths", "Attention products along random paths (E2)", box},
+                                     csv_provenance_lines(provenance));
+    figures.insert(figures.end(), box_figures.begin(), box_figures.end());
+    write_manifest(out, provenance,
+                   {{"inputs", {options.model, text_path}},
+                    {"outputs", {"residual.csv", "paths.csv"}},
+                    {"figures", figures},
+                    {"samples", options.samples},
+                    {"tokens", options.tokens}});
+
+    fmt::print("{:<10} {:<12} {}\n", "weights", "variant", "relative residual by layer (mean over samples)");
+    for (const auto& kind : weight_kinds)
+        for (const auto& variant : options.variants) {
+            std::string line;
+            for (const auto& r : rows)
+                if (r.weights == kind && r.variant == variant) line += fmt::format(" {:.3f}", r.mean);
+            fmt::print("{:<10} {:<12}{}\n", kind, variant, line);
+        }
+    fmt::print("wrote {}/residual.csv, paths.csv, manifest.json{}\n", out.string(), figures.empty() ? "" : " and figures");
+}
+
+}  // namespace
+
+std::function<void()> setup_model(CLI::App& command) {
+    auto options = std::make_shared<ModelOptions>();
+    command.add_option("--model", options->model, "Hugging Face folder: config.json, model.safetensors, vocab.txt or spiece.model")
+        ->required();
+    command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line); "
+                                                "default ../shared/data/RTE/train.tsv");
+    command.add_option("--samples", options->samples, "Samples")->capture_default_str();
+    command.add_option("--tokens", options->tokens, "Real tokens per sample (special tokens included)")->capture_default_str();
+    command.add_option("--weights", options->weights, "pretrained, init or both")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"pretrained", "init", "both"}));
+    command.add_option("--variants", options->variants, "Surgeries: SAN, SAN+MLP, SAN+skip, transformer")->delimiter(',');
+    command.add_option("--compat", options->compat, "official: reproduce the official code's ALBERT no-MLP defect")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"none", "official"}));
+    command.add_option("--draws", options->draws, "E2 draws per path length")->capture_default_str();
+    command.add_option("--dump", options->dump, "Write the unmodified model's activations to this .safetensors");
+    add_common_options(command, options->common, false);
+    return [options] { run_model(*options); };
+}
+
+}  // namespace rankscope::cli
