@@ -37,6 +37,11 @@ struct HfConfig {
     int clamp_len = -1;               // XLNet
     int pad_token_id = 0;
 };
+// The published configurations of bert-base-cased, albert-base-v2 and xlnet-base-cased (12 layers, 12 heads,
+// d = 768), for random-init runs without a download. Throws for other names.
+HfConfig builtin_hf_config(const std::string& name);
+bool is_builtin_hf_config(const std::string& name);
+
 // Reads and validates config.json; throws rankscope::Error naming the file for a missing field or an unknown
 // model_type.
 HfConfig read_hf_config(const std::string& path);

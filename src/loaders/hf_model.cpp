@@ -41,6 +41,36 @@ at::ScalarType torch_dtype(DType dtype, const std::string& where) {
 
 }  // namespace
 
+bool is_builtin_hf_config(const std::string& name) {
+    return name == "bert-base-cased" || name == "albert-base-v2" || name == "xlnet-base-cased";
+}
+
+HfConfig builtin_hf_config(const std::string& name) {
+    HfConfig c;
+    c.path = "built-in " + name;
+    c.hidden_size = c.embedding_size = 768;
+    c.layers = 12;
+    c.heads = 12;
+    c.head_size = 64;
+    c.intermediate_size = 3072;
+    if (name == "bert-base-cased") {
+        c.model_type = "bert";
+        c.vocab_size = 28996;
+    } else if (name == "albert-base-v2") {
+        c.model_type = "albert";
+        c.vocab_size = 30000;
+        c.embedding_size = 128;
+        c.activation = "gelu_new";
+    } else if (name == "xlnet-base-cased") {
+        c.model_type = "xlnet";
+        c.vocab_size = 32000;
+        c.pad_token_id = 5;
+    } else {
+        throw Error("no built-in configuration named '" + name + "' (bert-base-cased, albert-base-v2, xlnet-base-cased)");
+    }
+    return c;
+}
+
 HfConfig read_hf_config(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw Error("cannot open file", path);

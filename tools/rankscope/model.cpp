@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "common.hpp"
@@ -48,11 +49,35 @@ void dump_activations(const std::string& path, const Recorder& recorder, const P
                                      {"version", version_string()}});
 }
 
+// A SentencePiece model trained on the text itself, for built-in configurations (random init needs realistic token
+// statistics, not the original vocabulary).
+std::unique_ptr<Tokenizer> tokenizer_trained_on(const std::vector<std::string>& sentences, const HfConfig& config,
+                                                const std::filesystem::path& directory) {
+    std::filesystem::create_directories(directory);
+    const auto corpus = directory / "corpus.txt";
+    {
+        std::ofstream out(corpus);
+        for (const auto& sentence : sentences) out << sentence << "\n";
+    }
+    const std::string command = "'" + spm_helper_path() + "' train '" + corpus.string() + "' '" +
+                                (directory / "spiece").string() + "' 4000 > '" + (directory / "train.log").string() + "' 2>&1";
+    if (std::system(command.c_str()) != 0)
+        throw Error("training a SentencePiece model on the text failed", (directory / "train.log").string());
+    return load_sentencepiece((directory / "spiece.model").string(), config.model_type, false);
+}
+
 void run_model(const ModelOptions& options) {
     Provenance provenance = start_run(options.common);
-    const HfConfig config = read_hf_config((std::filesystem::path(options.model) / "config.json").string());
+    const bool builtin = !std::filesystem::exists(options.model) && is_builtin_hf_config(options.model);
+    if (builtin && options.weights != "init")
+        throw Error("the built-in configuration '" + options.model + "' has no pretrained weights: use --weights init, "
+                    "or point --model at a downloaded Hugging Face folder");
+    const HfConfig config = builtin ? builtin_hf_config(options.model)
+                                    : read_hf_config((std::filesystem::path(options.model) / "config.json").string());
     const std::string text_path = options.text.empty() ? default_text() : options.text;
-    auto tokenizer = load_tokenizer(options.model, config);
+    const std::filesystem::path out_dir = options.common.out.empty() ? "out/model" : options.common.out;
+    auto tokenizer = builtin ? tokenizer_trained_on(read_sentences(text_path), config, out_dir / "tokenizer")
+                             : load_tokenizer(options.model, config);
     if (options.tokens > config.max_position_embeddings && config.model_type != "xlnet")
         throw Error(fmt::format("--tokens {} is longer than the model allows ({})", options.tokens,
                                 config.max_position_embeddings),
@@ -61,7 +86,7 @@ void run_model(const ModelOptions& options) {
     if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
         throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
     const std::string name = std::filesystem::path(options.model).filename().string();
-    const std::filesystem::path out = options.common.out.empty() ? "out/model" : options.common.out;
+    const std::filesystem::path& out = out_dir;
     std::filesystem::create_directories(out);
 
     std::vector<std::string> weight_kinds;
@@ -155,7 +180,9 @@ void run_model(const ModelOptions& options) {
 
 std::function<void()> setup_model(CLI::App& command) {
     auto options = std::make_shared<ModelOptions>();
-    command.add_option("--model", options->model, "Hugging Face folder: config.json, model.safetensors, vocab.txt or spiece.model")
+    command.add_option("--model", options->model,
+                       "Hugging Face folder (config.json, model.safetensors, vocab.txt or spiece.model), or a built-in "
+                       "configuration for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased")
         ->required();
     command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line); "
                                                 "default ../shared/data/RTE/train.tsv");
