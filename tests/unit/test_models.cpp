@@ -33,6 +33,7 @@ double max_relative_difference(const at::Tensor& got, const at::Tensor& expected
 struct Case {
     std::string model, variant;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " " << c.variant; }
 std::vector<Case> all_cases() {
     std::vector<Case> cases;
     for (const char* m : {"bert-tiny", "albert-tiny", "xlnet-tiny"})
