@@ -18,7 +18,7 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(BUILD)/bin/rankscope theory --out $(DEMO_OUT)
+	$(BUILD)/bin/rankscope reproduce --quick --out $(DEMO_OUT)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2

@@ -10,6 +10,7 @@ DEBIAN_PACKAGES=(
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
   gnuplot-nox
+  chromium
   python3-torch python3-numpy
 )
 

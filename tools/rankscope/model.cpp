@@ -152,7 +152,8 @@ void run_model(const ModelOptions& options) {
                                   "set ylabel 'rank-1 relative residual of A_{{l_k}}...A_{{l_1}}'\nset style fill solid 0.4\n"
                                   "set boxwidth 0.35\nset key top right\nplot ");
     for (std::size_t k = 0; k < weight_kinds.size(); ++k)
-        box += fmt::format("{}'paths.csv' using ($3 + {}):(strcol(2) eq '{}' ? ($8 > 0 ? $8 : 1e-17) : 1/0):(0.35):3 "
+        // x is an offset per weights kind; the 4th column (length) is the boxplot factor, one box per length.
+        box += fmt::format("{}'paths.csv' using ({}):(strcol(2) eq '{}' ? ($8 > 0 ? $8 : 1e-17) : 1/0):(0.35):3 "
                            "with boxplot lc {} title '{}'",
                            k ? ", \\\n     " : "", k == 0 ? -0.2 : 0.2, weight_kinds[k], k + 1, weight_kinds[k]);
     auto box_figures = render_figure(out, {"paths", "Attention products along random paths (E2)", box},
