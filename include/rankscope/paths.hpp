@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "rankscope/san.hpp"
@@ -51,5 +52,8 @@ struct PathProductSample {
 // each, a random batch item; the product in FORWARD order (later layers on the left).
 std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,
                                                     std::uint64_t seed);
+
+// "2 5 7": a path's layers or heads as one CSV cell.
+std::string join_indices(const std::vector<int>& indices);
 
 }  // namespace rankscope

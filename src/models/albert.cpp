@@ -80,9 +80,6 @@ struct AlbertModelImpl : torch::nn::Module {
 };
 TORCH_MODULE(AlbertModel);
 
-at::Tensor split_heads(const at::Tensor& x, int heads) {
-    return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
-}
 
 at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
                           Recorder* recorder) {
@@ -93,17 +90,13 @@ at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const Model
                                             e.token_type_embeddings(batch.token_type_ids));
     at::Tensor h = record(recorder, "hook_embed", model.encoder->embedding_hidden_mapping_in(embedded));
     const at::Tensor mask = additive_key_mask(batch.attention_mask, h.scalar_type());
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size));
     auto group = model.encoder->albert_layer_groups->ptr<AlbertLayerGroupImpl>(0);
     auto& layer = *group->albert_layers->ptr<AlbertLayerImpl>(0);
     auto& attention = *layer.attention;
     for (int l = 0; l < c.layers; ++l) {
-        const at::Tensor q = split_heads(attention.query(h), c.heads), k = split_heads(attention.key(h), c.heads),
-                         v = split_heads(attention.value(h), c.heads);
-        const at::Tensor p = torch::softmax(torch::matmul(q, k.transpose(-1, -2)) * scale + mask, -1);
-        record(recorder, block_hook(l, "attn.hook_pattern"), p);
-        const at::Tensor context = torch::matmul(p, v).transpose(1, 2).reshape({h.size(0), n, c.hidden_size});
-        const at::Tensor projected = attention.dense(context);
+        const auto result = multi_head_attention(attention.query(h), attention.key(h), attention.value(h), c.heads, mask);
+        record(recorder, block_hook(l, "attn.hook_pattern"), result.pattern);
+        const at::Tensor projected = attention.dense(result.context);
         const at::Tensor a = attention.LayerNorm(surgery.remove_attention_skip ? projected : projected + h);
         if (!surgery.remove_mlp)
             h = layer.full_layer_layer_norm(layer.ffn_output(activation(c.activation, layer.ffn(a))) + a);

@@ -101,10 +101,6 @@ struct BertModelImpl : torch::nn::Module {
 };
 TORCH_MODULE(BertModel);
 
-// [B, n, d] → [B, H, n, d/H]
-at::Tensor split_heads(const at::Tensor& x, int heads) {
-    return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
-}
 
 at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
                         Recorder* recorder) {
@@ -115,16 +111,12 @@ at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatc
                                e.token_type_embeddings(batch.token_type_ids));
     record(recorder, "hook_embed", h);
     const at::Tensor mask = additive_key_mask(batch.attention_mask, h.scalar_type());
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size));
     for (int l = 0; l < c.layers; ++l) {
         auto& layer = *model.encoder->layer->ptr<BertLayerImpl>(static_cast<std::size_t>(l));
         auto& self = *layer.attention->self;
-        const at::Tensor q = split_heads(self.query(h), c.heads), k = split_heads(self.key(h), c.heads),
-                         v = split_heads(self.value(h), c.heads);
-        const at::Tensor p = torch::softmax(torch::matmul(q, k.transpose(-1, -2)) * scale + mask, -1);  // [B, H, n, n]
-        record(recorder, block_hook(l, "attn.hook_pattern"), p);
-        const at::Tensor context = torch::matmul(p, v).transpose(1, 2).reshape({h.size(0), n, c.hidden_size});
-        const at::Tensor projected = layer.attention->output->dense(context);
+        const auto attention = multi_head_attention(self.query(h), self.key(h), self.value(h), c.heads, mask);
+        record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
+        const at::Tensor projected = layer.attention->output->dense(attention.context);
         const at::Tensor a = layer.attention->output->LayerNorm(surgery.remove_attention_skip ? projected : projected + h);
         h = surgery.remove_mlp
                 ? a

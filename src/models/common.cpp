@@ -19,6 +19,17 @@ at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dt
     return ((1.0 - attention_mask.to(dtype)) * lowest).unsqueeze(1).unsqueeze(2);
 }
 
+AttentionResult multi_head_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int heads,
+                                     const at::Tensor& additive_mask) {
+    const auto B = query.size(0), n = query.size(1), d = query.size(2), head_size = d / heads;
+    auto split = [&](const at::Tensor& x) { return x.view({B, n, heads, head_size}).transpose(1, 2); };  // [B, H, n, k]
+    const at::Tensor scores = torch::matmul(split(query), split(key).transpose(-1, -2)) / std::sqrt(double(head_size));
+    AttentionResult result;
+    result.pattern = torch::softmax(scores + additive_mask, -1);
+    result.context = torch::matmul(result.pattern, split(value)).transpose(1, 2).reshape({B, n, d});
+    return result;
+}
+
 void init_like_from_config(torch::nn::Module& module, double range, const std::vector<std::string>& padding_embeddings,
                            int padding_index) {
     torch::NoGradGuard no_grad;

@@ -12,6 +12,14 @@ at::Tensor activation(const std::string& name, const at::Tensor& x);
 // Additive mask [B, 1, 1, n]: 0 for real tokens, the dtype's lowest value for padding (Hugging Face's extended mask).
 at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dtype);
 
+// Scaled dot-product attention of BERT-style layers. query/key/value: [B, n, d] projections; d = heads · head_size.
+// Returns the pattern P [B, H, n, n] and the merged context P V [B, n, d].
+struct AttentionResult {
+    at::Tensor pattern, context;
+};
+AttentionResult multi_head_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int heads,
+                                     const at::Tensor& additive_mask);
+
 // from_config init by checkpoint name: LayerNorm weights 1, biases 0, everything else normal(0, range); the rows of
 // `padding_embeddings` at `padding_index` are zeroed as nn.Embedding(padding_idx) does.
 void init_like_from_config(torch::nn::Module& module, double range, const std::vector<std::string>& padding_embeddings,

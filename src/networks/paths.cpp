@@ -133,4 +133,10 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
     return samples;
 }
 
+std::string join_indices(const std::vector<int>& indices) {
+    std::string out;
+    for (std::size_t i = 0; i < indices.size(); ++i) out += (i ? " " : "") + std::to_string(indices[i]);
+    return out;
+}
+
 }  // namespace rankscope

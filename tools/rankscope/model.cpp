@@ -118,11 +118,7 @@ void run_model(const ModelOptions& options) {
     path_table.columns = {"model", "weights", "length", "draw", "sample", "layers", "heads", "relative_residual"};
     for (const auto& [kind, samples] : paths)
         for (const auto& s : samples) {
-            std::string layers, heads;
-            for (std::size_t i = 0; i < s.layers.size(); ++i) {
-                layers += (i ? " " : "") + std::to_string(s.layers[i]);
-                heads += (i ? " " : "") + std::to_string(s.heads[i]);
-            }
+            const std::string layers = join_indices(s.layers), heads = join_indices(s.heads);
             path_table.add({name, kind, std::to_string(s.length), std::to_string(s.draw), std::to_string(s.sample),
                             layers, heads, format_number(s.relative_residual)});
         }
