@@ -42,8 +42,9 @@ struct TheoryRow {
 };
 constexpr double kRoundOff = 1e-12;
 
-// One variant, one seed: a fresh network (torch seed = seed) and input, float64.
-std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed);
+// One variant, one seed: a fresh network (torch seed = seed), float64. The input is `input` ([n, d_model], any float
+// dtype) when given, else N(0, 1) drawn from the seed.
+std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed, const at::Tensor* input = nullptr);
 
 // Slope of log(−log r_l) against l over layers with 1e-12 < r_l < 1 (relative residual, pooled over seeds):
 // log 3 ≈ 1.0986 means doubly exponential with base 3. NaN with fewer than 2 usable layers.

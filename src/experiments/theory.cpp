@@ -53,7 +53,7 @@ std::vector<TheoryVariant> theory_variants(const SanConfig& base, int heads) {
     return variants;
 }
 
-std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed) {
+std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed, const at::Tensor* input) {
     torch::NoGradGuard no_grad;
     // The network and its input come from torch's global generator: draw them under a lock so that runs on several
     // threads are each exactly what a serial run with this seed gives.
@@ -64,7 +64,8 @@ std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t se
         std::lock_guard<std::mutex> lock(generator_mutex);
         torch::manual_seed(seed);
         network = San(variant.config);
-        x = random_input(variant.config, 1, torch::kFloat).to(torch::kDouble);
+        x = input ? input->to(torch::kDouble).reshape({1, input->size(-2), input->size(-1)})
+                  : random_input(variant.config, 1, torch::kFloat).to(torch::kDouble);
     }
     network->to(torch::kDouble);
     Recorder recorder;

@@ -49,6 +49,27 @@ class TheoryAndPaths(unittest.TestCase):
             "--threads", "1")
         self.assertEqual(read_csv(os.path.join(again, "theory.csv")), rows)
 
+    def test_theory_on_a_given_input(self):
+        import numpy as np
+        x = np.random.default_rng(3).normal(size=(10, 8))
+        path = os.path.join(self.directory, "x.npy")
+        np.save(path, x)
+        out = os.path.join(self.directory, "given")
+        run("theory", "--layers", "3", "--seeds", "2", "--heads", "2", "--input", path, "--out", out)
+        rows = read_csv(os.path.join(out, "theory.csv"))
+        layer0 = [r for r in rows if r["layer"] == "0"]
+        # Every variant and seed starts from the same X: the same layer-0 residual everywhere.
+        self.assertEqual(len({r["relative_residual"] for r in layer0}), 1)
+        unit = x - x.mean(0)
+        composite = lambda m: np.sqrt(np.abs(m).sum(0).max() * np.abs(m).sum(1).max())
+        self.assertAlmostEqual(float(layer0[0]["relative_residual"]), composite(unit) / composite(x), places=12)
+        nan = x.copy()
+        nan[2, 3] = np.nan
+        np.save(path, nan)
+        result = run("theory", "--input", path, "--out", out, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("x.npy", result.stderr)
+
     def test_paths_check_count_sample(self):
         result = json.loads(run("paths", "check", "--layers", "3", "--heads", "2", "--skip", "--biases",
                                 "--format", "json").stdout)

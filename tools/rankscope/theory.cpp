@@ -9,9 +9,12 @@
 #include <mutex>
 
 #include <ATen/Parallel.h>
+#include <torch/torch.h>
 
 #include "common.hpp"
+#include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/progress.hpp"
 #include "rankscope/theory.hpp"
 
@@ -23,6 +26,7 @@ struct TheoryOptions {
     SanConfig network;
     int heads = 4;
     int seeds = 5;
+    std::string input;  // a matrix file for X instead of random input
 };
 
 const char* kBoundDefinition =
@@ -35,6 +39,17 @@ void run_theory_command(TheoryOptions options) {
     Provenance provenance = start_run(options.common);
     const std::filesystem::path out = options.common.out.empty() ? "out/theory" : options.common.out;
     std::filesystem::create_directories(out);
+    at::Tensor given;
+    if (!options.input.empty()) {
+        const HostArray array = read_matrix_file(options.input);
+        if (array.shape.size() != 2) throw Error("--input must be one n x d matrix", options.input);
+        const auto values = to_double_vector(array.view());
+        for (double v : values)
+            if (!std::isfinite(v)) throw Error("--input has NaN or Inf entries", options.input);
+        given = torch::tensor(values, torch::kDouble).view({array.shape[0], array.shape[1]});
+        options.network.tokens = static_cast<int>(array.shape[0]);
+        options.network.d_model = static_cast<int>(array.shape[1]);
+    }
     options.network.validate();
     const auto variants = theory_variants(options.network, options.heads);
 
@@ -48,7 +63,7 @@ void run_theory_command(TheoryOptions options) {
             for (std::int64_t job = begin; job < end; ++job) {
                 const auto& variant = variants[static_cast<std::size_t>(job) / static_cast<std::size_t>(options.seeds)];
                 const auto seed = options.common.seed + static_cast<std::uint64_t>(job % options.seeds);
-                results[static_cast<std::size_t>(job)] = run_theory(variant, seed);
+                results[static_cast<std::size_t>(job)] = run_theory(variant, seed, given.defined() ? &given : nullptr);
                 std::lock_guard<std::mutex> lock(progress_mutex);
                 progress.advance();
             }
@@ -121,6 +136,7 @@ void run_theory_command(TheoryOptions options) {
                                 {{"layers", options.network.layers}, {"d_model", options.network.d_model},
                                  {"tokens", options.network.tokens}, {"heads_multi", options.heads},
                                  {"seeds", options.seeds}, {"init_scale", options.network.init_scale},
+                                 {"input", options.input.empty() ? "random N(0,1) per seed" : options.input},
                                  {"dtype", "float64"}}},
                                {"bound_violations", violations},
                                {"variants", variants_json}};
@@ -203,6 +219,8 @@ std::function<void()> setup_theory(CLI::App& command) {
     command.add_flag("--biases", options->network.biases, "Random biases in every projection");
     command.add_option("--init-scale", options->network.init_scale, "Weights ~ N(0, scale^2/fan_in)")->capture_default_str();
     command.add_option("--seeds", options->seeds, "Seeds per variant (seed, seed+1, ...)")->capture_default_str();
+    command.add_option("--input", options->input,
+                       "Input X (n x d matrix: .npy, .csv, .safetensors:name) instead of random; sets --tokens and --d-model");
     add_common_options(command, options->common, false);
     return [options] { run_theory_command(*options); };
 }
