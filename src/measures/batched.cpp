@@ -3,14 +3,18 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <type_traits>
+
 #include "measures/kernels.hpp"
 #include "rankscope/error.hpp"
 
 namespace rankscope {
 namespace {
 
+// Runs item_function(data, n, d) -> double on every contiguous n × d item of x [..., n, d], where data is a
+// const float* or const double* (item_function is generic), in parallel over the batch; returns [...] float64.
 template <typename ItemFunction>
-at::Tensor map_items(const at::Tensor& x, ItemFunction item_function) {
+at::Tensor for_each_item(const at::Tensor& x, ItemFunction item_function) {
     if (x.dim() < 2) throw Error("a batched measure needs a tensor of rank >= 2, got rank " + std::to_string(x.dim()));
     if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble)
         throw Error("a batched measure needs float32 or float64 data");
@@ -20,46 +24,35 @@ at::Tensor map_items(const at::Tensor& x, ItemFunction item_function) {
     at::Tensor out = at::empty({batch}, at::TensorOptions().dtype(at::kDouble));
     double* result = out.data_ptr<double>();
     const bool single = items.scalar_type() == at::kFloat;
-    const void* base = items.data_ptr();
     at::parallel_for(0, batch, 1, [&](std::int64_t begin, std::int64_t end) {
-        Matrix item(n, d);
-        for (std::int64_t b = begin; b < end; ++b) {
-            if (single) {
-                item = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-                           static_cast<const float*>(base) + b * n * d, n, d)
-                           .cast<double>();
-            } else {
-                item = Eigen::Map<const Matrix>(static_cast<const double*>(base) + b * n * d, n, d);
-            }
-            result[b] = item_function(item);
-        }
+        for (std::int64_t b = begin; b < end; ++b)
+            result[b] = single ? item_function(items.data_ptr<float>() + b * n * d, n, d)
+                               : item_function(items.data_ptr<double>() + b * n * d, n, d);
     });
     std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end() - 2);
     return out.reshape(shape);
 }
 
+// item_function(const Matrix&) on a double copy of each item (the single-matrix reference kernels).
+template <typename ItemFunction>
+at::Tensor map_items(const at::Tensor& x, ItemFunction item_function) {
+    return for_each_item(x, [&](const auto* data, std::int64_t n, std::int64_t d) {
+        using T = std::remove_const_t<std::remove_pointer_t<decltype(data)>>;
+        thread_local Matrix item;
+        item = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(data, n, d)
+                   .template cast<double>();
+        return item_function(item);
+    });
+}
+
 // The paper's measure on raw memory: one fused pass per item (detail::fused_mean_residual_norms), no copies.
 at::Tensor batched_mean_relative_residual(const at::Tensor& x, Norm norm) {
-    if (x.dim() < 2 || (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble))
-        return map_items(x, [&](const Matrix& item) { return relative_residual(item, norm, Center::Mean); });
-    const auto n = x.size(-2), d = x.size(-1);
-    const at::Tensor items = x.reshape({-1, n, d}).contiguous();
-    const std::int64_t batch = items.size(0);
-    at::Tensor out = at::empty({batch}, at::TensorOptions().dtype(at::kDouble));
-    double* result = out.data_ptr<double>();
-    at::parallel_for(0, batch, 1, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t b = begin; b < end; ++b) {
-            detail::SumNorms residual, whole;
-            if (items.scalar_type() == at::kFloat)
-                detail::fused_mean_residual_norms(items.data_ptr<float>() + b * n * d, n, d, residual, whole);
-            else
-                detail::fused_mean_residual_norms(items.data_ptr<double>() + b * n * d, n, d, residual, whole);
-            const double denominator = whole.get(norm);
-            result[b] = denominator > 0 ? residual.get(norm) / denominator : 0.0;
-        }
+    return for_each_item(x, [&](const auto* data, std::int64_t n, std::int64_t d) {
+        detail::SumNorms residual, whole;
+        detail::fused_mean_residual_norms(data, n, d, residual, whole);
+        const double denominator = whole.get(norm);
+        return denominator > 0 ? residual.get(norm) / denominator : 0.0;
     });
-    std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end() - 2);
-    return out.reshape(shape);
 }
 
 }  // namespace
