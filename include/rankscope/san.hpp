@@ -68,9 +68,13 @@ struct SanConfig {
 struct AttentionImpl : torch::nn::Module {
     AttentionImpl(const SanConfig& config);
     // x: [B, n, d] → [B, n, d]; records blocks.{layer}.attn.hook_pattern [B, H, n, n].
-    at::Tensor forward(const at::Tensor& x, Recorder* recorder, int layer);
+    // key_bias (optional): additive [B, 1, 1, n], 0 for real keys and a large negative number for padding.
+    at::Tensor forward(const at::Tensor& x, Recorder* recorder, int layer, const at::Tensor& key_bias = {});
+    // Head h alone (SPEC.md E4): P_h (x W_V,h + 1 b_V,hᵀ) W_O,h + 1 b_Oᵀ — its attention, value slice and output
+    // slice. With H = 1 this is forward().
+    at::Tensor forward_head(const at::Tensor& x, int head, const at::Tensor& key_bias = {});
     // Attention patterns only: [B, H, n, n].
-    at::Tensor pattern(const at::Tensor& x);
+    at::Tensor pattern(const at::Tensor& x, const at::Tensor& key_bias = {});
     // W_h = W_V,h W_O,h: [H, d, d]; W_QK,h = W_Q,h W_K,hᵀ: [H, d, d].
     at::Tensor value_output_product();
     at::Tensor query_key_product();
@@ -89,6 +93,9 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
+// LayerNorm over the last dimension without affine parameters: (x − mean) / sqrt(var + eps).
+at::Tensor plain_layer_norm(const at::Tensor& x, double eps = 1e-5);
+
 // LayerNorm over features (true), or the paper's affine model (see LayerNormKind::Affine).
 struct NormLayerImpl : torch::nn::Module {
     NormLayerImpl(int d_model, LayerNormKind kind);
@@ -100,7 +107,14 @@ TORCH_MODULE(NormLayer);
 
 struct BlockImpl : torch::nn::Module {
     BlockImpl(const SanConfig& config, const BlockConfig& block);
-    at::Tensor forward(const at::Tensor& x, Recorder* recorder, int layer);
+    at::Tensor forward(const at::Tensor& x, Recorder* recorder, int layer, const at::Tensor& key_bias = {});
+    // The block restricted to one head (path evaluation, SPEC.md E4). With `sub_path` the block keeps its own skip
+    // and LayerNorm: LN1(x + head_h(x)); without (the paper's --no_sub_path) only the head's output passes, through
+    // a LayerNorm without affine parameters when the block has a LayerNorm: LN(head_h(x)). The MLP block, if any,
+    // follows unchanged.
+    at::Tensor forward_head(const at::Tensor& x, int head, bool sub_path, const at::Tensor& key_bias = {});
+    // The MLP sub-block (identity when the block has no MLP), with its skip and LN2 as configured.
+    at::Tensor mlp_block(const at::Tensor& mid, Recorder* recorder, int layer);
     BlockConfig config;
     Attention attn{nullptr};
     Mlp mlp{nullptr};
@@ -112,7 +126,7 @@ struct SanImpl : torch::nn::Module {
     explicit SanImpl(SanConfig config);
     // x: [B, n, d]. Records hook_embed and, per block, hook_resid_pre, attn.hook_pattern, hook_attn_out,
     // hook_resid_mid, hook_mlp_out (when there is an MLP), hook_resid_post.
-    at::Tensor forward(const at::Tensor& x, Recorder* recorder = nullptr);
+    at::Tensor forward(const at::Tensor& x, Recorder* recorder = nullptr, const at::Tensor& key_bias = {});
     SanConfig config;
     torch::nn::ModuleList blocks;  // of Block; parameter names blocks.{l}.attn.W_Q, ...
     Block block(int layer) const { return Block(blocks->ptr<BlockImpl>(static_cast<std::size_t>(layer))); }

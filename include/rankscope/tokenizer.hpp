@@ -41,6 +41,11 @@ std::string spm_helper_path();
 // SentencePiece (libsentencepiece, in the helper) from spiece.model; ALBERT lower-cases first; XLNet puts <sep> <cls> at the end.
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, const std::string& model_type,
                                               bool lower_case);
+// A SentencePiece unigram model trained on `sentences` (in the helper) into `directory`/spiece.model, loaded as
+// `model_type` ("bert"/"albert": [CLS] x [SEP]; "xlnet": x <sep> <cls>). Deterministic for the same text.
+// For built-in configurations and trained tasks: realistic token statistics without the original vocabulary.
+std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& sentences, const std::string& directory,
+                                               int vocab_size, const std::string& model_type);
 // The tokenizer of a Hugging Face folder: spiece.model if present, else vocab.txt.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config);
 

@@ -153,6 +153,24 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
     throw Error("no tokenizer: neither spiece.model nor vocab.txt", directory);
 }
 
+std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& sentences, const std::string& directory,
+                                               int vocab_size, const std::string& model_type) {
+    const std::filesystem::path folder(directory);
+    std::filesystem::create_directories(folder);
+    const auto corpus = folder / "corpus.txt";
+    {
+        std::ofstream out(corpus);
+        for (const auto& sentence : sentences) out << sentence << "\n";
+        if (!out) throw Error("cannot write the tokenizer corpus", corpus.string());
+    }
+    const std::string command = "'" + spm_helper_path() + "' train '" + corpus.string() + "' '" +
+                                (folder / "spiece").string() + "' " + std::to_string(vocab_size) + " > '" +
+                                (folder / "train.log").string() + "' 2>&1";
+    if (std::system(command.c_str()) != 0)
+        throw Error("training a SentencePiece model on the text failed", (folder / "train.log").string());
+    return load_sentencepiece((folder / "spiece.model").string(), model_type, false);
+}
+
 std::vector<std::string> read_sentences(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw Error("cannot open text file", path);

@@ -56,15 +56,27 @@ AttentionImpl::AttentionImpl(const SanConfig& c) : heads(c.heads), d_qk(c.qk_dim
     b_O = register_parameter("b_O", bias({d}, c.biases));
 }
 
-at::Tensor AttentionImpl::pattern(const at::Tensor& x) {
+at::Tensor AttentionImpl::pattern(const at::Tensor& x, const at::Tensor& key_bias) {
     // q, k: [B, H, n, k]
     const at::Tensor q = torch::einsum("bnd,hdk->bhnk", {x, W_Q}) + b_Q.unsqueeze(1);
     const at::Tensor key = torch::einsum("bnd,hdk->bhnk", {x, W_K}) + b_K.unsqueeze(1);
-    return torch::softmax(torch::matmul(q, key.transpose(-1, -2)) / std::sqrt(double(d_qk)), -1);
+    at::Tensor scores = torch::matmul(q, key.transpose(-1, -2)) / std::sqrt(double(d_qk));
+    if (key_bias.defined()) scores = scores + key_bias;
+    return torch::softmax(scores, -1);
 }
 
-at::Tensor AttentionImpl::forward(const at::Tensor& x, Recorder* recorder, int layer) {
-    const at::Tensor p = record(recorder, block_hook(layer, "attn.hook_pattern"), pattern(x));  // [B, H, n, n]
+at::Tensor AttentionImpl::forward_head(const at::Tensor& x, int head, const at::Tensor& key_bias) {
+    const at::Tensor q = torch::matmul(x, W_Q[head]) + b_Q[head];    // [B, n, k]
+    const at::Tensor key = torch::matmul(x, W_K[head]) + b_K[head];  // [B, n, k]
+    at::Tensor scores = torch::matmul(q, key.transpose(-1, -2)) / std::sqrt(double(d_qk));
+    if (key_bias.defined()) scores = scores + key_bias.squeeze(1);   // [B, 1, n]
+    const at::Tensor p = torch::softmax(scores, -1);                 // [B, n, n]
+    const at::Tensor value = torch::matmul(x, W_V[head]) + b_V[head];  // [B, n, v]
+    return torch::matmul(torch::matmul(p, value), W_O[head]) + b_O;    // [B, n, d]
+}
+
+at::Tensor AttentionImpl::forward(const at::Tensor& x, Recorder* recorder, int layer, const at::Tensor& key_bias) {
+    const at::Tensor p = record(recorder, block_hook(layer, "attn.hook_pattern"), pattern(x, key_bias));  // [B, H, n, n]
     const at::Tensor value = torch::einsum("bnd,hdv->bhnv", {x, W_V}) + b_V.unsqueeze(1);     // [B, H, n, v]
     const at::Tensor z = torch::matmul(p, value);                                                // [B, H, n, v]
     return torch::einsum("bhnv,hvd->bnd", {z, W_O}) + b_O;                                     // [B, n, d]
@@ -87,6 +99,12 @@ at::Tensor MlpImpl::forward(const at::Tensor& x) {
     return torch::matmul(activated, W_out) + b_out;
 }
 
+at::Tensor plain_layer_norm(const at::Tensor& x, double eps) {
+    const at::Tensor mean = x.mean(-1, true);
+    const at::Tensor var = (x - mean).pow(2).mean(-1, true);
+    return (x - mean) / torch::sqrt(var + eps);
+}
+
 NormLayerImpl::NormLayerImpl(int d_model, LayerNormKind kind_) : kind(kind_) {
     w = register_parameter("w", torch::ones({d_model}));
     b = register_parameter("b", torch::zeros({d_model}));
@@ -100,9 +118,7 @@ at::Tensor NormLayerImpl::forward(const at::Tensor& x) {
         const at::Tensor var = (x - mean).pow(2).mean({-2, -1}, true);
         return (x - mean) / torch::sqrt(var + eps) * w + b;
     }
-    const at::Tensor mean = x.mean(-1, true);
-    const at::Tensor var = (x - mean).pow(2).mean(-1, true);
-    return (x - mean) / torch::sqrt(var + eps) * w + b;
+    return plain_layer_norm(x, eps) * w + b;
 }
 
 BlockImpl::BlockImpl(const SanConfig& c, const BlockConfig& block) : config(block) {
@@ -114,22 +130,39 @@ BlockImpl::BlockImpl(const SanConfig& c, const BlockConfig& block) : config(bloc
     }
 }
 
-at::Tensor BlockImpl::forward(const at::Tensor& x, Recorder* recorder, int layer) {
+at::Tensor BlockImpl::mlp_block(const at::Tensor& mid, Recorder* recorder, int layer) {
+    if (!config.mlp) return mid;
+    const bool pre = config.layer_norm == LayerNormKind::Pre;
+    const bool post = config.layer_norm == LayerNormKind::Post || config.layer_norm == LayerNormKind::Affine;
+    const at::Tensor mlp_out = record(recorder, block_hook(layer, "hook_mlp_out"), mlp->forward(pre ? ln2->forward(mid) : mid));
+    const at::Tensor out = config.mlp_skip ? mid + mlp_out : mlp_out;
+    return post ? ln2->forward(out) : out;
+}
+
+at::Tensor BlockImpl::forward(const at::Tensor& x, Recorder* recorder, int layer, const at::Tensor& key_bias) {
     const bool pre = config.layer_norm == LayerNormKind::Pre;
     const bool post = config.layer_norm == LayerNormKind::Post || config.layer_norm == LayerNormKind::Affine;
     record(recorder, block_hook(layer, "hook_resid_pre"), x);
-    const at::Tensor attention_out =
-        record(recorder, block_hook(layer, "hook_attn_out"), attn->forward(pre ? ln1->forward(x) : x, recorder, layer));
+    const at::Tensor attention_out = record(recorder, block_hook(layer, "hook_attn_out"),
+                                            attn->forward(pre ? ln1->forward(x) : x, recorder, layer, key_bias));
     at::Tensor mid = config.attention_skip ? x + attention_out : attention_out;
     if (post) mid = ln1->forward(mid);
     record(recorder, block_hook(layer, "hook_resid_mid"), mid);
-    at::Tensor out = mid;
-    if (config.mlp) {
-        const at::Tensor mlp_out = record(recorder, block_hook(layer, "hook_mlp_out"), mlp->forward(pre ? ln2->forward(mid) : mid));
-        out = config.mlp_skip ? mid + mlp_out : mlp_out;
-        if (post) out = ln2->forward(out);
+    return record(recorder, block_hook(layer, "hook_resid_post"), mlp_block(mid, recorder, layer));
+}
+
+at::Tensor BlockImpl::forward_head(const at::Tensor& x, int head, bool sub_path, const at::Tensor& key_bias) {
+    const bool pre = config.layer_norm == LayerNormKind::Pre;
+    const bool post = config.layer_norm == LayerNormKind::Post || config.layer_norm == LayerNormKind::Affine;
+    const at::Tensor head_out = attn->forward_head(pre ? ln1->forward(x) : x, head, key_bias);
+    at::Tensor mid;
+    if (sub_path) {
+        mid = config.attention_skip ? x + head_out : head_out;
+        if (post) mid = ln1->forward(mid);
+    } else {
+        mid = config.layer_norm == LayerNormKind::None ? head_out : plain_layer_norm(head_out);
     }
-    return record(recorder, block_hook(layer, "hook_resid_post"), out);
+    return mlp_block(mid, nullptr, 0);
 }
 
 SanImpl::SanImpl(SanConfig c) : config(std::move(c)) {
@@ -138,9 +171,9 @@ SanImpl::SanImpl(SanConfig c) : config(std::move(c)) {
     for (int l = 0; l < config.layers; ++l) blocks->push_back(Block(config, config.block_at(l)));
 }
 
-at::Tensor SanImpl::forward(const at::Tensor& x, Recorder* recorder) {
+at::Tensor SanImpl::forward(const at::Tensor& x, Recorder* recorder, const at::Tensor& key_bias) {
     at::Tensor h = record(recorder, "hook_embed", x);
-    for (int l = 0; l < config.layers; ++l) h = block(l)->forward(h, recorder, l);
+    for (int l = 0; l < config.layers; ++l) h = block(l)->forward(h, recorder, l, key_bias);
     return h;
 }
 

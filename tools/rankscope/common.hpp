@@ -40,5 +40,6 @@ std::function<void()> setup_theory(CLI::App& command);
 std::function<void()> setup_paths(CLI::App& command);
 std::function<void()> setup_model(CLI::App& command);
 std::function<void()> setup_reproduce(CLI::App& command);
+std::function<void()> setup_task(CLI::App& command);
 
 }  // namespace rankscope::cli

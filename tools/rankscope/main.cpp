@@ -18,6 +18,8 @@ const rankscope::cli::Subcommand kSubcommands[] = {
     {"paths", "Path decomposition check, path-length counts, path-product sampling", rankscope::cli::setup_paths},
     {"model", "E1/E2 on a Hugging Face BERT, ALBERT or XLNet folder: residual per layer under the paper's surgery",
      rankscope::cli::setup_model},
+    {"task", "E3/E4: train circle, sort, hull or memorize models; circle trajectories; accuracy of path ensembles",
+     rankscope::cli::setup_task},
     {"reproduce", "The implemented experiments end to end, with report.html (--quick: about a minute)",
      rankscope::cli::setup_reproduce},
 };

@@ -49,23 +49,6 @@ void dump_activations(const std::string& path, const Recorder& recorder, const P
                                      {"version", version_string()}});
 }
 
-// A SentencePiece model trained on the text itself, for built-in configurations (random init needs realistic token
-// statistics, not the original vocabulary).
-std::unique_ptr<Tokenizer> tokenizer_trained_on(const std::vector<std::string>& sentences, const HfConfig& config,
-                                                const std::filesystem::path& directory) {
-    std::filesystem::create_directories(directory);
-    const auto corpus = directory / "corpus.txt";
-    {
-        std::ofstream out(corpus);
-        for (const auto& sentence : sentences) out << sentence << "\n";
-    }
-    const std::string command = "'" + spm_helper_path() + "' train '" + corpus.string() + "' '" +
-                                (directory / "spiece").string() + "' 4000 > '" + (directory / "train.log").string() + "' 2>&1";
-    if (std::system(command.c_str()) != 0)
-        throw Error("training a SentencePiece model on the text failed", (directory / "train.log").string());
-    return load_sentencepiece((directory / "spiece.model").string(), config.model_type, false);
-}
-
 void run_model(const ModelOptions& options) {
     Provenance provenance = start_run(options.common);
     const bool builtin = !std::filesystem::exists(options.model) && is_builtin_hf_config(options.model);
@@ -76,7 +59,7 @@ void run_model(const ModelOptions& options) {
                                     : read_hf_config((std::filesystem::path(options.model) / "config.json").string());
     const std::string text_path = options.text.empty() ? default_text() : options.text;
     const std::filesystem::path out_dir = options.common.out.empty() ? "out/model" : options.common.out;
-    auto tokenizer = builtin ? tokenizer_trained_on(read_sentences(text_path), config, out_dir / "tokenizer")
+    auto tokenizer = builtin ? train_sentencepiece(read_sentences(text_path), (out_dir / "tokenizer").string(), 4000, config.model_type)
                              : load_tokenizer(options.model, config);
     if (options.tokens > config.max_position_embeddings && config.model_type != "xlnet")
         throw Error(fmt::format("--tokens {} is longer than the model allows ({})", options.tokens,

@@ -1,0 +1,131 @@
+"""`rankscope task sort` against an independent numpy re-implementation of the trained model read from its checkpoint:
+whole-model accuracy, majority level, the all-skip (k = 0) ensembles, and the residual per layer."""
+import csv
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import read_safetensors, run  # noqa: E402
+
+
+def read_rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def layer_norm(x, w=None, b=None, eps=1e-5):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    y = (x - mean) / np.sqrt(var + eps)
+    return y if w is None else y * w + b
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+class Model:
+    """The post-LN task model written from its equations (tasks.hpp / san.hpp), float64."""
+
+    def __init__(self, tensors, layers):
+        self.t = {k: v.astype(np.float64) for k, v in tensors.items()}
+        self.layers = layers
+
+    def embed(self, ids):
+        t = self.t
+        h = t["embed.W_E"][ids] + t["pos_embed.W_pos"][: ids.shape[1]]
+        return layer_norm(h, t["ln_embed.w"], t["ln_embed.b"])
+
+    def block(self, l, x):
+        p = {k[len(f"blocks.{l}."):]: v for k, v in self.t.items() if k.startswith(f"blocks.{l}.")}
+        out = np.zeros_like(x)
+        heads = p["attn.W_Q"].shape[0]
+        for h in range(heads):
+            q = x @ p["attn.W_Q"][h] + p["attn.b_Q"][h]
+            k = x @ p["attn.W_K"][h] + p["attn.b_K"][h]
+            v = x @ p["attn.W_V"][h] + p["attn.b_V"][h]
+            pattern = softmax(q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]))
+            out += pattern @ v @ p["attn.W_O"][h]
+        out += p["attn.b_O"]
+        return layer_norm(x + out, p["ln1.w"], p["ln1.b"])
+
+    def hidden_states(self, ids):
+        states = [self.embed(ids)]
+        for l in range(self.layers):
+            states.append(self.block(l, states[-1]))
+        return states
+
+    def unembed(self, h):
+        return h @ self.t["unembed.W_U"] + self.t["unembed.b_U"]
+
+
+def relative_residual(x):
+    """Composite norm (‖·‖₁‖·‖∞)^½ of X − 1 mean(X)ᵀ over that of X."""
+    def composite(m):
+        return np.sqrt(np.abs(m).sum(0).max() * np.abs(m).sum(1).max())
+    return composite(x - x.mean(0, keepdims=True)) / composite(x)
+
+
+class TaskReference(unittest.TestCase):
+    def test_sort_numbers_match_numpy_reference(self):
+        out = tempfile.mkdtemp(prefix="rankscope-task-ref-")
+        try:
+            run("task", "sort", "--out", out, "--seed", "4", "--layers", "3", "--d-model", "16", "--epochs", "6",
+                "--train-count", "150", "--eval-count", "40", "--repeats", "2", "--paths", "5,20")
+            summary = load_json(os.path.join(out, "task.json"))
+            tensors = dict(read_safetensors(summary["checkpoint"]))
+            data = dict(read_safetensors(os.path.join(out, "eval_data.safetensors")))
+            ids, targets = data["inputs"], data["targets"]
+            model = Model(tensors, 3)
+            states = model.hidden_states(ids)
+            accuracy = (model.unembed(states[-1]).argmax(-1) == targets).mean()
+            self.assertAlmostEqual(summary["whole_model_accuracy"], accuracy, places=6)
+            self.assertGreater(summary["whole_model_accuracy"], summary["majority_accuracy"])
+
+            rows = read_rows(os.path.join(out, "paths_effectiveness.csv"))
+            # k = 0: every path is the skip everywhere, so the ensemble is LN(n · embedding) for any draw.
+            expected_k0 = (model.unembed(layer_norm(5 * states[0])).argmax(-1) == targets).mean()
+            k0 = [float(r["value"]) for r in rows if r["k"] == "0" and r["metric"] == "token_accuracy"]
+            self.assertEqual(len(k0), 4)  # 2 path counts × 2 repeats
+            for value in k0:
+                self.assertAlmostEqual(value, expected_k0, places=6)
+            whole = [float(r["value"]) for r in rows if r["metric"] == "whole_model_accuracy"]
+            self.assertEqual(whole, [summary["whole_model_accuracy"]])
+            counts = {(r["k"], r["n_paths"]) for r in rows if r["metric"] == "token_accuracy"}
+            self.assertEqual(len(counts), 4 * 2)  # k = 0..3, n in {5, 20}
+
+            residual = read_rows(os.path.join(out, "residual.csv"))
+            self.assertEqual([int(r["layer"]) for r in residual], [0, 1, 2, 3])
+            for r, state in zip(residual, states):
+                values = [relative_residual(sample) for sample in state]
+                self.assertAlmostEqual(float(r["mean"]), np.mean(values), places=4)
+
+            # Second run: the checkpoint is reused; another setting trains a new one.
+            run("task", "sort", "--out", out, "--seed", "4", "--layers", "3", "--d-model", "16", "--epochs", "6",
+                "--train-count", "150", "--eval-count", "40", "--repeats", "1", "--paths", "5")
+            again = load_json(os.path.join(out, "task.json"))
+            self.assertTrue(again["reused_checkpoint"])
+            self.assertEqual(again["whole_model_accuracy"], summary["whole_model_accuracy"])
+            run("task", "sort", "--out", out, "--seed", "4", "--layers", "3", "--d-model", "16", "--epochs", "7",
+                "--train-count", "150", "--eval-count", "40", "--repeats", "1", "--paths", "5")
+            other = load_json(os.path.join(out, "task.json"))
+            self.assertFalse(other["reused_checkpoint"])
+            self.assertNotEqual(other["checkpoint"], summary["checkpoint"])
+        finally:
+            shutil.rmtree(out)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])

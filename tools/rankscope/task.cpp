@@ -1,0 +1,292 @@
+// rankscope task — E3 (circle trajectories) and E4 (path effectiveness) on models rankscope trains itself.
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include "common.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/figure.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/tasks.hpp"
+
+namespace rankscope::cli {
+namespace {
+
+struct TaskOptions {
+    CommonOptions common;
+    std::string task;
+    TaskSettings settings;  // filled from the task's defaults, then the flags given
+    std::string checkpoints;
+    bool retrain = false;
+    std::vector<int> n_paths = {5, 20};
+    int repeats = 5;
+    std::string sub_path = "no";
+    std::vector<std::string> circle_variants = {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"};
+    int steps = 300;
+};
+
+std::filesystem::path checkpoint_dir(const TaskOptions& options, const std::filesystem::path& out) {
+    return options.checkpoints.empty() ? out / "checkpoints" : std::filesystem::path(options.checkpoints);
+}
+
+void write_training(const std::filesystem::path& path, const std::string& label, const TrainedTask& trained,
+                    bool classification, const Provenance& provenance) {
+    CsvTable table;
+    table.columns = {"model", "epoch", "loss", classification ? "train_accuracy" : "train_mse", "seconds"};
+    for (const auto& e : trained.history)
+        table.add({label, std::to_string(e.epoch), format_number(e.loss), format_number(e.train_metric), format_number(e.seconds)});
+    write_csv_atomically(path, table, provenance);
+}
+
+// The evaluation batch, so that any number of the run can be recomputed outside rankscope.
+void write_eval_data(const std::filesystem::path& path, const TaskBatch& batch, const Provenance& provenance) {
+    std::vector<at::Tensor> keep = {batch.inputs.contiguous(), batch.targets.contiguous()};
+    if (batch.key_bias.defined()) keep.push_back(batch.key_bias.contiguous());
+    const std::vector<std::string> names = {"inputs", "targets", "key_bias"};
+    std::vector<NamedArray> arrays;
+    for (std::size_t i = 0; i < keep.size(); ++i)
+        arrays.push_back({names[i], ArrayView{keep[i].scalar_type() == torch::kLong ? DType::I64 : DType::F32,
+                                              std::vector<std::int64_t>(keep[i].sizes().begin(), keep[i].sizes().end()),
+                                              reinterpret_cast<const std::byte*>(keep[i].data_ptr())}});
+    write_safetensors(path.string(), arrays, {{"command", provenance.command}, {"version", version_string()}});
+}
+
+nlohmann::json training_summary(const TrainedTask& trained, TaskModel& model) {
+    return {{"checkpoint", trained.checkpoint},
+            {"reused_checkpoint", trained.reused},
+            {"train_seconds", trained.reused ? nlohmann::json(nullptr) : nlohmann::json(trained.train_seconds)},
+            {"parameters", parameter_count(model)},
+            {"model", model->config.to_json()}};
+}
+
+// E3: train the four variants, roll each out for `steps` steps from the first item, draw the trajectories.
+void run_circle(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
+    CsvTable trajectories;
+    trajectories.columns = {"variant", "step", "token", "x", "y", "target_x", "target_y"};
+    nlohmann::json variants = nlohmann::json::object();
+    for (const auto& variant : options.circle_variants) {
+        TaskSettings settings = options.settings;
+        settings.skip = variant.find("skip") != std::string::npos;
+        settings.mlp = variant.find("MLP") != std::string::npos;
+        if (variant != "SAN" && !settings.skip && !settings.mlp) throw Error("unknown circle variant '" + variant + "'");
+        const TaskSplits data = make_task_data(settings, out);
+        TrainedTask trained = train_or_load(settings, data, checkpoint_dir(options, out), options.retrain);
+        const at::Tensor path = circle_rollout(trained.model, data.train.inputs.narrow(0, 0, 1), options.steps);
+        // The true continuation: the same arcs, one point per step (wrapping around the circle).
+        const int points = settings.train_count;
+        double final_gap = 0, mean_error = 0;
+        for (int step = 0; step < options.steps; ++step) {
+            for (int token = 0; token < 2; ++token) {
+                const int t = (step + token * (points / 2)) % points;
+                const double angle = 2.0 * M_PI * t / points, tx = 0.3 * std::cos(angle), ty = 0.3 * std::sin(angle);
+                const double x = path[step][token][0].item<double>(), y = path[step][token][1].item<double>();
+                mean_error += std::hypot(x - tx, y - ty) / (2.0 * options.steps);
+                trajectories.add({variant, std::to_string(step), std::to_string(token), format_number(x), format_number(y),
+                                  format_number(tx), format_number(ty)});
+            }
+        }
+        final_gap = (path[options.steps - 1][0] - path[options.steps - 1][1]).norm().item<double>();
+        write_training(out / fmt::format("training_{}.csv", variant), variant, trained, false, provenance);
+        variants[variant] = training_summary(trained, trained.model);
+        variants[variant]["final_token_distance"] = final_gap;
+        variants[variant]["mean_distance_to_arcs"] = mean_error;
+        variants[variant]["settings"] = settings.to_json();
+        std::cout << fmt::format("{:<14} final distance between the two tokens {:.3g}, mean distance to the arcs {:.3g}{}\n",
+                                 variant, final_gap, mean_error, trained.reused ? " (checkpoint reused)" : "");
+    }
+    write_csv_atomically(out / "circle_trajectories.csv", trajectories, provenance);
+    write_json_atomically(out / "task.json", {{"task", "circle"}, {"steps", options.steps}, {"variants", variants}}, provenance);
+
+    std::string plot = "set size ratio -1\nset xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset key bottom right font ',8'\n";
+    plot += fmt::format("set multiplot layout 1,{}\n", options.circle_variants.size());
+    for (const auto& variant : options.circle_variants) {
+        const std::string is = fmt::format("strcol(1) eq '{}'", variant);
+        plot += fmt::format(
+            "set title '{0}'\nplot 'circle_trajectories.csv' using ({1} && $3==0 ? $6 : 1/0):7 with lines lc rgb '#bbbbbb' "
+            "dt 2 title 'arcs', 'circle_trajectories.csv' using ({1} && $3==1 ? $6 : 1/0):7 with lines lc rgb '#bbbbbb' dt 2 "
+            "notitle, 'circle_trajectories.csv' using ({1} && $3==0 ? $4 : 1/0):5 with linespoints pt 7 ps 0.3 lc rgb "
+            "'#d95f02' title 'token 1', 'circle_trajectories.csv' using ({1} && $3==1 ? $4 : 1/0):5 with linespoints pt 7 "
+            "ps 0.3 lc rgb '#1b9e77' title 'token 2'\n",
+            variant, is);
+    }
+    plot += "unset multiplot\n";
+    render_figure(out, {"circle", "E3: 300 recurrent steps of the trained 1-layer attention model", plot},
+                  csv_provenance_lines(provenance));
+}
+
+// E4: train (or reuse) one model, measure whole-model and majority accuracy, and the path ensembles.
+void run_classification_task(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
+    const TaskSettings& settings = options.settings;
+    const TaskSplits data = make_task_data(settings, out);
+    TrainedTask trained = train_or_load(settings, data, checkpoint_dir(options, out), options.retrain);
+    TaskModel& model = trained.model;
+    const double whole = token_accuracy(model, data.eval);
+    const double majority = majority_accuracy(data.train, data.eval, data.classes);
+    std::vector<bool> modes;
+    if (options.sub_path != "yes") modes.push_back(false);
+    if (options.sub_path != "no") modes.push_back(true);
+    std::vector<PathEffectivenessRow> rows;
+    for (bool mode : modes) {
+        auto part = path_effectiveness(model, data.eval, settings.task, options.n_paths, options.repeats, mode, settings.seed);
+        rows.insert(rows.end(), part.begin(), part.end());
+    }
+    CsvTable table;
+    table.columns = {"task", "sub_path", "k", "n_paths", "repeat", "metric", "value"};
+    for (const auto& r : rows)
+        table.add({r.task, r.sub_path ? "yes" : "no", std::to_string(r.length), std::to_string(r.n_paths),
+                   std::to_string(r.repeat), "token_accuracy", format_number(r.accuracy)});
+    // The reference lines of the figure, measured in this run.
+    table.add({settings.task, "", "", "", "", "whole_model_accuracy", format_number(whole)});
+    table.add({settings.task, "", "", "", "", "majority_accuracy", format_number(majority)});
+    write_csv_atomically(out / "paths_effectiveness.csv", table, provenance);
+
+    CsvTable residual;
+    residual.columns = {"task", "layer", "norm", "center", "mean", "std", "n"};
+    for (const auto& r : residual_by_layer(model, data.eval))
+        residual.add({settings.task, std::to_string(r.layer), "composite", "mean", format_number(r.mean), format_number(r.std),
+                      std::to_string(r.n)});
+    write_csv_atomically(out / "residual.csv", residual, provenance);
+    write_training(out / "training.csv", settings.task, trained, true, provenance);
+    write_eval_data(out / "eval_data.safetensors", data.eval, provenance);
+
+    // Mean accuracy per (mode, n, k) for the summary and standard output.
+    std::map<std::tuple<bool, int, int>, std::pair<double, int>> means;
+    for (const auto& r : rows) {
+        auto& cell = means[{r.sub_path, r.n_paths, r.length}];
+        cell.first += r.accuracy, cell.second += 1;
+    }
+    nlohmann::json by_length = nlohmann::json::array();
+    for (const auto& [key, cell] : means)
+        by_length.push_back({{"sub_path", std::get<0>(key)}, {"n_paths", std::get<1>(key)}, {"k", std::get<2>(key)},
+                             {"mean_accuracy", cell.first / cell.second}});
+    nlohmann::json summary = training_summary(trained, model);
+    summary.update({{"task", settings.task},
+                    {"settings", settings.to_json()},
+                    {"whole_model_accuracy", whole},
+                    {"whole_model_train_accuracy", token_accuracy(model, data.train)},
+                    {"majority_accuracy", majority},
+                    {"chance_accuracy", 1.0 / data.classes},
+                    {"eval_sequences", data.eval.size()},
+                    {"path_accuracy", by_length}});
+    write_json_atomically(out / "task.json", summary, provenance);
+
+    std::cout << fmt::format("{}: whole-model token accuracy {:.4f}, majority {:.4f}, {} parameters, {}\n", settings.task,
+                             whole, majority, parameter_count(model),
+                             trained.reused ? "checkpoint reused" : fmt::format("trained in {:.1f} s", trained.train_seconds));
+    for (const auto& [key, cell] : means)
+        std::cout << fmt::format("  sub_path={} n_paths={:>2} k={}: accuracy {:.4f}\n", std::get<0>(key) ? "yes" : "no",
+                                 std::get<1>(key), std::get<2>(key), cell.first / cell.second);
+
+    // Figure: accuracy vs path length, mean ± std over repeats, with the measured whole-model and majority lines.
+    CsvTable summary_table;
+    summary_table.columns = {"task", "sub_path", "n_paths", "k", "mean", "std"};
+    std::map<std::tuple<bool, int, int>, std::vector<double>> values;
+    for (const auto& r : rows) values[{r.sub_path, r.n_paths, r.length}].push_back(r.accuracy);
+    for (const auto& [key, v] : values) {
+        double mean = 0, square = 0;
+        for (double x : v) mean += x;
+        mean /= static_cast<double>(v.size());
+        for (double x : v) square += (x - mean) * (x - mean);
+        summary_table.add({settings.task, std::get<0>(key) ? "yes" : "no", std::to_string(std::get<1>(key)),
+                           std::to_string(std::get<2>(key)), format_number(mean),
+                           format_number(v.size() > 1 ? std::sqrt(square / static_cast<double>(v.size() - 1)) : 0.0)});
+    }
+    write_csv_atomically(out / "paths_effectiveness_summary.csv", summary_table, provenance);
+    std::string plot = fmt::format(
+        "set datafile separator ','\nset xlabel 'path length k'\nset ylabel 'token accuracy'\nset yrange [0:1.05]\n"
+        "set xrange [-0.5:{}.5]\nset key bottom right\nset title '{}: ensembles of random paths (mean ± std over repeats)'\n"
+        "plot {:.6f} with lines lw 2 dt 2 lc rgb '#444444' title 'whole model (measured)', \\\n"
+        "     {:.6f} with lines lw 2 dt 3 lc rgb '#999999' title 'majority class (measured)'",
+        settings.layers, settings.task, whole, majority);
+    const std::vector<std::string> palette = {"#d95f02", "#7570b3", "#1b9e77", "#e7298a"};
+    int color = 0;
+    for (bool mode : modes)
+        for (int n : options.n_paths) {
+            const double shift = (color - 0.5) * 0.08;
+            const std::string is = fmt::format("strcol(2) eq '{}' && $3 == {}", mode ? "yes" : "no", n);
+            plot += fmt::format(", \\\n     'paths_effectiveness_summary.csv' using ({} ? $4+{:.3f} : 1/0):5:6 with "
+                                "yerrorlines lw 2 pt 7 lc rgb '{}' title '{} paths{}'",
+                                is, shift, palette[static_cast<std::size_t>(color) % palette.size()], n,
+                                mode ? ", with sub-paths" : "");
+            ++color;
+        }
+    plot += "\n";
+    render_figure(out, {"paths_effectiveness", "E4: accuracy of path ensembles vs path length", plot},
+                  csv_provenance_lines(provenance));
+}
+
+}  // namespace
+
+std::function<void()> setup_task(CLI::App& command) {
+    auto options = std::make_shared<TaskOptions>();
+    add_common_options(command, options->common, true);
+    command.add_option("task", options->task, "circle, sort, hull or memorize")
+        ->required()
+        ->check(CLI::IsMember({"circle", "sort", "hull", "memorize"}));
+    // Flags left unset keep the task's paper defaults (filled in the callback once the task is known).
+    auto overrides = std::make_shared<std::map<std::string, std::string>>();
+    auto add = [&](const std::string& flag, const std::string& help) {
+        command.add_option_function<std::string>(flag, [overrides, flag](const std::string& v) { (*overrides)[flag] = v; }, help);
+    };
+    add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)");
+    add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)");
+    add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)");
+    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50, circle 70)");
+    add("--batch-size", "Sequences per step (30; memorize 8)");
+    add("--lr", "Adam learning rate (1e-5; memorize 3e-4)");
+    add("--weight-decay", "Adam weight decay (0)");
+    add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)");
+    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 0 = all)");
+    add("--text", "Memorize: an RTE-style .tsv (default ../shared/data/RTE/train.tsv)");
+    command.add_flag("--skip,!--no-skip", options->settings.skip, "Attention skip in every layer (default on; circle: see --variants)");
+    command.add_flag("--mlp", options->settings.mlp, "An MLP block in every layer (default off)");
+    command.add_flag("--layer-norm,!--no-layer-norm", options->settings.layer_norm, "Post-LN layers (default on; circle off)");
+    command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
+    command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
+    command.add_option("--paths", options->n_paths, "Paths per ensemble")->delimiter(',')->capture_default_str();
+    command.add_option("--repeats", options->repeats, "Ensembles drawn per (k, n)")->capture_default_str();
+    command.add_option("--sub-path", options->sub_path,
+                       "Keep each head layer's own skip and LN (yes), drop them as the paper's runs did (no), or both")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"no", "yes", "both"}));
+    command.add_option("--variants", options->circle_variants, "Circle variants")->delimiter(',')->capture_default_str();
+    command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str();
+    return [options, overrides, &command] {
+        TaskSettings s = default_task_settings(options->task);
+        if (command.count("--skip") + command.count("--no-skip")) s.skip = options->settings.skip;
+        if (command.count("--mlp")) s.mlp = options->settings.mlp;
+        if (command.count("--layer-norm") + command.count("--no-layer-norm")) s.layer_norm = options->settings.layer_norm;
+        for (const auto& [flag, value] : *overrides) {
+            try {
+                if (flag == "--layers") s.layers = std::stoi(value);
+                else if (flag == "--heads") s.heads = std::stoi(value);
+                else if (flag == "--d-model") s.d_model = std::stoi(value);
+                else if (flag == "--epochs") s.epochs = std::stoi(value);
+                else if (flag == "--batch-size") s.batch_size = std::stoi(value);
+                else if (flag == "--lr") s.learning_rate = std::stod(value);
+                else if (flag == "--weight-decay") s.weight_decay = std::stod(value);
+                else if (flag == "--train-count") s.train_count = std::stoi(value);
+                else if (flag == "--eval-count") s.eval_count = std::stoi(value);
+                else if (flag == "--text") s.text = value;
+            } catch (const std::exception&) {
+                throw Error(flag + ": not a number: '" + value + "'");
+            }
+        }
+        if (s.layers < 1 || s.heads < 1 || s.d_model < 1 || s.epochs < 0 || s.batch_size < 1 || s.train_count < 1 ||
+            s.eval_count < 0 || !(s.learning_rate > 0))
+            throw Error("task settings must be positive (layers, heads, d-model, batch-size, train-count, lr)");
+        s.seed = options->common.seed;
+        options->settings = s;
+        const Provenance provenance = start_run(options->common);
+        const std::filesystem::path out = options->common.out;
+        std::filesystem::create_directories(out);
+        if (s.task == "circle") run_circle(*options, provenance, out);
+        else run_classification_task(*options, provenance, out);
+        write_manifest(out, provenance, {{"subcommand", "task"}, {"task", s.task}, {"settings", s.to_json()}});
+    };
+}
+
+}  // namespace rankscope::cli
