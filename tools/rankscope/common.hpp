@@ -41,5 +41,7 @@ std::function<void()> setup_paths(CLI::App& command);
 std::function<void()> setup_model(CLI::App& command);
 std::function<void()> setup_reproduce(CLI::App& command);
 std::function<void()> setup_task(CLI::App& command);
+std::function<void()> setup_width_depth(CLI::App& command);
+std::function<void()> setup_embed(CLI::App& command);
 
 }  // namespace rankscope::cli

@@ -18,8 +18,11 @@ const rankscope::cli::Subcommand kSubcommands[] = {
     {"paths", "Path decomposition check, path-length counts, path-product sampling", rankscope::cli::setup_paths},
     {"model", "E1/E2 on a Hugging Face BERT, ALBERT or XLNet folder: residual per layer under the paper's surgery",
      rankscope::cli::setup_model},
+    {"embed", "Sentence embeddings of USE lite and their cosine similarities", rankscope::cli::setup_embed},
     {"task", "E3/E4: train circle, sort, hull or memorize models; circle trajectories; accuracy of path ensembles",
      rankscope::cli::setup_task},
+    {"width-depth", "E5: equal-parameter models, shallow-wide vs deep-narrow: accuracy, residual per layer, path lengths",
+     rankscope::cli::setup_width_depth},
     {"reproduce", "The implemented experiments end to end, with report.html (--quick: about a minute)",
      rankscope::cli::setup_reproduce},
 };

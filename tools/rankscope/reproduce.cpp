@@ -2,8 +2,9 @@
 // self-contained report.html. Each cell runs this same program as a subcommand, so every cell folder carries its
 // own manifest.json with the exact command; a re-run skips cells whose manifest records the same command.
 //
-// Cells today: theory checks (§3), E6 path counts, E1 + E2 on the built-in BERT/ALBERT/XLNet configurations at
-// random init. Not yet: E1/E2 on pretrained weights (needs a --model folder), E3–E5 (trained tasks).
+// Cells: theory checks (§3), E6 path counts, E1 + E2 on the built-in BERT/ALBERT/XLNet configurations at random init
+// (or on --model folders, pretrained and init), E3 circle, E4 path effectiveness (sort, hull, memorize), E5 width vs
+// depth (sort). --quick keeps theory, E6, E1 on BERT, E3, E4 sort and E5 at small settings.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -69,24 +70,74 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
                      {"paths", "count", "--seed", seed},
                      {"path_counts.svg"},
                      {"path_counts.csv", "path_counts.json"}});
+    // E1/E2: the pretrained USE lite (npm) by default, and in the full run the three architectures at init.
     std::vector<std::string> models = options.models;
-    if (models.empty()) models = options.quick ? std::vector<std::string>{"bert-base-cased"}
-                                               : std::vector<std::string>{"bert-base-cased", "albert-base-v2", "xlnet-base-cased"};
+    if (models.empty()) models = options.quick ? std::vector<std::string>{"use-lite"}
+                                               : std::vector<std::string>{"use-lite", "bert-base-cased", "albert-base-v2", "xlnet-base-cased"};
     for (const auto& model : models) {
-        const bool builtin = !std::filesystem::exists(model);
-        const std::string name = std::filesystem::path(model).filename().string();
-        cells.push_back({"e1_" + name, "E1/E2: " + name + (builtin ? " (random init)" : ""),
-                         "Removing the attention skip (SAN, SAN+MLP) collapses the representation within one or two "
-                         "layers; with skips the relative residual stays high. Products of attention matrices along "
-                         "paths lose rank exponentially in the path length.",
-                         "Fig. 2: without skips ≈0 after 1 layer at init and after 3–5 pretrained; transformer 0.3–0.5. "
-                         "E2: init reaches the float32 floor (~1e-6) by depth 4.",
-                         {"model", "--model", model, "--weights", builtin ? "init" : "both", "--samples",
-                          options.quick ? "8" : "32", "--tokens", options.quick ? "64" : "128", "--draws",
-                          options.quick ? "20" : "100", "--seed", seed},
-                         {"residual.svg", "paths.svg"},
-                         {"residual.csv", "paths.csv"}});
+        const bool use_lite = model == "use-lite";
+        const bool builtin = !use_lite && !std::filesystem::exists(model);
+        const std::string name = use_lite ? model : std::filesystem::path(model).filename().string();
+        Cell cell{"e1_" + name, "E1/E2: " + name + (builtin ? " (random init)" : use_lite ? " (pretrained, npm)" : ""),
+                  "Removing the attention skip (SAN, SAN+MLP) collapses the representation within one or two "
+                  "layers; with skips the relative residual stays high. Products of attention matrices along "
+                  "paths lose rank exponentially in the path length.",
+                  "Fig. 2: without skips ≈0 after 1 layer at init and after 3–5 pretrained; transformer 0.3–0.5. "
+                  "E2: init reaches the float32 floor (~1e-6) by depth 4.",
+                  {"model", "--model", model, "--weights", builtin ? "init" : "both", "--samples",
+                   options.quick ? "8" : "32", "--tokens", options.quick ? "64" : "128", "--draws",
+                   options.quick ? "20" : "100", "--seed", seed},
+                  {"residual.svg", "paths.svg"},
+                  {"residual.csv", "paths.csv"}};
+        if (use_lite) {
+            cell.reading += " USE lite has only 2 layers, so the iterate panel applies its real pretrained layer-1 "
+                            "attention (no skip, no MLP) 12 times to real text: the residual falls towards zero, while "
+                            "the same layer with its skip keeps it.";
+            cell.figures.push_back("iterate.svg");
+            cell.data.push_back("iterate.csv");
+        }
+        cells.push_back(cell);
     }
+    // E3–E5: trained models, sharing one checkpoint folder so a re-run with other cells reuses them.
+    const std::string checkpoints = (std::filesystem::path(options.common.out.empty() ? "out/reproduce" : options.common.out) /
+                                     "checkpoints").string();
+    auto task_cell = [&](const std::string& task, std::vector<std::string> quick_args, std::vector<std::string> full_args) {
+        std::vector<std::string> arguments = {"task", task, "--seed", seed, "--checkpoints", checkpoints};
+        const auto& extra = options.quick ? quick_args : full_args;
+        arguments.insert(arguments.end(), extra.begin(), extra.end());
+        return arguments;
+    };
+    cells.push_back({"e3_circle", "E3: the circle, run recurrently for 300 steps",
+                     "A trained one-layer, two-head attention model is fed its own output. Without skip connection the "
+                     "two tokens' trajectories fall onto each other (rank collapse); with the skip they stay apart.",
+                     "§4.2: pure attention collapses both trajectories to one point/line; skip and/or MLP let them follow the arcs.",
+                     task_cell("circle", {"--epochs", "20", "--train-count", "400"}, {}),
+                     {"circle.svg"},
+                     {"circle_trajectories.csv", "task.json"}});
+    const std::vector<std::tuple<std::string, std::string, std::vector<std::string>, std::vector<std::string>>> tasks = {
+        {"sort", "Whole model ≈0.98, chance 0.1.", {"--epochs", "15", "--repeats", "2"}, {}},
+        {"hull", "Whole model ≈0.9, majority 0.54.", {}, {"--train-count", "3000", "--epochs", "40"}},
+        {"memorize", "Whole model ≈0.85, chance 0.5.", {}, {}},
+    };
+    for (const auto& [task, paper, quick_args, full_args] : tasks) {
+        if (options.quick && task != "sort") continue;
+        cells.push_back({"e4_" + task, "E4: path effectiveness, " + task,
+                         "Ensembles of n random paths of length k (no sub-paths) against the whole model and the majority "
+                         "level, both measured in this run. The accuracy the ensembles keep at each length shows which "
+                         "paths carry the function.",
+                         "Fig. 4: short paths (length 1–2) carry most of the accuracy; long paths add little. " + paper,
+                         task_cell(task, quick_args, full_args),
+                         {"paths_effectiveness.svg"},
+                         {"paths_effectiveness.csv", "paths_effectiveness_summary.csv", "residual.csv", "training.csv", "task.json"}});
+    }
+    cells.push_back({"e5_width_depth_sort", "E5: width vs depth at equal parameter count (sort)",
+                     "Shallow-and-wide vs deep-and-narrow models with the same number of parameters: accuracy, the "
+                     "relative residual along relative depth, and how the path-length distribution shifts with depth.",
+                     "§4.3/§5: deeper models have longer paths, which carry little; width buys short paths.",
+                     {"width-depth", "--task", "sort", "--seed", seed, "--checkpoints", checkpoints, "--depths",
+                      options.quick ? "2,6" : "2,6,12", "--epochs", options.quick ? "10" : "65"},
+                     {"width_depth.svg"},
+                     {"width_depth.csv", "width_depth_residual.csv", "width_depth_paths.csv", "width_depth.json"}});
     return cells;
 }
 
@@ -106,6 +157,48 @@ std::string shell_quote(const std::string& word) {
     std::string quoted = "'";
     for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return quoted + "'";
+}
+
+// A few numbers per cell for the report's summary table, read back from the cell's own result files.
+std::vector<std::pair<std::string, std::string>> key_numbers(const std::filesystem::path& directory, const std::string& cell) {
+    std::vector<std::pair<std::string, std::string>> numbers;
+    auto json_of = [&](const std::string& file) {
+        const auto path = directory / file;
+        return std::filesystem::exists(path) ? nlohmann::json::parse(read_text(path)) : nlohmann::json();
+    };
+    try {
+        if (cell.rfind("e4_", 0) == 0) {
+            const auto task = json_of("task.json");
+            if (task.is_null()) return numbers;
+            numbers.emplace_back("whole-model token accuracy", fmt::format("{:.3f}", task.at("whole_model_accuracy").get<double>()));
+            numbers.emplace_back("majority level", fmt::format("{:.3f}", task.at("majority_accuracy").get<double>()));
+            std::string by_length;
+            for (const auto& row : task.at("path_accuracy"))
+                if (!row.at("sub_path").get<bool>() && row.at("n_paths").get<int>() == 20)
+                    by_length += fmt::format("{}k={}: {:.2f}", by_length.empty() ? "" : ", ", row.at("k").get<int>(),
+                                             row.at("mean_accuracy").get<double>());
+            if (!by_length.empty()) numbers.emplace_back("20-path ensembles by length", by_length);
+            if (!task.at("train_seconds").is_null())
+                numbers.emplace_back("training time", fmt::format("{:.0f} s", task.at("train_seconds").get<double>()));
+        } else if (cell == "e3_circle") {
+            const auto task = json_of("task.json");
+            if (task.is_null()) return numbers;
+            for (const auto& [variant, v] : task.at("variants").items())
+                numbers.emplace_back(variant + ": distance between the tokens after 300 steps",
+                                     fmt::format("{:.3g}", v.at("final_token_distance").get<double>()));
+        } else if (cell.rfind("e5_", 0) == 0) {
+            const auto result = json_of("width_depth.json");
+            if (result.is_null()) return numbers;
+            for (const auto& m : result.at("models"))
+                numbers.emplace_back(fmt::format("L={} d={} ({} parameters)", m.at("layers").get<int>(), m.at("d_model").get<int>(),
+                                                 m.at("parameters").get<std::int64_t>()),
+                                     fmt::format("accuracy {:.3f}, mean path length {:.2f}", m.at("whole_model_accuracy").get<double>(),
+                                                 m.at("mean_path_length").get<double>()));
+        }
+    } catch (const std::exception&) {
+        numbers.clear();  // a result file from another version: the figures and data links still stand
+    }
+    return numbers;
 }
 
 void write_report(const std::filesystem::path& out, const std::vector<Cell>& cells,
@@ -136,6 +229,13 @@ a{color:#1b6e9e}
     for (const auto& cell : cells) {
         html += fmt::format("<h2 id=\"{}\">{}</h2>\n<p>{}</p>\n<p class=\"paper\">Paper: {}</p>\n", cell.name,
                             html_escape(cell.title), html_escape(cell.reading), html_escape(cell.paper));
+        const auto numbers = key_numbers(out / cell.name, cell.name);
+        if (!numbers.empty()) {
+            html += "<table class=\"numbers\"><tr><th>measured here</th><th>value</th></tr>\n";
+            for (const auto& [what, value] : numbers)
+                html += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", html_escape(what), html_escape(value));
+            html += "</table>\n";
+        }
         for (const auto& figure : cell.figures) {
             const auto path = out / cell.name / figure;
             if (!std::filesystem::exists(path)) continue;

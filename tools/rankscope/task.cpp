@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common.hpp"
+#include "task_settings_options.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/io.hpp"
@@ -226,24 +227,7 @@ std::function<void()> setup_task(CLI::App& command) {
     command.add_option("task", options->task, "circle, sort, hull or memorize")
         ->required()
         ->check(CLI::IsMember({"circle", "sort", "hull", "memorize"}));
-    // Flags left unset keep the task's paper defaults (filled in the callback once the task is known).
-    auto overrides = std::make_shared<std::map<std::string, std::string>>();
-    auto add = [&](const std::string& flag, const std::string& help) {
-        command.add_option_function<std::string>(flag, [overrides, flag](const std::string& v) { (*overrides)[flag] = v; }, help);
-    };
-    add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)");
-    add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)");
-    add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)");
-    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50, circle 70)");
-    add("--batch-size", "Sequences per step (30; memorize 8)");
-    add("--lr", "Adam learning rate (1e-5; memorize 3e-4)");
-    add("--weight-decay", "Adam weight decay (0)");
-    add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)");
-    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 0 = all)");
-    add("--text", "Memorize: an RTE-style .tsv (default ../shared/data/RTE/train.tsv)");
-    command.add_flag("--skip,!--no-skip", options->settings.skip, "Attention skip in every layer (default on; circle: see --variants)");
-    command.add_flag("--mlp", options->settings.mlp, "An MLP block in every layer (default off)");
-    command.add_flag("--layer-norm,!--no-layer-norm", options->settings.layer_norm, "Post-LN layers (default on; circle off)");
+    auto flags = std::make_shared<TaskSettingFlags>(command);
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
     command.add_option("--paths", options->n_paths, "Paths per ensemble")->delimiter(',')->capture_default_str();
@@ -254,32 +238,9 @@ std::function<void()> setup_task(CLI::App& command) {
         ->check(CLI::IsMember({"no", "yes", "both"}));
     command.add_option("--variants", options->circle_variants, "Circle variants")->delimiter(',')->capture_default_str();
     command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str();
-    return [options, overrides, &command] {
-        TaskSettings s = default_task_settings(options->task);
-        if (command.count("--skip") + command.count("--no-skip")) s.skip = options->settings.skip;
-        if (command.count("--mlp")) s.mlp = options->settings.mlp;
-        if (command.count("--layer-norm") + command.count("--no-layer-norm")) s.layer_norm = options->settings.layer_norm;
-        for (const auto& [flag, value] : *overrides) {
-            try {
-                if (flag == "--layers") s.layers = std::stoi(value);
-                else if (flag == "--heads") s.heads = std::stoi(value);
-                else if (flag == "--d-model") s.d_model = std::stoi(value);
-                else if (flag == "--epochs") s.epochs = std::stoi(value);
-                else if (flag == "--batch-size") s.batch_size = std::stoi(value);
-                else if (flag == "--lr") s.learning_rate = std::stod(value);
-                else if (flag == "--weight-decay") s.weight_decay = std::stod(value);
-                else if (flag == "--train-count") s.train_count = std::stoi(value);
-                else if (flag == "--eval-count") s.eval_count = std::stoi(value);
-                else if (flag == "--text") s.text = value;
-            } catch (const std::exception&) {
-                throw Error(flag + ": not a number: '" + value + "'");
-            }
-        }
-        if (s.layers < 1 || s.heads < 1 || s.d_model < 1 || s.epochs < 0 || s.batch_size < 1 || s.train_count < 1 ||
-            s.eval_count < 0 || !(s.learning_rate > 0))
-            throw Error("task settings must be positive (layers, heads, d-model, batch-size, train-count, lr)");
-        s.seed = options->common.seed;
-        options->settings = s;
+    return [options, flags] {
+        options->settings = flags->settings_for(options->task, options->common.seed);
+        const TaskSettings& s = options->settings;
         const Provenance provenance = start_run(options->common);
         const std::filesystem::path out = options->common.out;
         std::filesystem::create_directories(out);

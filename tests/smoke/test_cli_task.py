@@ -1,0 +1,114 @@
+"""`rankscope task` and `rankscope width-depth` end to end at tiny settings: files, columns, figures, checkpoint reuse
+and the errors a user meets first."""
+import csv
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ElementTree
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import run  # noqa: E402
+
+RTE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "RTE", "train.tsv")
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class TaskCommand(unittest.TestCase):
+    def setUp(self):
+        self.out = tempfile.mkdtemp(prefix="rankscope-task-")
+
+    def tearDown(self):
+        shutil.rmtree(self.out)
+
+    def assert_svg(self, path):
+        root = ElementTree.parse(path).getroot()
+        self.assertTrue(root.tag.endswith("svg"))
+        self.assertGreater(os.path.getsize(path), 5000)
+
+    def test_circle_draws_four_trajectories(self):
+        run("task", "circle", "--out", self.out, "--epochs", "3", "--train-count", "200", "--steps", "40")
+        rows = read_csv(os.path.join(self.out, "circle_trajectories.csv"))
+        self.assertEqual(list(rows[0].keys()), ["variant", "step", "token", "x", "y", "target_x", "target_y"])
+        self.assertEqual({r["variant"] for r in rows}, {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"})
+        self.assertEqual(len(rows), 4 * 40 * 2)
+        summary = load_json(os.path.join(self.out, "task.json"))
+        self.assertEqual(set(summary["variants"]), {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"})
+        # "Really pure": the SAN model has neither skip nor LayerNorm.
+        model = summary["variants"]["SAN"]["model"]
+        self.assertFalse(model["attention_skip"])
+        self.assertEqual(model["layer_norm"], "none")
+        self.assertFalse(model["embedding_layer_norm"])
+        self.assert_svg(os.path.join(self.out, "circle.svg"))
+        self.assertTrue(os.path.exists(os.path.join(self.out, "circle.gp")))
+
+    def test_hull_paths_and_reuse(self):
+        args = ["task", "hull", "--out", self.out, "--epochs", "2", "--train-count", "60", "--eval-count", "20",
+                "--layers", "2", "--d-model", "12", "--repeats", "2", "--sub-path", "both"]
+        first = run(*args)
+        self.assertIn("whole-model token accuracy", first.stdout)
+        rows = read_csv(os.path.join(self.out, "paths_effectiveness.csv"))
+        self.assertEqual(list(rows[0].keys()), ["task", "sub_path", "k", "n_paths", "repeat", "metric", "value"])
+        accuracy = [r for r in rows if r["metric"] == "token_accuracy"]
+        self.assertEqual(len(accuracy), 3 * 2 * 2 * 2)  # k = 0..2, n in {5, 20}, 2 repeats, with/without sub-paths
+        self.assertEqual({r["metric"] for r in rows} - {"token_accuracy"}, {"whole_model_accuracy", "majority_accuracy"})
+        for r in rows:
+            self.assertTrue(0.0 <= float(r["value"]) <= 1.0)
+        self.assert_svg(os.path.join(self.out, "paths_effectiveness.svg"))
+        summary = load_json(os.path.join(self.out, "task.json"))
+        self.assertFalse(summary["reused_checkpoint"])
+        self.assertEqual(summary["settings"]["train_count"], 60)
+        manifest = load_json(os.path.join(self.out, "manifest.json"))
+        self.assertIn("task hull", manifest["command"])
+        second = run(*args)
+        self.assertIn("checkpoint reused", second.stdout)
+
+    @unittest.skipUnless(os.path.exists(RTE), "shared RTE data needed")
+    def test_memorize_tokenises_rte_pairs(self):
+        run("task", "memorize", "--out", self.out, "--text", RTE, "--epochs", "1", "--train-count", "12",
+            "--eval-count", "6", "--d-model", "16", "--layers", "2", "--repeats", "1", "--paths", "5")
+        summary = load_json(os.path.join(self.out, "task.json"))
+        self.assertEqual(summary["eval_sequences"], 6)
+        self.assertTrue(os.path.exists(os.path.join(self.out, "tokenizer", "spiece.model")))
+        self.assertIn("text_fnv1a", summary["settings"])
+
+    def test_width_depth_matches_parameter_counts(self):
+        run("width-depth", "--task", "sort", "--out", self.out, "--depths", "1,4", "--epochs", "2",
+            "--train-count", "60", "--eval-count", "20", "--layers", "2", "--d-model", "16")
+        rows = read_csv(os.path.join(self.out, "width_depth.csv"))
+        self.assertEqual([int(r["layers"]) for r in rows], [1, 4])
+        counts = [int(r["parameters"]) for r in rows]
+        target = load_json(os.path.join(self.out, "width_depth.json"))["target_parameters"]
+        for count in counts:
+            self.assertLess(abs(count - target) / target, 0.25)
+        self.assertGreater(int(rows[0]["d_model"]), int(rows[1]["d_model"]))  # shallow is wider
+        residual = read_csv(os.path.join(self.out, "width_depth_residual.csv"))
+        self.assertEqual(len(residual), 2 + 5)  # layers 0..L per model
+        self.assert_svg(os.path.join(self.out, "width_depth.svg"))
+
+    def test_bad_settings_fail_with_one_line(self):
+        result = run("task", "sort", "--out", self.out, "--d-model", "7", "--heads", "2", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("not divisible", result.stderr)
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1)
+        result = run("task", "memorize", "--out", self.out, "--text", "/nonexistent/rte.tsv", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("/nonexistent/rte.tsv", result.stderr)
+        result = run("task", "sort", "--out", self.out, "--epochs", "many", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--epochs", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])

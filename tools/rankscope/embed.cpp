@@ -1,0 +1,77 @@
+// rankscope embed — sentence embeddings of USE lite and their cosine similarities (the check that the loader
+// reproduces the model's known behaviour, SPEC.md §6).
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "common.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/use_lite.hpp"
+
+namespace rankscope::cli {
+namespace {
+
+struct EmbedOptions {
+    CommonOptions common;
+    std::string model = "use-lite";
+    std::vector<std::string> sentences;
+};
+
+void run_embed(const EmbedOptions& options) {
+    const Provenance provenance = start_run(options.common);
+    for (const auto& sentence : options.sentences)
+        if (sentence.find_first_not_of(" \t\r\n") == std::string::npos) throw Error("empty text: every sentence needs a word");
+    const std::string directory = find_use_lite(options.model);
+    auto model = load_use_lite(directory);
+    auto tokenizer = load_use_lite_tokenizer(directory);
+    const at::Tensor embeddings = sentence_embeddings(*model, *tokenizer, options.sentences).to(torch::kDouble);
+    const at::Tensor cosine = torch::matmul(embeddings, embeddings.t());  // rows are unit vectors
+    const auto n = static_cast<std::int64_t>(options.sentences.size());
+    if (!options.common.out.empty()) {
+        const std::filesystem::path out = options.common.out;
+        std::filesystem::create_directories(out);
+        CsvTable pairs;
+        pairs.columns = {"i", "j", "sentence_i", "sentence_j", "cosine"};
+        for (std::int64_t i = 0; i < n; ++i)
+            for (std::int64_t j = i + 1; j < n; ++j)
+                pairs.add({std::to_string(i), std::to_string(j), options.sentences[i], options.sentences[j],
+                           format_number(cosine[i][j].item<double>())});
+        write_csv_atomically(out / "similarity.csv", pairs, provenance);
+        CsvTable vectors;
+        vectors.columns = {"i"};
+        for (std::int64_t k = 0; k < embeddings.size(1); ++k) vectors.columns.push_back(fmt::format("e{}", k));
+        for (std::int64_t i = 0; i < n; ++i) {
+            std::vector<std::string> row = {std::to_string(i)};
+            for (std::int64_t k = 0; k < embeddings.size(1); ++k) row.push_back(format_number(embeddings[i][k].item<double>()));
+            vectors.add(row);
+        }
+        write_csv_atomically(out / "embeddings.csv", vectors, provenance);
+        write_manifest(out, provenance, {{"inputs", {directory}}, {"outputs", {"similarity.csv", "embeddings.csv"}}});
+    }
+    if (options.common.format == "json") {
+        nlohmann::json document = {{"sentences", options.sentences}, {"cosine", nlohmann::json::array()}};
+        for (std::int64_t i = 0; i < n; ++i) {
+            std::vector<double> row;
+            for (std::int64_t j = 0; j < n; ++j) row.push_back(cosine[i][j].item<double>());
+            document["cosine"].push_back(row);
+        }
+        fmt::print("{}\n", document.dump(2));
+        return;
+    }
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = i + 1; j < n; ++j)
+            fmt::print("{:.4f}  {} | {}\n", cosine[i][j].item<double>(), options.sentences[i], options.sentences[j]);
+}
+
+}  // namespace
+
+std::function<void()> setup_embed(CLI::App& command) {
+    auto options = std::make_shared<EmbedOptions>();
+    command.add_option("sentences", options->sentences, "Sentences to embed")->required();
+    command.add_option("--model", options->model, "use-lite, or the dist folder of the npm package")->capture_default_str();
+    add_common_options(command, options->common, false);
+    return [options] { run_embed(*options); };
+}
+
+}  // namespace rankscope::cli

@@ -1,0 +1,62 @@
+#include "task_settings_options.hpp"
+
+#include "rankscope/error.hpp"
+
+namespace rankscope::cli {
+
+TaskSettingFlags::TaskSettingFlags(CLI::App& command)
+    : command_(command), values_(std::make_shared<std::map<std::string, std::string>>()),
+      skip_(std::make_shared<bool>(true)), mlp_(std::make_shared<bool>(false)), layer_norm_(std::make_shared<bool>(true)) {
+    auto add = [&](const std::string& flag, const std::string& help) {
+        command.add_option_function<std::string>(flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; },
+                                                 help);
+    };
+    add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)");
+    add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)");
+    add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)");
+    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50, circle 70)");
+    add("--batch-size", "Sequences per step (30; memorize 8)");
+    add("--lr", "Adam learning rate (1e-3; memorize 3e-4)");
+    add("--weight-decay", "Adam weight decay (0)");
+    add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)");
+    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 100)");
+    add("--text", "Memorize: an RTE-style .tsv (default ../shared/data/RTE/train.tsv)");
+    command.add_flag("--skip,!--no-skip", *skip_, "Attention skip in every layer (default on; circle: see --variants)");
+    command.add_flag("--mlp", *mlp_, "An MLP block in every layer (default off)");
+    command.add_flag("--layer-norm,!--no-layer-norm", *layer_norm_, "Post-LN layers (default on; circle off)");
+}
+
+TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64_t seed) const {
+    TaskSettings s = default_task_settings(task);
+    if (command_.count("--skip") + command_.count("--no-skip")) s.skip = *skip_;
+    if (command_.count("--mlp")) s.mlp = *mlp_;
+    if (command_.count("--layer-norm") + command_.count("--no-layer-norm")) s.layer_norm = *layer_norm_;
+    for (const auto& [flag, value] : *values_) {
+        try {
+            std::size_t used = 0;
+            auto integer = [&] { const int v = std::stoi(value, &used); if (used != value.size()) throw std::invalid_argument(value); return v; };
+            auto real = [&] { const double v = std::stod(value, &used); if (used != value.size()) throw std::invalid_argument(value); return v; };
+            if (flag == "--layers") s.layers = integer();
+            else if (flag == "--heads") s.heads = integer();
+            else if (flag == "--d-model") s.d_model = integer();
+            else if (flag == "--epochs") s.epochs = integer();
+            else if (flag == "--batch-size") s.batch_size = integer();
+            else if (flag == "--lr") s.learning_rate = real();
+            else if (flag == "--weight-decay") s.weight_decay = real();
+            else if (flag == "--train-count") s.train_count = integer();
+            else if (flag == "--eval-count") s.eval_count = integer();
+            else if (flag == "--text") s.text = value;
+        } catch (const std::exception&) {
+            throw Error(flag + ": not a number: '" + value + "'");
+        }
+    }
+    if (s.layers < 1 || s.heads < 1 || s.d_model < 1 || s.epochs < 0 || s.batch_size < 1 || s.train_count < 1 ||
+        s.eval_count < 0 || !(s.learning_rate > 0) || s.weight_decay < 0)
+        throw Error("task settings must be positive (layers, heads, d-model, batch-size, train-count, lr)");
+    if (s.d_model % s.heads != 0)
+        throw Error("--d-model " + std::to_string(s.d_model) + " is not divisible by --heads " + std::to_string(s.heads));
+    s.seed = seed;
+    return s;
+}
+
+}  // namespace rankscope::cli

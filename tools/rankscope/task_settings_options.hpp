@@ -1,0 +1,27 @@
+#pragma once
+// The task-setting flags shared by `rankscope task` and `rankscope width-depth`: flags left unset keep the task's
+// paper defaults, which are only known once the task name has been parsed.
+#include <CLI/CLI.hpp>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "rankscope/tasks.hpp"
+
+namespace rankscope::cli {
+
+class TaskSettingFlags {
+public:
+    // Registers --layers --heads --d-model --epochs --batch-size --lr --weight-decay --train-count --eval-count --text
+    // and --skip/--no-skip, --mlp, --layer-norm/--no-layer-norm on `command`.
+    explicit TaskSettingFlags(CLI::App& command);
+    // default_task_settings(task) with the given flags applied; throws rankscope::Error on bad values.
+    TaskSettings settings_for(const std::string& task, std::uint64_t seed) const;
+
+private:
+    CLI::App& command_;
+    std::shared_ptr<std::map<std::string, std::string>> values_;
+    std::shared_ptr<bool> skip_, mlp_, layer_norm_;
+};
+
+}  // namespace rankscope::cli
