@@ -161,7 +161,7 @@ void run_model(const ModelOptions& options) {
                                   "set boxwidth 0.35\nset key top right\nplot ");
     for (std::size_t k = 0; k < weight_kinds.size(); ++k)
         // x is an offset per weights kind; the 4th column (length) is the boxplot factor, one box per length.
-        box += fmt::format("{}'paths.csv' using ({}):(strcol(2) eq '{}' ? ($8 > 0 ? $8 : 1e-17) : 1/0):(0.35):3 "
+        box += fmt::format("{}'paths.csv' every ::1 using ({}):(strcol(2) eq '{}' ? ($8 > 0 ? $8 : 1e-17) : 1/0):(0.35):3 "
                            "with boxplot lc {} title '{}'",
                            k ? ", \\\n     " : "", k == 0 ? -0.2 : 0.2, weight_kinds[k], k + 1, weight_kinds[k]);
     auto box_figures = render_figure(out, {"paths", "Attention products along random paths (E2)", box},

@@ -184,8 +184,9 @@ std::vector<std::pair<std::string, std::string>> key_numbers(const std::filesyst
             const auto task = json_of("task.json");
             if (task.is_null()) return numbers;
             for (const auto& [variant, v] : task.at("variants").items())
-                numbers.emplace_back(variant + ": distance between the tokens after 300 steps",
-                                     fmt::format("{:.3g}", v.at("final_token_distance").get<double>()));
+                numbers.emplace_back(variant + ": step where the two tokens merge (‖t1 − t2‖ / mean ‖t‖ < 1e-3)",
+                                     v.at("tokens_merged_at_step").is_null() ? std::string("never")
+                                                                             : std::to_string(v.at("tokens_merged_at_step").get<int>()));
         } else if (cell.rfind("e5_", 0) == 0) {
             const auto result = json_of("width_depth.json");
             if (result.is_null()) return numbers;

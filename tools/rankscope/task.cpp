@@ -78,40 +78,58 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
         const at::Tensor path = circle_rollout(trained.model, data.train.inputs.narrow(0, 0, 1), options.steps);
         // The true continuation: the same arcs, one point per step (wrapping around the circle).
         const int points = settings.train_count;
-        double final_gap = 0, mean_error = 0;
-        for (int step = 0; step < options.steps; ++step) {
-            for (int token = 0; token < 2; ++token) {
+        double mean_error = 0;
+        int finite_steps = 0;
+        for (int step = 0; step < options.steps && torch::isfinite(path[step]).all().item<bool>(); ++step) finite_steps = step + 1;
+        // Rows grouped by token, then step, so that gnuplot draws each trajectory as one connected line.
+        for (int token = 0; token < 2; ++token) {
+            for (int step = 0; step < options.steps; ++step) {
                 const int t = (step + token * (points / 2)) % points;
                 const double angle = 2.0 * M_PI * t / points, tx = 0.3 * std::cos(angle), ty = 0.3 * std::sin(angle);
                 const double x = path[step][token][0].item<double>(), y = path[step][token][1].item<double>();
-                mean_error += std::hypot(x - tx, y - ty) / (2.0 * options.steps);
+                if (step < finite_steps) mean_error += std::hypot(x - tx, y - ty) / (2.0 * finite_steps);
                 trajectories.add({variant, std::to_string(step), std::to_string(token), format_number(x), format_number(y),
                                   format_number(tx), format_number(ty)});
             }
         }
-        final_gap = (path[options.steps - 1][0] - path[options.steps - 1][1]).norm().item<double>();
+        // Rank collapse of the 2-token state, scale-free: ‖t1 − t2‖ / mean(‖t1‖, ‖t2‖); the first step where it falls
+        // below 1e-3 (the tokens have merged), and its value at the last finite step.
+        auto relative_gap = [&](int step) {
+            const at::Tensor state = path[step];
+            return (state[0] - state[1]).norm().item<double>() /
+                   std::max(1e-30, 0.5 * (state[0].norm().item<double>() + state[1].norm().item<double>()));
+        };
+        int merged_at = -1;
+        for (int step = 0; step < finite_steps && merged_at < 0; ++step)
+            if (relative_gap(step) < 1e-3) merged_at = step;
+        const double final_gap = relative_gap(finite_steps - 1);
         write_training(out / fmt::format("training_{}.csv", variant), variant, trained, false, provenance);
         variants[variant] = training_summary(trained, trained.model);
-        variants[variant]["final_token_distance"] = final_gap;
+        variants[variant]["final_relative_token_distance"] = final_gap;
+        variants[variant]["finite_steps"] = finite_steps;
+        variants[variant]["tokens_merged_at_step"] = merged_at < 0 ? nlohmann::json(nullptr) : nlohmann::json(merged_at);
         variants[variant]["mean_distance_to_arcs"] = mean_error;
         variants[variant]["settings"] = settings.to_json();
-        std::cout << fmt::format("{:<14} final distance between the two tokens {:.3g}, mean distance to the arcs {:.3g}{}\n",
-                                 variant, final_gap, mean_error, trained.reused ? " (checkpoint reused)" : "");
+        std::cout << fmt::format("{:<14} tokens merged (relative distance < 1e-3) at step {}; after {} finite steps the "
+                                 "relative distance is {:.3g}, mean distance to the arcs {:.3g}{}\n",
+                                 variant, merged_at < 0 ? std::string("never") : std::to_string(merged_at), finite_steps,
+                                 final_gap, mean_error, trained.reused ? " (checkpoint reused)" : "");
     }
     write_csv_atomically(out / "circle_trajectories.csv", trajectories, provenance);
     write_json_atomically(out / "task.json", {{"task", "circle"}, {"steps", options.steps}, {"variants", variants}}, provenance);
 
     std::string plot = "set size ratio -1\nset xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset key bottom right font ',8'\n";
-    plot += fmt::format("set multiplot layout 1,{}\n", options.circle_variants.size());
-    for (const auto& variant : options.circle_variants) {
-        const std::string is = fmt::format("strcol(1) eq '{}'", variant);
+    plot += "set multiplot layout 2,2\n";
+    for (std::size_t v = 0; v < options.circle_variants.size(); ++v) {
+        const std::string is = fmt::format("strcol(1) eq '{}'", options.circle_variants[v]);
+        plot += v == 0 ? "set key\n" : "unset key\n";
         plot += fmt::format(
-            "set title '{0}'\nplot 'circle_trajectories.csv' using ({1} && $3==0 ? $6 : 1/0):7 with lines lc rgb '#bbbbbb' "
-            "dt 2 title 'arcs', 'circle_trajectories.csv' using ({1} && $3==1 ? $6 : 1/0):7 with lines lc rgb '#bbbbbb' dt 2 "
+            "set title '{0}'\nplot 'circle_trajectories.csv' using ({1} && $3==0 ? $6 : 1/0):7 with lines lc rgb '#999999' "
+            "dt 2 title 'arcs', 'circle_trajectories.csv' using ({1} && $3==1 ? $6 : 1/0):7 with lines lc rgb '#999999' dt 2 "
             "notitle, 'circle_trajectories.csv' using ({1} && $3==0 ? $4 : 1/0):5 with linespoints pt 7 ps 0.3 lc rgb "
             "'#d95f02' title 'token 1', 'circle_trajectories.csv' using ({1} && $3==1 ? $4 : 1/0):5 with linespoints pt 7 "
             "ps 0.3 lc rgb '#1b9e77' title 'token 2'\n",
-            variant, is);
+            options.circle_variants[v], is);
     }
     plot += "unset multiplot\n";
     render_figure(out, {"circle", "E3: 300 recurrent steps of the trained 1-layer attention model", plot},
