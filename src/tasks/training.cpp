@@ -34,6 +34,17 @@ std::string default_rte_path() {
     return "";
 }
 
+// Drops the padding columns every sequence of a batch has (the same result: padded keys are masked, padded queries
+// are not scored), so a batch of short pairs does not pay for 128 tokens.
+TaskBatch trim_padding(TaskBatch batch) {
+    if (!batch.key_bias.defined()) return batch;
+    const std::int64_t longest = batch.key_bias.reshape({batch.size(), -1}).eq(0).sum(-1).max().item<std::int64_t>();
+    batch.inputs = batch.inputs.narrow(1, 0, longest);
+    batch.targets = batch.targets.narrow(1, 0, longest);
+    batch.key_bias = batch.key_bias.narrow(-1, 0, longest);
+    return batch;
+}
+
 }  // namespace
 
 nlohmann::json TaskSettings::to_json() const {
@@ -225,12 +236,13 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
     }
     TaskModel& model = result.model;
     model->train();
-    // These models are small: per-op threading costs more than it gains (sort: 69 s on 2 threads, 23 s on 1).
-    struct SingleThread {
+    // Small models: per-op threading costs more than it gains (sort: 69 s on 2 threads, 23 s on 1); wide ones keep
+    // every thread.
+    struct ThreadsForWidth {
         int previous = at::get_num_threads();
-        SingleThread() { at::set_num_threads(1); }
-        ~SingleThread() { at::set_num_threads(previous); }
-    } single_thread;
+        explicit ThreadsForWidth(int d_model) { if (d_model < 128) at::set_num_threads(1); }
+        ~ThreadsForWidth() { at::set_num_threads(previous); }
+    } threads_for_width(settings.d_model);
     torch::optim::Adam optimizer(model->parameters(),
                                  torch::optim::AdamOptions(settings.learning_rate).weight_decay(settings.weight_decay));
     const std::int64_t count = data.train.size(), batch = settings.batch_size;
@@ -240,7 +252,7 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
     for (int epoch = 1; epoch <= settings.epochs; ++epoch) {
         double loss_sum = 0, metric_sum = 0, weight_sum = 0;
         for (std::int64_t begin = 0; begin < count; begin += batch) {
-            const TaskBatch part = data.train.slice(begin, std::min(count, begin + batch));
+            const TaskBatch part = trim_padding(data.train.slice(begin, std::min(count, begin + batch)));
             const at::Tensor output = model->forward(part);
             at::Tensor loss;
             double metric;
