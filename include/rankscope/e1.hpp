@@ -20,9 +20,10 @@ struct ResidualRow {
 };
 
 // Runs each variant on the batch and summarises every layer; `recorder` (optional) receives the activations of the
-// LAST variant run.
+// LAST variant run. `layer_norm` applies the LayerNorm surgery (keep, remove, freeze) to every variant.
 std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                                            const std::string& weights, const std::vector<std::string>& variants,
-                                           bool official_compat, Recorder* recorder = nullptr);
+                                           bool official_compat, Recorder* recorder = nullptr,
+                                           LayerNormSurgery layer_norm = LayerNormSurgery::Keep);
 
 }  // namespace rankscope

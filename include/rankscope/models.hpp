@@ -49,11 +49,19 @@ HfConfig read_hf_config(const std::string& path);
 // The paper's surgery. remove_attention_skip: the attention block's output is LN(dense(attention)) without "+ input";
 // remove_mlp: the feed-forward block with its residual and LN becomes the identity. official_compat reproduces the
 // official code's ALBERT "no MLP" defect (GELU and the residual stay).
+// Beyond the paper, the layers' LayerNorms (not the embedding's): Keep; Remove (identity); Freeze (the paper's affine
+// model of LN: one mean and one standard deviation per sample over all its tokens and features, then γ, β — no
+// token-dependent division, so LN can no longer change the rank structure).
+enum class LayerNormSurgery { Keep, Remove, Freeze };
 struct Surgery {
     bool remove_attention_skip = false;
     bool remove_mlp = false;
     bool official_compat = false;
+    LayerNormSurgery layer_norm = LayerNormSurgery::Keep;
 };
+// "keep", "remove", "freeze"
+LayerNormSurgery parse_layer_norm_surgery(const std::string& text);
+std::string to_string(LayerNormSurgery surgery);
 
 struct ModelBatch {
     at::Tensor input_ids;       // [B, n] int64

@@ -21,12 +21,14 @@ Surgery surgery_for_variant(const std::string& variant, bool official_compat) {
 
 std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                                            const std::string& weights, const std::vector<std::string>& variants,
-                                           bool official_compat, Recorder* recorder) {
+                                           bool official_compat, Recorder* recorder, LayerNormSurgery layer_norm) {
     std::vector<ResidualRow> rows;
     for (const auto& variant : variants) {
         Recorder local;
         Recorder& sink = recorder ? *recorder : local;
-        model.forward(batch, surgery_for_variant(variant, official_compat), &sink);
+        Surgery surgery = surgery_for_variant(variant, official_compat);
+        surgery.layer_norm = layer_norm;
+        model.forward(batch, surgery, &sink);
         for (int l = 0; l <= model.config().layers; ++l) {
             const at::Tensor hidden = sink.get(l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"));
             if (!torch::isfinite(hidden).all().item<bool>())

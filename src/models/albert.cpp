@@ -97,11 +97,11 @@ at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const Model
         const auto result = multi_head_attention(attention.query(h), attention.key(h), attention.value(h), c.heads, mask);
         record(recorder, block_hook(l, "attn.hook_pattern"), result.pattern);
         const at::Tensor projected = attention.dense(result.context);
-        const at::Tensor a = attention.LayerNorm(surgery.remove_attention_skip ? projected : projected + h);
+        const at::Tensor a = layer_norm(attention.LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
         if (!surgery.remove_mlp)
-            h = layer.full_layer_layer_norm(layer.ffn_output(activation(c.activation, layer.ffn(a))) + a);
+            h = layer_norm(layer.full_layer_layer_norm, layer.ffn_output(activation(c.activation, layer.ffn(a))) + a, surgery);
         else if (surgery.official_compat)
-            h = layer.full_layer_layer_norm(activation(c.activation, a) + a);
+            h = layer_norm(layer.full_layer_layer_norm, activation(c.activation, a) + a, surgery);
         else
             h = a;
         record(recorder, block_hook(l, "hook_resid_post"), h);

@@ -117,10 +117,10 @@ at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatc
         const auto attention = multi_head_attention(self.query(h), self.key(h), self.value(h), c.heads, mask);
         record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
         const at::Tensor projected = layer.attention->output->dense(attention.context);
-        const at::Tensor a = layer.attention->output->LayerNorm(surgery.remove_attention_skip ? projected : projected + h);
+        const at::Tensor a = layer_norm(layer.attention->output->LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
         h = surgery.remove_mlp
                 ? a
-                : layer.output->LayerNorm(layer.output->dense(activation(c.activation, layer.intermediate->dense(a))) + a);
+                : layer_norm(layer.output->LayerNorm, layer.output->dense(activation(c.activation, layer.intermediate->dense(a))) + a, surgery);
         record(recorder, block_hook(l, "hook_resid_post"), h);
     }
     return h;

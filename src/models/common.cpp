@@ -48,4 +48,32 @@ void init_like_from_config(torch::nn::Module& module, double range, const std::v
                 item.value()[padding_index].zero_();
 }
 
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps, const Surgery& surgery) {
+    switch (surgery.layer_norm) {
+        case LayerNormSurgery::Keep: return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+        case LayerNormSurgery::Remove: return x;
+        case LayerNormSurgery::Freeze: {
+            const at::Tensor mean = x.mean({-2, -1}, true);
+            const at::Tensor var = (x - mean).pow(2).mean({-2, -1}, true);
+            return (x - mean) / torch::sqrt(var + eps) * weight + bias;
+        }
+    }
+    return x;
+}
+
 }  // namespace rankscope::models
+
+namespace rankscope {
+
+LayerNormSurgery parse_layer_norm_surgery(const std::string& text) {
+    if (text == "keep") return LayerNormSurgery::Keep;
+    if (text == "remove") return LayerNormSurgery::Remove;
+    if (text == "freeze") return LayerNormSurgery::Freeze;
+    throw Error("unknown LayerNorm surgery '" + text + "' (expected keep, remove or freeze)");
+}
+
+std::string to_string(LayerNormSurgery surgery) {
+    return surgery == LayerNormSurgery::Keep ? "keep" : surgery == LayerNormSurgery::Remove ? "remove" : "freeze";
+}
+
+}  // namespace rankscope

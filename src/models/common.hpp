@@ -25,6 +25,12 @@ AttentionResult multi_head_attention(const at::Tensor& query, const at::Tensor& 
 void init_like_from_config(torch::nn::Module& module, double range, const std::vector<std::string>& padding_embeddings,
                            int padding_index);
 
+// A layer's LayerNorm under the surgery's LayerNorm setting (see Surgery). weight/bias: γ, β [d].
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps, const Surgery& surgery);
+inline at::Tensor layer_norm(const torch::nn::LayerNorm& module, const at::Tensor& x, const Surgery& surgery) {
+    return layer_norm(x, module->weight, module->bias, module->options.eps(), surgery);
+}
+
 // Wraps a torch module as an EncoderModel.
 template <typename Holder, typename ForwardFunction>
 class ModuleModel : public EncoderModel {

@@ -151,14 +151,15 @@ public:
         return (p_.at("embed.W_E").index_select(0, ids.reshape(-1)).reshape({ids.size(0), n, -1}) + timing) * mask;
     }
 
-    at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix) const {
-        return torch::layer_norm(x, {x.size(-1)}, p_.at(prefix + ".w"), p_.at(prefix + ".b"), eps_);
+    at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix, const Surgery& surgery = {}) const {
+        return models::layer_norm(x, p_.at(prefix + ".w"), p_.at(prefix + ".b"), eps_, surgery);
     }
 
     // LN → qkv → softmax(q k^T · scale + mask) v → output projection. Records the pattern.
-    at::Tensor attention(const at::Tensor& x, int layer, const at::Tensor& mask_bias, Recorder* recorder) const {
+    at::Tensor attention(const at::Tensor& x, int layer, const at::Tensor& mask_bias, Recorder* recorder,
+                         const Surgery& surgery = {}) const {
         const std::string b = fmt::format("blocks.{}.", layer);
-        const at::Tensor a = layer_norm(x, b + "ln1");
+        const at::Tensor a = layer_norm(x, b + "ln1", surgery);
         const at::Tensor qkv = torch::matmul(a, p_.at(b + "attn.W_qkv")) + p_.at(b + "attn.b_qkv");
         const auto parts = qkv.chunk(3, -1);
         const std::int64_t B = x.size(0), n = x.size(1), H = config_.heads, d_head = parts[0].size(-1) / H;
@@ -170,9 +171,10 @@ public:
         return torch::matmul(z, p_.at(b + "attn.W_O")) + p_.at(b + "attn.b_O");
     }
 
-    at::Tensor mlp(const at::Tensor& h, int layer) const {
+    at::Tensor mlp(const at::Tensor& h, int layer, const Surgery& surgery) const {
         const std::string b = fmt::format("blocks.{}.", layer);
-        const at::Tensor hidden = torch::relu(torch::matmul(layer_norm(h, b + "ln2"), p_.at(b + "mlp.W_in")) + p_.at(b + "mlp.b_in"));
+        const at::Tensor hidden =
+            torch::relu(torch::matmul(layer_norm(h, b + "ln2", surgery), p_.at(b + "mlp.W_in")) + p_.at(b + "mlp.b_in"));
         return torch::matmul(hidden, p_.at(b + "mlp.W_out")) + p_.at(b + "mlp.b_out");
     }
 
@@ -188,9 +190,9 @@ public:
             // Layer 0's residual is projected 256 → 512 (the graph's AdjustResidualInput); removing the skip removes it.
             const at::Tensor residual =
                 l == 0 ? torch::matmul(h, p_.at("blocks.0.residual.W")) + p_.at("blocks.0.residual.b") : h;
-            const at::Tensor attention_out = attention(h, l, bias, recorder);
+            const at::Tensor attention_out = attention(h, l, bias, recorder, surgery);
             h = surgery.remove_attention_skip ? attention_out : residual + attention_out;
-            if (!surgery.remove_mlp) h = h + mlp(h, l);
+            if (!surgery.remove_mlp) h = h + mlp(h, l, surgery);
             record(recorder, block_hook(l, "hook_resid_post"), h);
         }
         return h;

@@ -110,12 +110,12 @@ at::Tensor xlnet_forward(XLNetModelImpl& model, const HfConfig& c, const ModelBa
         record(recorder, block_hook(l, "attn.hook_pattern"), p);
         const at::Tensor attended = torch::einsum("bnij,bjnd->bind", {p, value});
         const at::Tensor out = torch::einsum("bind,hnd->bih", {attended, a.o});
-        const at::Tensor after_attention = a.layer_norm(surgery.remove_attention_skip ? out : out + h);
+        const at::Tensor after_attention = models::layer_norm(a.layer_norm, surgery.remove_attention_skip ? out : out + h, surgery);
         if (surgery.remove_mlp) {
             h = after_attention;
         } else {
             auto& ff = *layer.ff;
-            h = ff.layer_norm(ff.layer_2(activation(c.activation, ff.layer_1(after_attention))) + after_attention);
+            h = models::layer_norm(ff.layer_norm, ff.layer_2(activation(c.activation, ff.layer_1(after_attention))) + after_attention, surgery);
         }
         record(recorder, block_hook(l, "hook_resid_post"), h);
     }

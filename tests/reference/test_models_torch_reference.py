@@ -2,6 +2,7 @@
 same weights: every recorded hidden state of `rankscope model --dump` is recomputed from the previous one."""
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -17,9 +18,18 @@ FIXTURES = os.path.join(SHARED, "fixtures")
 RTE = os.path.join(SHARED, "data", "RTE", "train.tsv")
 
 
-def encoder_layer(weights, prefix, names, config):
+class NoNorm(torch.nn.LayerNorm):
+    """A removed LayerNorm (identity) that still answers the encoder layer's eps checks."""
+
+    def forward(self, x):
+        return x
+
+
+def encoder_layer(weights, prefix, names, config, remove_layer_norm=False):
     d, heads = config["hidden_size"], config["num_attention_heads"]
-    layer = torch.nn.TransformerEncoderLayer(d, heads, config["intermediate_size"], dropout=0.0, activation="gelu",
+    # gelu_new (ALBERT) is GELU's tanh approximation.
+    activation = (lambda x: torch.nn.functional.gelu(x, approximate="tanh")) if config["hidden_act"] == "gelu_new" else "gelu"
+    layer = torch.nn.TransformerEncoderLayer(d, heads, config["intermediate_size"], dropout=0.0, activation=activation,
                                              layer_norm_eps=config["layer_norm_eps"], batch_first=True, norm_first=False)
     w = {key: torch.from_numpy(np.array(weights[prefix + name])) for key, name in names.items()}
     with torch.no_grad():
@@ -35,6 +45,10 @@ def encoder_layer(weights, prefix, names, config):
         layer.linear2.bias.copy_(w["f2b"])
         layer.norm2.weight.copy_(w["ln2"])
         layer.norm2.bias.copy_(w["ln2b"])
+    if remove_layer_norm:
+        layer.norm1, layer.norm2 = NoNorm(d, eps=config["layer_norm_eps"]), NoNorm(d, eps=config["layer_norm_eps"])
+        # train() (dropout is 0) keeps torch off its fused inference path, which reads the norms' weights directly.
+        return layer.train()
     return layer.eval()
 
 
@@ -48,21 +62,43 @@ BERT_NAMES = {"q": "attention.self.query.weight", "qb": "attention.self.query.bi
               "ln2": "output.LayerNorm.weight", "ln2b": "output.LayerNorm.bias"}
 
 
+ALBERT_NAMES = {"q": "attention.query.weight", "qb": "attention.query.bias",
+                "k": "attention.key.weight", "kb": "attention.key.bias",
+                "v": "attention.value.weight", "vb": "attention.value.bias",
+                "o": "attention.dense.weight", "ob": "attention.dense.bias",
+                "ln1": "attention.LayerNorm.weight", "ln1b": "attention.LayerNorm.bias",
+                "f1": "ffn.weight", "f1b": "ffn.bias", "f2": "ffn_output.weight", "f2b": "ffn_output.bias",
+                "ln2": "full_layer_layer_norm.weight", "ln2b": "full_layer_layer_norm.bias"}
+
+
 @unittest.skipUnless(os.path.isdir(FIXTURES) and os.path.exists(RTE), "shared fixtures and RTE data needed")
 class AgainstTorchEncoderLayer(unittest.TestCase):
-    def check(self, name, prefix_of_layer, names):
+    def check(self, name, prefix_of_layer, names, layer_norm="keep"):
         folder = os.path.join(FIXTURES, name)
         with open(os.path.join(folder, "config.json")) as f:
             config = json.load(f)
         out = tempfile.mkdtemp(prefix="rankscope-torchref-")
+        with open(os.path.join(folder, "vocab.txt")) as f:
+            vocabulary = f.read().split("\n")
+        if "[UNK]" not in vocabulary:
+            # The ALBERT fixture lists SentencePiece-style specials; WordPiece needs [UNK]/[CLS]/[SEP] by name.
+            copy = os.path.join(out, name)
+            shutil.copytree(folder, copy)
+            with open(os.path.join(copy, "vocab.txt"), "w") as f:
+                f.write("\n".join({"<unk>": "[UNK]", "<pad>": "[PAD]"}.get(v, v) for v in vocabulary))
+            folder = copy
         dump = os.path.join(out, "acts.safetensors")
         run("model", "--model", folder, "--text", RTE, "--samples", "3", "--tokens", "20", "--weights", "pretrained",
-            "--variants", "transformer", "--draws", "1", "--out", out, "--dump", dump)
+            "--variants", "transformer", "--draws", "1", "--out", out, "--dump", dump, "--layer-norm", layer_norm)
         activations = read_safetensors(dump)
         weights = read_safetensors(os.path.join(folder, "model.safetensors"))
         hidden = torch.from_numpy(np.array(activations["hook_embed"]))
+        if hidden.shape[-1] != config["hidden_size"]:  # ALBERT: the factorised embedding's projection comes first
+            mapping = "encoder.embedding_hidden_mapping_in."
+            hidden = hidden @ torch.from_numpy(np.array(weights[mapping + "weight"])).T + \
+                torch.from_numpy(np.array(weights[mapping + "bias"]))
         for layer_index in range(config["num_hidden_layers"]):
-            layer = encoder_layer(weights, prefix_of_layer(layer_index), names, config)
+            layer = encoder_layer(weights, prefix_of_layer(layer_index), names, config, layer_norm == "remove")
             with torch.no_grad():
                 expected = layer(hidden)
             got = torch.from_numpy(np.array(activations[f"blocks.{layer_index}.hook_resid_post"]))
@@ -72,6 +108,13 @@ class AgainstTorchEncoderLayer(unittest.TestCase):
 
     def test_bert(self):
         self.check("bert-tiny", lambda l: f"encoder.layer.{l}.", BERT_NAMES)
+
+    def test_bert_with_layer_norm_removed(self):
+        self.check("bert-tiny", lambda l: f"encoder.layer.{l}.", BERT_NAMES, layer_norm="remove")
+
+    def test_albert_shared_layer(self):
+        # One layer's weights serve every layer.
+        self.check("albert-tiny", lambda l: "encoder.albert_layer_groups.0.albert_layers.0.", ALBERT_NAMES)
 
 
 if __name__ == "__main__":

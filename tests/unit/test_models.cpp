@@ -12,7 +12,9 @@
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/measures.hpp"
+#include "models/common.hpp"
 #include "rankscope/models.hpp"
+#include "rankscope/san.hpp"
 
 using namespace rankscope;
 namespace fs = std::filesystem;
@@ -145,4 +147,28 @@ TEST(HfLoader, BadFoldersNameTheFileAndTensor) {
     std::ofstream(dir / "config.json") << R"({"model_type": "gpt9", "vocab_size": 10})";
     expect_error("unknown model_type 'gpt9'", "config.json");
     fs::remove_all(dir);
+}
+
+// LayerNorm surgery (beyond the paper): remove = identity; freeze = the SAN laboratory's affine model of LN, written
+// independently in san.cpp (NormLayer with LayerNormKind::Affine).
+TEST(LayerNormSurgery, RemoveIsIdentityAndFreezeIsTheAffineModel) {
+    torch::manual_seed(11);
+    const at::Tensor x = torch::randn({3, 7, 16});
+    const at::Tensor weight = torch::randn({16}), bias = torch::randn({16});
+    Surgery surgery;
+    surgery.layer_norm = LayerNormSurgery::Remove;
+    EXPECT_TRUE(torch::equal(models::layer_norm(x, weight, bias, 1e-5, surgery), x));
+    surgery.layer_norm = LayerNormSurgery::Freeze;
+    NormLayer affine(16, LayerNormKind::Affine);
+    {
+        torch::NoGradGuard no_grad;
+        affine->w.copy_(weight);
+        affine->b.copy_(bias);
+    }
+    EXPECT_TRUE(torch::allclose(models::layer_norm(x, weight, bias, 1e-5, surgery), affine->forward(x), 1e-5, 1e-6));
+    surgery.layer_norm = LayerNormSurgery::Keep;
+    EXPECT_TRUE(torch::allclose(models::layer_norm(x, weight, bias, 1e-5, surgery),
+                                torch::layer_norm(x, {16}, weight, bias, 1e-5), 1e-6, 1e-7));
+    EXPECT_EQ(parse_layer_norm_surgery("freeze"), LayerNormSurgery::Freeze);
+    EXPECT_THROW(parse_layer_norm_surgery("drop"), Error);
 }

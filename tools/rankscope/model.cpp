@@ -31,6 +31,7 @@ struct ModelOptions {
     std::string compat = "none";
     int draws = 100;
     int iterate_steps = 12;
+    std::string layer_norm = "keep";
     std::string dump;
 };
 
@@ -100,6 +101,9 @@ void run_model(const ModelOptions& options) {
     if (options.weights == "both") weight_kinds = {"init", "pretrained"};
     else weight_kinds = {options.weights};
     std::vector<ResidualRow> rows;
+    auto variant_label = [&](const std::string& variant) {
+        return options.layer_norm == "keep" ? variant : variant + " (LN " + options.layer_norm + ")";
+    };
     std::vector<std::pair<std::string, std::vector<PathProductSample>>> paths;
     CsvTable iterate_table;
     iterate_table.columns = {"model", "weights", "variant", "step", "mean", "std", "min", "max", "n"};
@@ -110,9 +114,13 @@ void run_model(const ModelOptions& options) {
         else model = kind == "init" ? make_hf_model(config, options.common.seed) : load_hf_model(options.model);
         if (use_lite) run_iterate(*model, batch, kind, options.iterate_steps, iterate_table);
         Recorder recorder;
-        auto variant_rows = residual_by_layer(*model, batch, name, kind, options.variants, options.compat == "official");
+        auto variant_rows = residual_by_layer(*model, batch, name, kind, options.variants, options.compat == "official", nullptr,
+                                              parse_layer_norm_surgery(options.layer_norm));
+        for (auto& row : variant_rows) row.variant = variant_label(row.variant);
         rows.insert(rows.end(), variant_rows.begin(), variant_rows.end());
-        model->forward(batch, Surgery{}, &recorder);  // the unmodified model for E2 and --dump
+        Surgery unmodified;  // the unmodified model (apart from --layer-norm) for E2 and --dump
+        unmodified.layer_norm = parse_layer_norm_surgery(options.layer_norm);
+        model->forward(batch, unmodified, &recorder);
         std::vector<at::Tensor> patterns;
         for (int l = 0; l < config.layers; ++l) patterns.push_back(recorder.get(block_hook(l, "attn.hook_pattern")));
         paths.emplace_back(kind, sample_path_products(patterns, options.draws, options.common.seed));
@@ -144,7 +152,7 @@ void run_model(const ModelOptions& options) {
     for (const auto& kind : weight_kinds) {
         plot += fmt::format("set title '{} ({})'\nplot ", name, kind);
         for (std::size_t v = 0; v < options.variants.size(); ++v) {
-            const std::string condition = fmt::format("strcol(2) eq '{}' && strcol(3) eq '{}'", kind, options.variants[v]);
+            const std::string condition = fmt::format("strcol(2) eq '{}' && strcol(3) eq '{}'", kind, variant_label(options.variants[v]));
             plot += fmt::format("{}'residual.csv' using 4:({} ? $7-$8 : 1/0):({} ? $7+$8 : 1/0) with filledcurves lc rgb "
                                 "'{}' notitle, \\\n     'residual.csv' using 4:({} ? $7 : 1/0) with linespoints lw 2 "
                                 "lc rgb '{}' title '{}'",
@@ -198,7 +206,7 @@ void run_model(const ModelOptions& options) {
         for (const auto& variant : options.variants) {
             std::string line;
             for (const auto& r : rows)
-                if (r.weights == kind && r.variant == variant) line += fmt::format(" {:.3f}", r.mean);
+                if (r.weights == kind && r.variant == variant_label(variant)) line += fmt::format(" {:.3f}", r.mean);
             fmt::print("{:<10} {:<12}{}\n", kind, variant, line);
         }
     fmt::print("wrote {}/residual.csv, paths.csv, manifest.json{}\n", out.string(), figures.empty() ? "" : " and figures");
@@ -225,6 +233,11 @@ std::function<void()> setup_model(CLI::App& command) {
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "official"}));
     command.add_option("--draws", options->draws, "E2 draws per path length")->capture_default_str();
+    command.add_option("--layer-norm", options->layer_norm,
+                       "The layers' LayerNorms in every variant: keep; remove (identity); freeze (one mean and std per "
+                       "sample, the paper's affine model: no token-dependent division)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"keep", "remove", "freeze"}));
     command.add_option("--iterate", options->iterate_steps, "USE lite: steps of the iterated attention layer")
         ->capture_default_str();
     command.add_option("--dump", options->dump, "Write the unmodified model's activations to this .safetensors");
