@@ -45,11 +45,13 @@ class TaskCommand(unittest.TestCase):
         self.assertEqual(len(rows), 4 * 40 * 2)
         summary = load_json(os.path.join(self.out, "task.json"))
         self.assertEqual(set(summary["variants"]), {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"})
-        # "Really pure": the SAN model has neither skip nor LayerNorm.
+        # "Really pure": the SAN model has no in-layer skip and no in-layer LayerNorm (the input encoder keeps its LN,
+        # which bounds the recurrent state).
         model = summary["variants"]["SAN"]["model"]
         self.assertFalse(model["attention_skip"])
         self.assertEqual(model["layer_norm"], "none")
-        self.assertFalse(model["embedding_layer_norm"])
+        self.assertTrue(model["embedding_layer_norm"])
+        self.assertTrue(summary["variants"]["SAN+skip"]["model"]["attention_skip"])
         self.assert_svg(os.path.join(self.out, "circle.svg"))
         self.assertTrue(os.path.exists(os.path.join(self.out, "circle.gp")))
 
