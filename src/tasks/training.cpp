@@ -236,13 +236,13 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
     }
     TaskModel& model = result.model;
     model->train();
-    // Small models: per-op threading costs more than it gains (sort: 69 s on 2 threads, 23 s on 1); wide ones keep
-    // every thread.
-    struct ThreadsForWidth {
+    // These models are small: per-op threading costs more than it gains (sort: 69 s on 2 threads, 23 s on 1;
+    // memorize at d = 250 was slower on 2 threads too).
+    struct SingleThread {
         int previous = at::get_num_threads();
-        explicit ThreadsForWidth(int d_model) { if (d_model < 128) at::set_num_threads(1); }
-        ~ThreadsForWidth() { at::set_num_threads(previous); }
-    } threads_for_width(settings.d_model);
+        SingleThread() { at::set_num_threads(1); }
+        ~SingleThread() { at::set_num_threads(previous); }
+    } single_thread;
     torch::optim::Adam optimizer(model->parameters(),
                                  torch::optim::AdamOptions(settings.learning_rate).weight_decay(settings.weight_decay));
     const std::int64_t count = data.train.size(), batch = settings.batch_size;
