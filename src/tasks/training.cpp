@@ -89,7 +89,7 @@ TaskSettings default_task_settings(const std::string& task) {
         // run_memorization.py --max_seq_length 128 --per_device_train_batch_size=8 --learning_rate 3e-4
         //   --num_train_epochs 50 --width 2 --depth 6 --hidden_dim 250 --n_train_data 500 (evaluated on the training set)
         s.layers = 6, s.heads = 2, s.d_model = 250, s.epochs = 50, s.batch_size = 8, s.learning_rate = 3e-4;
-        s.train_count = 500, s.eval_count = 100, s.sequence_length = 128, s.vocab = 4000;
+        s.train_count = 500, s.eval_count = 50, s.sequence_length = 128, s.vocab = 4000;
         s.text = default_rte_path();
     } else if (task == "circle") {
         // run_circle.py --width 2 --depth 1 --n_epochs 70 --n_train_data 1000 --n_eval_data 300 --hidden_dim 32;

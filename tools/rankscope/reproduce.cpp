@@ -117,7 +117,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     const std::vector<std::tuple<std::string, std::string, std::vector<std::string>, std::vector<std::string>>> tasks = {
         {"sort", "Whole model ≈0.98, chance 0.1.", {"--epochs", "15", "--repeats", "2"}, {}},
         {"hull", "Whole model ≈0.9, majority 0.54.", {}, {"--train-count", "3000", "--epochs", "40"}},
-        {"memorize", "Whole model ≈0.85, chance 0.5.", {}, {"--epochs", "15"}},
+        {"memorize", "Whole model ≈0.85, chance 0.5.", {}, {"--epochs", "15", "--repeats", "3"}},
     };
     for (const auto& [task, paper, quick_args, full_args] : tasks) {
         if (options.quick && task != "sort") continue;

@@ -19,7 +19,7 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
     add("--lr", "Adam learning rate (1e-3; memorize 3e-4)");
     add("--weight-decay", "Adam weight decay (0)");
     add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)");
-    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 100)");
+    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50)");
     add("--text", "Memorize: an RTE-style .tsv (default ../shared/data/RTE/train.tsv)");
     command.add_flag("--skip,!--no-skip", *skip_, "Attention skip in every layer (default on; circle: see --variants)");
     command.add_flag("--mlp", *mlp_, "An MLP block in every layer (default off)");
