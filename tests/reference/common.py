@@ -1,4 +1,5 @@
 """Helpers shared by the reference tests: run the rankscope binary, write independent .npy/.safetensors files."""
+import csv
 import json
 import struct
 import subprocess
@@ -7,6 +8,17 @@ import sys
 import numpy as np
 
 BINARY = sys.argv[1] if len(sys.argv) > 1 else "build/bin/rankscope"
+
+
+def read_csv(path):
+    """Rows of a CSV rankscope wrote, skipping its '#' provenance lines."""
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
 
 
 def run(*args, check=True):

@@ -1,7 +1,5 @@
 """`rankscope task sort` against an independent numpy re-implementation of the trained model read from its checkpoint:
 whole-model accuracy, majority level, the all-skip (k = 0) ensembles, and the residual per layer."""
-import csv
-import json
 import os
 import shutil
 import sys
@@ -11,17 +9,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import read_safetensors, run  # noqa: E402
-
-
-def read_rows(path):
-    with open(path) as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
-
-
-def load_json(path):
-    with open(path) as f:
-        return json.load(f)
+from common import load_json, read_csv, read_safetensors, run  # noqa: E402
 
 
 def layer_norm(x, w=None, b=None, eps=1e-5):
@@ -94,7 +82,7 @@ class TaskReference(unittest.TestCase):
             self.assertAlmostEqual(summary["whole_model_accuracy"], accuracy, places=6)
             self.assertGreater(summary["whole_model_accuracy"], summary["majority_accuracy"])
 
-            rows = read_rows(os.path.join(out, "paths_effectiveness.csv"))
+            rows = read_csv(os.path.join(out, "paths_effectiveness.csv"))
             # k = 0: every path is the skip everywhere, so the ensemble is LN(n · embedding) for any draw.
             expected_k0 = (model.unembed(layer_norm(5 * states[0])).argmax(-1) == targets).mean()
             k0 = [float(r["value"]) for r in rows if r["k"] == "0" and r["metric"] == "token_accuracy"]
@@ -106,7 +94,7 @@ class TaskReference(unittest.TestCase):
             counts = {(r["k"], r["n_paths"]) for r in rows if r["metric"] == "token_accuracy"}
             self.assertEqual(len(counts), 4 * 2)  # k = 0..3, n in {5, 20}
 
-            residual = read_rows(os.path.join(out, "residual.csv"))
+            residual = read_csv(os.path.join(out, "residual.csv"))
             self.assertEqual([int(r["layer"]) for r in residual], [0, 1, 2, 3])
             for r, state in zip(residual, states):
                 values = [relative_residual(sample) for sample in state]

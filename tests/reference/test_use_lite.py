@@ -1,7 +1,6 @@
 """USE lite loaded from its npm TensorFlow.js package reproduces the model's known behaviour (SPEC.md §6):
 cosine("How old are you?", "What is your age?") ≈ 0.77 and unrelated pairs 0.26–0.47; and `rankscope model
 --model use-lite` runs E1 and the iterate experiment on it."""
-import csv
 import json
 import os
 import shutil
@@ -10,16 +9,11 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import run  # noqa: E402
+from common import read_csv, run  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 USE_LITE = os.path.join(ROOT, "models", "use-lite", "dist")
 RTE = os.path.join(ROOT, "..", "shared", "data", "RTE", "train.tsv")
-
-
-def read_csv(path):
-    with open(path) as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
 class UseLite(unittest.TestCase):

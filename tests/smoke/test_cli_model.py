@@ -1,6 +1,5 @@
 """`rankscope model` end to end on small random checkpoints in the Hugging Face layout, with a SentencePiece model
 trained on RTE text (ALBERT, XLNet) and the fixture's WordPiece list (BERT)."""
-import csv
 import json
 import os
 import shutil
@@ -13,17 +12,12 @@ import xml.etree.ElementTree as ElementTree
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import BINARY, read_safetensors, run, write_safetensors  # noqa: E402
+from common import BINARY, read_csv, read_safetensors, run, write_safetensors  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared")
 FIXTURES = os.path.join(SHARED, "fixtures")
 RTE = os.path.join(SHARED, "data", "RTE", "train.tsv")
 SPM = os.path.join(os.path.dirname(BINARY), "rankscope-spm")
-
-
-def read_csv(path):
-    with open(path) as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
 @unittest.skipUnless(os.path.isdir(FIXTURES) and os.path.exists(RTE), "shared fixtures and RTE data needed")

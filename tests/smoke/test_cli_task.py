@@ -1,7 +1,5 @@
 """`rankscope task` and `rankscope width-depth` end to end at tiny settings: files, columns, figures, checkpoint reuse
 and the errors a user meets first."""
-import csv
-import json
 import os
 import shutil
 import sys
@@ -10,19 +8,9 @@ import unittest
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import run  # noqa: E402
+from common import load_json, read_csv, run  # noqa: E402
 
 RTE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "RTE", "train.tsv")
-
-
-def read_csv(path):
-    with open(path) as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
-
-
-def load_json(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 class TaskCommand(unittest.TestCase):

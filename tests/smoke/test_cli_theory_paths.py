@@ -1,5 +1,4 @@
 """`rankscope theory` and `rankscope paths` end to end: files, columns, figures, reproducibility, errors."""
-import csv
 import json
 import os
 import sys
@@ -8,12 +7,7 @@ import unittest
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import run  # noqa: E402
-
-
-def read_csv(path):
-    with open(path) as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+from common import read_csv, run  # noqa: E402
 
 
 class TheoryAndPaths(unittest.TestCase):
