@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "rankscope/build_info.hpp"
+#include "rankscope/git_sha.hpp"
 #include "rankscope/io.hpp"
 
 namespace rankscope {
