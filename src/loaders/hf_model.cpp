@@ -11,6 +11,7 @@
 #include "models/common.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
+#include "rankscope/tensor_file.hpp"
 
 namespace rankscope {
 namespace {
@@ -29,14 +30,8 @@ T field_or(const nlohmann::json& json, const char* name, T fallback) {
     return json.contains(name) && !json[name].is_null() ? json[name].get<T>() : fallback;
 }
 
-at::ScalarType torch_dtype(DType dtype, const std::string& where) {
-    switch (dtype) {
-        case DType::F32: return at::kFloat;
-        case DType::F64: return at::kDouble;
-        case DType::F16: return at::kHalf;
-        case DType::BF16: return at::kBFloat16;
-        default: throw Error("weights must be floating point, found " + dtype_name(dtype), where);
-    }
+bool is_floating(DType dtype) {
+    return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 || dtype == DType::BF16;
 }
 
 }  // namespace
@@ -171,6 +166,7 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
             };
             throw Error("shape " + text(view.shape) + " does not match the config's " + text(parameter.sizes()), where);
         }
+        if (!is_floating(view.dtype)) throw Error("weights must be floating point, found " + dtype_name(view.dtype), where);
         const at::Tensor source = torch::from_blob(const_cast<std::byte*>(view.data), view.shape,
                                                    torch::TensorOptions().dtype(torch_dtype(view.dtype, where)));
         if (!torch::isfinite(source).all().item<bool>()) throw Error("weights contain NaN or Inf", where);

@@ -171,6 +171,12 @@ std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& s
     return load_sentencepiece((folder / "spiece.model").string(), model_type, false);
 }
 
+std::string default_rte_path() {
+    for (const char* candidate : {"../shared/data/RTE/train.tsv", "../../shared/data/RTE/train.tsv"})
+        if (std::filesystem::exists(candidate)) return candidate;
+    return "";
+}
+
 std::vector<std::string> read_sentences(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw Error("cannot open text file", path);

@@ -1,9 +1,8 @@
 // Relative residual per layer of a trained task model (SPEC.md §2 measure, §4 E5).
 #include <torch/torch.h>
 
-#include <cmath>
-
 #include "rankscope/measures.hpp"
+#include "rankscope/summary.hpp"
 #include "rankscope/tasks.hpp"
 
 namespace rankscope {
@@ -28,12 +27,8 @@ std::vector<LayerResidual> residual_by_layer(TaskModel& model, const TaskBatch& 
         for (std::int64_t i = 0; i < batch.size(); ++i)
             values.push_back(relative_residual(to_matrix(hidden[i].narrow(0, 0, lengths[static_cast<std::size_t>(i)])),
                                                Norm::Composite, Center::Mean));
-        double mean = 0, square = 0;
-        for (double v : values) mean += v;
-        mean /= static_cast<double>(values.size());
-        for (double v : values) square += (v - mean) * (v - mean);
-        const double spread = values.size() > 1 ? std::sqrt(square / static_cast<double>(values.size() - 1)) : 0.0;
-        rows.push_back({layer, mean, spread, static_cast<int>(values.size())});
+        const Summary summary = summarize(values);
+        rows.push_back({layer, summary.mean, summary.std, summary.n});
     }
     return rows;
 }

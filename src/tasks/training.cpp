@@ -11,6 +11,7 @@
 #include "rankscope/progress.hpp"
 #include "rankscope/provenance.hpp"
 #include "rankscope/tasks.hpp"
+#include "rankscope/tensor_file.hpp"
 #include "rankscope/tokenizer.hpp"
 
 namespace rankscope {
@@ -26,12 +27,6 @@ std::string file_fingerprint(const std::string& path) {
     if (!in) throw Error("cannot open text file", path);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     return fmt::format("{:016x}", fnv1a(bytes));
-}
-
-std::string default_rte_path() {
-    for (const char* candidate : {"../shared/data/RTE/train.tsv", "../../shared/data/RTE/train.tsv"})
-        if (std::filesystem::exists(candidate)) return candidate;
-    return "";
 }
 
 // Drops the padding columns every sequence of a batch has (the same result: padded keys are masked, padded queries
@@ -192,16 +187,10 @@ double majority_accuracy(const TaskBatch& train, const TaskBatch& eval, int clas
 }
 
 void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings) {
-    std::vector<at::Tensor> keep;
-    std::vector<NamedArray> arrays;
-    for (const auto& item : model->named_parameters()) {
-        keep.push_back(item.value().detach().to(torch::kFloat).contiguous());
-        const auto& t = keep.back();
-        arrays.push_back({item.key(), ArrayView{DType::F32, std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()),
-                                                reinterpret_cast<const std::byte*>(t.data_ptr<float>())}});
-    }
-    write_safetensors(path, arrays,
-                      {{"settings", settings.to_json().dump()}, {"key", settings.checkpoint_key()}, {"version", version_string()}});
+    NamedTensors parameters;
+    for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value().to(torch::kFloat));
+    write_tensors(path, parameters,
+                  {{"settings", settings.to_json().dump()}, {"key", settings.checkpoint_key()}, {"version", version_string()}});
 }
 
 void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings) {

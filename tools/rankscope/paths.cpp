@@ -13,6 +13,7 @@
 #include "rankscope/io.hpp"
 #include "rankscope/paths.hpp"
 #include "rankscope/progress.hpp"
+#include "rankscope/tensor_file.hpp"
 
 namespace rankscope::cli {
 namespace {
@@ -113,9 +114,7 @@ std::vector<at::Tensor> load_patterns(const std::string& path) {
         const ArrayView view = file.view(name);
         if (view.shape.size() != 4 || (view.dtype != DType::F32 && view.dtype != DType::F64))
             throw Error("expected a float [batch, heads, n, n] tensor", path + ":" + name);
-        patterns.push_back(torch::from_blob(const_cast<std::byte*>(view.data), view.shape,
-                                            view.dtype == DType::F32 ? torch::kFloat : torch::kDouble)
-                               .clone());
+        patterns.push_back(read_tensor(file, name));
     }
     if (patterns.empty()) throw Error("no blocks.{l}.attn.hook_pattern tensors", path);
     return patterns;

@@ -11,7 +11,9 @@
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/io.hpp"
+#include "rankscope/summary.hpp"
 #include "rankscope/tasks.hpp"
+#include "rankscope/tensor_file.hpp"
 
 namespace rankscope::cli {
 namespace {
@@ -44,15 +46,9 @@ void write_training(const std::filesystem::path& path, const std::string& label,
 
 // The evaluation batch, so that any number of the run can be recomputed outside rankscope.
 void write_eval_data(const std::filesystem::path& path, const TaskBatch& batch, const Provenance& provenance) {
-    std::vector<at::Tensor> keep = {batch.inputs.contiguous(), batch.targets.contiguous()};
-    if (batch.key_bias.defined()) keep.push_back(batch.key_bias.contiguous());
-    const std::vector<std::string> names = {"inputs", "targets", "key_bias"};
-    std::vector<NamedArray> arrays;
-    for (std::size_t i = 0; i < keep.size(); ++i)
-        arrays.push_back({names[i], ArrayView{keep[i].scalar_type() == torch::kLong ? DType::I64 : DType::F32,
-                                              std::vector<std::int64_t>(keep[i].sizes().begin(), keep[i].sizes().end()),
-                                              reinterpret_cast<const std::byte*>(keep[i].data_ptr())}});
-    write_safetensors(path.string(), arrays, {{"command", provenance.command}, {"version", version_string()}});
+    NamedTensors tensors = {{"inputs", batch.inputs}, {"targets", batch.targets}};
+    if (batch.key_bias.defined()) tensors.emplace_back("key_bias", batch.key_bias);
+    write_tensors(path.string(), tensors, {{"command", provenance.command}, {"version", version_string()}});
 }
 
 nlohmann::json training_summary(const TrainedTask& trained, TaskModel& model) {
@@ -171,16 +167,15 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
     write_training(out / "training.csv", settings.task, trained, true, provenance);
     write_eval_data(out / "eval_data.safetensors", data.eval, provenance);
 
-    // Mean accuracy per (mode, n, k) for the summary and standard output.
-    std::map<std::tuple<bool, int, int>, std::pair<double, int>> means;
-    for (const auto& r : rows) {
-        auto& cell = means[{r.sub_path, r.n_paths, r.length}];
-        cell.first += r.accuracy, cell.second += 1;
-    }
+    // Accuracy per (mode, n, k) over repeats: task.json, standard output and the summary CSV.
+    std::map<std::tuple<bool, int, int>, std::vector<double>> accuracies;
+    for (const auto& r : rows) accuracies[{r.sub_path, r.n_paths, r.length}].push_back(r.accuracy);
+    std::map<std::tuple<bool, int, int>, Summary> by_cell;
+    for (const auto& [key, values] : accuracies) by_cell[key] = summarize(values);
     nlohmann::json by_length = nlohmann::json::array();
-    for (const auto& [key, cell] : means)
+    for (const auto& [key, cell] : by_cell)
         by_length.push_back({{"sub_path", std::get<0>(key)}, {"n_paths", std::get<1>(key)}, {"k", std::get<2>(key)},
-                             {"mean_accuracy", cell.first / cell.second}});
+                             {"mean_accuracy", cell.mean}});
     nlohmann::json summary = training_summary(trained, model);
     summary.update({{"task", settings.task},
                     {"settings", settings.to_json()},
@@ -195,24 +190,16 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
     std::cout << fmt::format("{}: whole-model token accuracy {:.4f}, majority {:.4f}, {} parameters, {}\n", settings.task,
                              whole, majority, parameter_count(model),
                              trained.reused ? "checkpoint reused" : fmt::format("trained in {:.1f} s", trained.train_seconds));
-    for (const auto& [key, cell] : means)
+    for (const auto& [key, cell] : by_cell)
         std::cout << fmt::format("  sub_path={} n_paths={:>2} k={}: accuracy {:.4f}\n", std::get<0>(key) ? "yes" : "no",
-                                 std::get<1>(key), std::get<2>(key), cell.first / cell.second);
+                                 std::get<1>(key), std::get<2>(key), cell.mean);
 
     // Figure: accuracy vs path length, mean ± std over repeats, with the measured whole-model and majority lines.
     CsvTable summary_table;
     summary_table.columns = {"task", "sub_path", "n_paths", "k", "mean", "std"};
-    std::map<std::tuple<bool, int, int>, std::vector<double>> values;
-    for (const auto& r : rows) values[{r.sub_path, r.n_paths, r.length}].push_back(r.accuracy);
-    for (const auto& [key, v] : values) {
-        double mean = 0, square = 0;
-        for (double x : v) mean += x;
-        mean /= static_cast<double>(v.size());
-        for (double x : v) square += (x - mean) * (x - mean);
+    for (const auto& [key, cell] : by_cell)
         summary_table.add({settings.task, std::get<0>(key) ? "yes" : "no", std::to_string(std::get<1>(key)),
-                           std::to_string(std::get<2>(key)), format_number(mean),
-                           format_number(v.size() > 1 ? std::sqrt(square / static_cast<double>(v.size() - 1)) : 0.0)});
-    }
+                           std::to_string(std::get<2>(key)), format_number(cell.mean), format_number(cell.std)});
     write_csv_atomically(out / "paths_effectiveness_summary.csv", summary_table, provenance);
     std::string plot = fmt::format(
         "set datafile separator ','\nset xlabel 'path length k'\nset ylabel 'token accuracy'\nset yrange [0:1.05]\n"

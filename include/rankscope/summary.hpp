@@ -1,0 +1,22 @@
+#pragma once
+// Mean ± sample standard deviation, min and max of a list of values (one per sample, draw or repeat): the summary
+// every CSV row of rankscope that aggregates samples reports.
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace rankscope {
+
+struct Summary {
+    double mean = 0, std = 0, min = 0, max = 0;  // std with n − 1 (0 for a single value)
+    int n = 0;
+};
+
+// Throws rankscope::Error for an empty list.
+Summary summarize(const std::vector<double>& values);
+// The same over every element of a tensor (any shape and floating type).
+Summary summarize(const at::Tensor& values);
+
+}  // namespace rankscope
