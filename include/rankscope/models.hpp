@@ -69,6 +69,12 @@ struct ModelBatch {
     at::Tensor token_type_ids;  // [B, n] int64
 };
 
+// A batch given as token ids (e.g. from the user's own tokenizer): `input_ids` [B, n] (int32/int64) and optional
+// `attention_mask` (0/1, default all ones; padding may sit anywhere, XLNet pads on the left) and `token_type_ids`
+// (default 0) in one .safetensors. Every value is checked against `config` (vocabulary, token types, positions); a
+// sample needs at least one real token. Errors name the file and tensor.
+ModelBatch read_model_batch(const std::string& path, const HfConfig& config);
+
 class EncoderModel {
 public:
     virtual ~EncoderModel() = default;

