@@ -18,60 +18,47 @@
 namespace rankscope {
 namespace {
 
-// ---- name table: our name → TensorFlow.js graph name ----------------------------------------------------------------
+// ---- name table: our name → TensorFlow.js graph name and expected shape ---------------------------------------------
+// Shapes are after dropping Conv2D's leading 1×1, so a wrong file fails with the tensor's name.
 const std::string kPrefix = "module_apply_default/Encoder_en/KonaTransformer/Encode/";
 
-std::map<std::string, std::string> name_table() {
-    std::map<std::string, std::string> names = {
-        {"embed.W_E", "module/Embeddings_en"},
-        {"embed.inv_timescales", kPrefix + "TransformerStack/Layer_0/AddTimingSignal/TimingSignal/ExpandDims_1"},
-        {"layer_norm_eps", kPrefix + "TransformerStack/Layer_1/TransformerLayer/FFN/layer_prepostprocess/layer_norm/Cast/x"},
-        {"pool.W", "module/Encoder_en/hidden_layers/tanh_layer_0/weights"},
-        {"pool.b", "module/Encoder_en/hidden_layers/tanh_layer_0/bias"},
-        {"blocks.0.residual.W", kPrefix + "Layer_0/TransformerLayer/dense/kernel/ConcatPartitions/concat"},
-        {"blocks.0.residual.b", kPrefix + "Layer_0/TransformerLayer/dense/bias/ConcatPartitions/concat"},
+struct GraphTensor {
+    std::string graph_name;
+    std::vector<std::int64_t> shape;
+};
+
+std::map<std::string, GraphTensor> tensor_table() {
+    std::map<std::string, GraphTensor> table = {
+        {"embed.W_E", {"module/Embeddings_en", {8002, 256}}},
+        {"embed.inv_timescales", {kPrefix + "TransformerStack/Layer_0/AddTimingSignal/TimingSignal/ExpandDims_1", {128}}},
+        {"layer_norm_eps", {kPrefix + "TransformerStack/Layer_1/TransformerLayer/FFN/layer_prepostprocess/layer_norm/Cast/x", {}}},
+        {"pool.W", {"module/Encoder_en/hidden_layers/tanh_layer_0/weights", {512, 512}}},
+        {"pool.b", {"module/Encoder_en/hidden_layers/tanh_layer_0/bias", {512}}},
+        {"blocks.0.residual.W", {kPrefix + "Layer_0/TransformerLayer/dense/kernel/ConcatPartitions/concat", {256, 512}}},
+        {"blocks.0.residual.b", {kPrefix + "Layer_0/TransformerLayer/dense/bias/ConcatPartitions/concat", {512}}},
     };
     for (int l = 0; l < 2; ++l) {
+        const std::int64_t d_in = l == 0 ? 256 : 512;  // layer 0 reads the 256-wide embedding
         const std::string plain = kPrefix + fmt::format("Layer_{}/TransformerLayer/", l);
         const std::string stack = kPrefix + fmt::format("TransformerStack/Layer_{}/TransformerLayer/", l);
         const std::string module = fmt::format("module/Encoder_en/KonaTransformer/Encode/Layer_{}/TransformerLayer/", l);
+        const std::string concat = "/ConcatPartitions/concat";
         const std::string b = fmt::format("blocks.{}.", l);
-        names[b + "ln1.w"] = plain + "layer_prepostprocess/layer_norm/layer_norm_scale/ConcatPartitions/concat";
-        names[b + "ln1.b"] = plain + "layer_prepostprocess/layer_norm/layer_norm_bias/ConcatPartitions/concat";
-        names[b + "attn.W_qkv"] = module + "MultiheadAttention/qkv_transform_single/kernel/part_0";
-        names[b + "attn.b_qkv"] = plain + "MultiheadAttention/qkv_transform_single/bias/ConcatPartitions/concat";
-        names[b + "attn.W_O"] = module + "MultiheadAttention/output_transform_single/kernel/part_0";
-        names[b + "attn.b_O"] = plain + "MultiheadAttention/output_transform_single/bias/ConcatPartitions/concat";
-        names[b + "attn.scale"] = stack + "MultiheadAttention/mul/y";
-        names[b + "ln2.w"] = plain + "FFN/layer_prepostprocess/layer_norm/layer_norm_scale/ConcatPartitions/concat";
-        names[b + "ln2.b"] = plain + "FFN/layer_prepostprocess/layer_norm/layer_norm_bias/ConcatPartitions/concat";
-        names[b + "mlp.W_in"] = stack + "FFN/conv1/Tensordot/Reshape_1";
-        names[b + "mlp.b_in"] = plain + "FFN/conv1/bias/ConcatPartitions/concat";
-        names[b + "mlp.W_out"] = stack + "FFN/conv2/Tensordot/Reshape_1";
-        names[b + "mlp.b_out"] = plain + "FFN/conv2/bias/ConcatPartitions/concat";
+        table[b + "ln1.w"] = {plain + "layer_prepostprocess/layer_norm/layer_norm_scale" + concat, {d_in}};
+        table[b + "ln1.b"] = {plain + "layer_prepostprocess/layer_norm/layer_norm_bias" + concat, {d_in}};
+        table[b + "attn.W_qkv"] = {module + "MultiheadAttention/qkv_transform_single/kernel/part_0", {d_in, 3 * d_in}};
+        table[b + "attn.b_qkv"] = {plain + "MultiheadAttention/qkv_transform_single/bias" + concat, {3 * d_in}};
+        table[b + "attn.W_O"] = {module + "MultiheadAttention/output_transform_single/kernel/part_0", {d_in, 512}};
+        table[b + "attn.b_O"] = {plain + "MultiheadAttention/output_transform_single/bias" + concat, {512}};
+        table[b + "attn.scale"] = {stack + "MultiheadAttention/mul/y", {}};
+        table[b + "ln2.w"] = {plain + "FFN/layer_prepostprocess/layer_norm/layer_norm_scale" + concat, {512}};
+        table[b + "ln2.b"] = {plain + "FFN/layer_prepostprocess/layer_norm/layer_norm_bias" + concat, {512}};
+        table[b + "mlp.W_in"] = {stack + "FFN/conv1/Tensordot/Reshape_1", {512, 1536}};
+        table[b + "mlp.b_in"] = {plain + "FFN/conv1/bias" + concat, {1536}};
+        table[b + "mlp.W_out"] = {stack + "FFN/conv2/Tensordot/Reshape_1", {1536, 512}};
+        table[b + "mlp.b_out"] = {plain + "FFN/conv2/bias" + concat, {512}};
     }
-    return names;
-}
-
-// Expected shapes (after dropping Conv2D's leading 1×1), so a wrong file fails with the tensor's name.
-std::map<std::string, std::vector<std::int64_t>> expected_shapes() {
-    std::map<std::string, std::vector<std::int64_t>> shapes = {
-        {"embed.W_E", {8002, 256}}, {"embed.inv_timescales", {128}}, {"layer_norm_eps", {}},
-        {"pool.W", {512, 512}},     {"pool.b", {512}},               {"blocks.0.residual.W", {256, 512}},
-        {"blocks.0.residual.b", {512}},
-    };
-    for (int l = 0; l < 2; ++l) {
-        const std::int64_t d_in = l == 0 ? 256 : 512;
-        const std::string b = fmt::format("blocks.{}.", l);
-        shapes[b + "ln1.w"] = {d_in}, shapes[b + "ln1.b"] = {d_in};
-        shapes[b + "attn.W_qkv"] = {d_in, 3 * d_in}, shapes[b + "attn.b_qkv"] = {3 * d_in};
-        shapes[b + "attn.W_O"] = {d_in, 512}, shapes[b + "attn.b_O"] = {512};
-        shapes[b + "attn.scale"] = {};
-        shapes[b + "ln2.w"] = {512}, shapes[b + "ln2.b"] = {512};
-        shapes[b + "mlp.W_in"] = {512, 1536}, shapes[b + "mlp.b_in"] = {1536};
-        shapes[b + "mlp.W_out"] = {1536, 512}, shapes[b + "mlp.b_out"] = {512};
-    }
-    return shapes;
+    return table;
 }
 
 HfConfig use_lite_config(const std::string& path) {
@@ -240,16 +227,15 @@ std::string find_use_lite(const std::string& name_or_directory) {
 
 std::unique_ptr<EncoderModel> load_use_lite(const std::string& directory) {
     const auto tensors = read_manifest(directory);
-    const auto shapes = expected_shapes();
     const std::string source = (std::filesystem::path(directory) / "model.json").string();
     std::map<std::string, at::Tensor> parameters;
-    for (const auto& [ours, theirs] : name_table()) {
+    for (const auto& [ours, entry] : tensor_table()) {
+        const auto& [theirs, shape] = entry;
         const auto found = tensors.find(theirs);
         if (found == tensors.end()) throw Error("no tensor '" + theirs + "' (" + ours + ")", source);
         at::Tensor t = found->second.to(torch::kFloat);
         if (t.dim() == 4) t = t.squeeze(0).squeeze(0);  // Conv2D 1×1 kernels are matrices
         if (ours == "embed.inv_timescales") t = t.reshape({-1});  // stored as [1, 128]
-        const auto& shape = shapes.at(ours);
         if (std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()) != shape)
             throw Error(fmt::format("tensor '{}' ({}) has shape {}, expected {}", theirs, ours, fmt::join(t.sizes(), "×"),
                                     fmt::join(shape, "×")),

@@ -11,8 +11,6 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ElementTree
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import run  # noqa: E402
 
 RTE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "RTE", "train.tsv")
 

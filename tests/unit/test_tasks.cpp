@@ -42,6 +42,21 @@ TaskSettings tiny_sort() {
     return s;
 }
 
+// A sort evaluation split of `count` sequences (length 8, 10 symbols) and an untrained tiny model for it.
+struct TinySortModel {
+    TaskSplits data;
+    TaskModel model{nullptr};
+};
+TinySortModel tiny_sort_model(int count, std::uint64_t torch_seed) {
+    torch::manual_seed(torch_seed);
+    std::mt19937_64 rng(2);
+    TinySortModel tiny;
+    tiny.data.eval = make_sort_data(count, 8, 10, rng);
+    tiny.data.classes = 10, tiny.data.input_vocab = 10;
+    tiny.model = TaskModel(model_config_for(tiny_sort(), tiny.data));
+    return tiny;
+}
+
 std::filesystem::path temp_dir(const std::string& name) {
     auto dir = std::filesystem::temp_directory_path() / ("rankscope_test_" + name + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
@@ -146,13 +161,7 @@ TEST(TaskPaths, HeadRestrictionUsesOnlyThatHeadsSlices) {
 }
 
 TEST(TaskPaths, AllSkipEnsembleIsLayerNormOfScaledEmbedding) {
-    torch::manual_seed(6);
-    const TaskSettings s = tiny_sort();
-    std::mt19937_64 rng(2);
-    TaskSplits data;
-    data.eval = make_sort_data(10, 8, 10, rng);
-    data.classes = 10, data.input_vocab = 10;
-    TaskModel model(model_config_for(s, data));
+    auto [data, model] = tiny_sort_model(10, 6);
     const int n = 5;
     const std::vector<std::vector<int>> paths(n, std::vector<int>(2, 2));  // skip (= heads) in both layers
     torch::NoGradGuard no_grad;
@@ -207,13 +216,7 @@ TEST(TaskTraining, CheckpointKeyChangesWithEverySetting) {
 }
 
 TEST(TaskTraining, ResidualByLayerCoversEmbeddingAndEveryBlock) {
-    torch::manual_seed(8);
-    const TaskSettings s = tiny_sort();
-    std::mt19937_64 rng(2);
-    TaskSplits data;
-    data.eval = make_sort_data(6, 8, 10, rng);
-    data.classes = 10, data.input_vocab = 10;
-    TaskModel model(model_config_for(s, data));
+    auto [data, model] = tiny_sort_model(6, 8);
     const auto rows = residual_by_layer(model, data.eval);
     ASSERT_EQ(rows.size(), 3u);
     for (const auto& r : rows) {
