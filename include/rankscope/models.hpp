@@ -86,6 +86,9 @@ public:
     virtual std::vector<std::pair<std::string, at::Tensor>> parameters() = 0;
 };
 
+// The oneDNN fast path of the architectures' linear layers (on by default); false runs the at::linear reference.
+void set_linear_fast_path(bool enabled);
+
 // Random init as the library's from_config: normal(0, initializer_range) weights, zero biases, unit LayerNorm.
 std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_t seed);
 // config.json + model.safetensors from a folder; every parameter's presence and shape are checked.

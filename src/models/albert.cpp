@@ -82,24 +82,24 @@ TORCH_MODULE(AlbertModel);
 
 
 at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
-                          Recorder* recorder) {
+                          Recorder* recorder, Linears& linear) {
     const auto n = batch.input_ids.size(1);
     const at::Tensor positions = torch::arange(n, torch::kLong).unsqueeze(0);
     auto& e = *model.embeddings;
     const at::Tensor embedded = e.LayerNorm(e.word_embeddings(batch.input_ids) + e.position_embeddings(positions) +
                                             e.token_type_embeddings(batch.token_type_ids));
-    at::Tensor h = record(recorder, "hook_embed", model.encoder->embedding_hidden_mapping_in(embedded));
+    at::Tensor h = record(recorder, "hook_embed", linear(model.encoder->embedding_hidden_mapping_in, embedded));
     const at::Tensor mask = additive_key_mask(batch.attention_mask, h.scalar_type());
     auto group = model.encoder->albert_layer_groups->ptr<AlbertLayerGroupImpl>(0);
     auto& layer = *group->albert_layers->ptr<AlbertLayerImpl>(0);
     auto& attention = *layer.attention;
     for (int l = 0; l < c.layers; ++l) {
-        const auto result = multi_head_attention(attention.query(h), attention.key(h), attention.value(h), c.heads, mask);
+        const auto result = multi_head_attention(linear(attention.query, h), linear(attention.key, h), linear(attention.value, h), c.heads, mask);
         record(recorder, block_hook(l, "attn.hook_pattern"), result.pattern);
-        const at::Tensor projected = attention.dense(result.context);
+        const at::Tensor projected = linear(attention.dense, result.context);
         const at::Tensor a = layer_norm(attention.LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
         if (!surgery.remove_mlp)
-            h = layer_norm(layer.full_layer_layer_norm, layer.ffn_output(activation(c.activation, layer.ffn(a))) + a, surgery);
+            h = layer_norm(layer.full_layer_layer_norm, linear(layer.ffn_output, activation(c.activation, linear(layer.ffn, a))) + a, surgery);
         else if (surgery.official_compat)
             h = layer_norm(layer.full_layer_layer_norm, activation(c.activation, a) + a, surgery);
         else

@@ -103,7 +103,7 @@ TORCH_MODULE(BertModel);
 
 
 at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
-                        Recorder* recorder) {
+                        Recorder* recorder, Linears& linear) {
     const auto n = batch.input_ids.size(1);
     const at::Tensor positions = torch::arange(n, torch::kLong).unsqueeze(0);
     auto& e = *model.embeddings;
@@ -114,13 +114,13 @@ at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatc
     for (int l = 0; l < c.layers; ++l) {
         auto& layer = *model.encoder->layer->ptr<BertLayerImpl>(static_cast<std::size_t>(l));
         auto& self = *layer.attention->self;
-        const auto attention = multi_head_attention(self.query(h), self.key(h), self.value(h), c.heads, mask);
+        const auto attention = multi_head_attention(linear(self.query, h), linear(self.key, h), linear(self.value, h), c.heads, mask);
         record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
-        const at::Tensor projected = layer.attention->output->dense(attention.context);
+        const at::Tensor projected = linear(layer.attention->output->dense, attention.context);
         const at::Tensor a = layer_norm(layer.attention->output->LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
         h = surgery.remove_mlp
                 ? a
-                : layer_norm(layer.output->LayerNorm, layer.output->dense(activation(c.activation, layer.intermediate->dense(a))) + a, surgery);
+                : layer_norm(layer.output->LayerNorm, linear(layer.output->dense, activation(c.activation, linear(layer.intermediate->dense, a))) + a, surgery);
         record(recorder, block_hook(l, "hook_resid_post"), h);
     }
     return h;

@@ -77,3 +77,31 @@ std::string to_string(LayerNormSurgery surgery) {
 }
 
 }  // namespace rankscope
+
+namespace rankscope {
+namespace {
+bool linear_fast_path = true;
+}  // namespace
+
+void set_linear_fast_path(bool enabled) { linear_fast_path = enabled; }
+
+namespace models {
+
+at::Tensor Linears::operator()(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+    const bool autograd = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad());
+    const bool fast = linear_fast_path && at::hasMKLDNN() && x.scalar_type() == at::kFloat &&
+                      weight.scalar_type() == at::kFloat && x.device().is_cpu() && !autograd;
+    if (!fast) return at::linear(x, weight, bias);
+    Converted& converted = converted_[weight.unsafeGetTensorImpl()];
+    if (!converted.weight.defined() || converted.version != weight._version()) {
+        converted.weight = weight.contiguous().to_mkldnn();
+        converted.version = weight._version();
+    }
+    std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = weight.size(0);
+    const at::Tensor rows = x.reshape({-1, x.size(-1)}).contiguous();
+    return at::mkldnn_linear(rows.to_mkldnn(), converted.weight, bias).to_dense().view(shape);
+}
+
+}  // namespace models
+}  // namespace rankscope

@@ -83,7 +83,7 @@ at::Tensor relative_shift(const at::Tensor& x, std::int64_t klen) {
 }
 
 at::Tensor xlnet_forward(XLNetModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
-                         Recorder* recorder) {
+                         Recorder* recorder, Linears& linear) {
     const auto n = batch.input_ids.size(1);
     at::Tensor h = record(recorder, "hook_embed", model.word_embedding(batch.input_ids));
     const auto dtype = h.scalar_type();
@@ -115,7 +115,7 @@ at::Tensor xlnet_forward(XLNetModelImpl& model, const HfConfig& c, const ModelBa
             h = after_attention;
         } else {
             auto& ff = *layer.ff;
-            h = models::layer_norm(ff.layer_norm, ff.layer_2(activation(c.activation, ff.layer_1(after_attention))) + after_attention, surgery);
+            h = models::layer_norm(ff.layer_norm, linear(ff.layer_2, activation(c.activation, linear(ff.layer_1, after_attention))) + after_attention, surgery);
         }
         record(recorder, block_hook(l, "hook_resid_post"), h);
     }

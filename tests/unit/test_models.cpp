@@ -92,6 +92,30 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Conformance, ::testing::ValuesIn(all_cases())
     return name;
 });
 
+// The oneDNN linear fast path against the at::linear reference, on a random model of realistic width (d = 256, so
+// the GEMMs are blocked as in BERT-base) and on ALBERT's factorised embedding; every hidden state recorded.
+TEST(LinearFastPath, MatchesTheReferenceOnEveryLayer) {
+    ASSERT_TRUE(at::hasMKLDNN()) << "this libtorch has no oneDNN: the fast path would never run";
+    for (const char* name : {"bert-base-cased", "albert-base-v2", "xlnet-base-cased"}) {
+        HfConfig config = builtin_hf_config(name);
+        config.layers = 3;
+        auto model = make_hf_model(config, 5);
+        torch::manual_seed(1);
+        const ModelBatch batch{torch::randint(5, 1000, {3, 40}, torch::kLong), torch::ones({3, 40}, torch::kLong),
+                               torch::zeros({3, 40}, torch::kLong)};
+        Recorder fast, reference;
+        model->forward(batch, Surgery{}, &fast);
+        set_linear_fast_path(false);
+        model->forward(batch, Surgery{}, &reference);
+        set_linear_fast_path(true);
+        for (int l = 0; l < config.layers; ++l) {
+            const std::string hook = block_hook(l, "hook_resid_post");
+            EXPECT_LT(max_relative_difference(fast.get(hook), reference.get(hook)), 1e-5) << name << " " << hook;
+            EXPECT_FALSE(torch::equal(fast.get(hook), reference.get(hook))) << name << ": the fast path did not run";
+        }
+    }
+}
+
 TEST(HfLoader, RandomInitFollowsFromConfig) {
     const std::string folder = kFixtures + "/bert-tiny";
     if (!fs::exists(folder)) GTEST_SKIP();
