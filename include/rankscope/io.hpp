@@ -4,6 +4,8 @@
 // Every reader validates against the published format and throws rankscope::Error naming the file and the problem
 // (truncated data, unsupported dtype, bad header, missing tensor). Every writer is atomic: it writes "<path>.tmp-<pid>"
 // and renames it over <path>, so a crash never leaves a half-written result.
+#include <nlohmann/json_fwd.hpp>
+
 #include "rankscope/array.hpp"
 
 #include <cstdint>
@@ -55,6 +57,10 @@ void write_safetensors(const std::string& path, const std::vector<NamedArray>& t
 // ---- any matrix file -----------------------------------------------------------------------------------------------
 // "x.npy", "x.csv", "model.safetensors:name" (or "model.safetensors" holding exactly one tensor).
 HostArray read_matrix_file(const std::string& spec);
+
+// ---- JSON files ----------------------------------------------------------------------------------------------------
+// The parsed file; throws Error("cannot open <what>", path) or Error("not valid JSON: ...", path).
+nlohmann::json read_json_file(const std::string& path, const std::string& what);
 
 // ---- atomic text output --------------------------------------------------------------------------------------------
 void write_file_atomically(const std::string& path, const std::string& contents);

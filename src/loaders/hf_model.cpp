@@ -67,14 +67,7 @@ HfConfig builtin_hf_config(const std::string& name) {
 }
 
 HfConfig read_hf_config(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error("cannot open file", path);
-    nlohmann::json json;
-    try {
-        json = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(std::string("bad JSON: ") + e.what(), path);
-    }
+    const nlohmann::json json = read_json_file(path, "file");
     HfConfig c;
     c.path = path;
     c.model_type = field_or<std::string>(json, "model_type", "");

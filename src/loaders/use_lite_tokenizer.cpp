@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/use_lite.hpp"
 #include "text_utf8.hpp"
 
@@ -25,14 +26,7 @@ constexpr int kReservedPieces = 6;
 class UseLiteTokenizer : public Tokenizer {
 public:
     explicit UseLiteTokenizer(const std::string& vocab_path) : source_(vocab_path) {
-        std::ifstream in(vocab_path);
-        if (!in) throw Error("cannot open the vocabulary", vocab_path);
-        nlohmann::json vocabulary;
-        try {
-            vocabulary = nlohmann::json::parse(in);
-        } catch (const std::exception& e) {
-            throw Error(std::string("not valid JSON: ") + e.what(), vocab_path);
-        }
+        const nlohmann::json vocabulary = read_json_file(vocab_path, "the vocabulary");
         if (!vocabulary.is_array() || vocabulary.size() <= kReservedPieces)
             throw Error("expected a list of [piece, score] pairs", vocab_path);
         for (std::size_t id = 0; id < vocabulary.size(); ++id) {

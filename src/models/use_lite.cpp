@@ -14,6 +14,7 @@
 #include "common.hpp"
 #include "rankscope/build_info.hpp"  // RANKSCOPE_SOURCE_DIR
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 
 namespace rankscope {
 namespace {
@@ -75,14 +76,7 @@ HfConfig use_lite_config(const std::string& path) {
 std::map<std::string, at::Tensor> read_manifest(const std::string& directory) {
     const std::filesystem::path folder(directory);
     const auto model_json = (folder / "model.json").string();
-    std::ifstream in(model_json);
-    if (!in) throw Error("cannot open the TensorFlow.js manifest", model_json);
-    nlohmann::json manifest;
-    try {
-        manifest = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-        throw Error(std::string("not valid JSON: ") + e.what(), model_json);
-    }
+    const nlohmann::json manifest = read_json_file(model_json, "the TensorFlow.js manifest");
     std::map<std::string, at::Tensor> tensors;
     if (!manifest.contains("weightsManifest")) throw Error("no weightsManifest", model_json);
     for (const auto& group : manifest.at("weightsManifest")) {

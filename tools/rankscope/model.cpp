@@ -85,15 +85,15 @@ void run_model(const ModelOptions& options) {
     if (from_ids) {
         batch = read_model_batch(options.inputs, config);
     } else {
+        const std::vector<std::string> sentences = read_sentences(text_path);
         auto tokenizer = use_lite  ? load_use_lite_tokenizer(use_dir)
-                         : builtin ? train_sentencepiece(read_sentences(text_path), (out_dir / "tokenizer").string(), 4000,
-                                                         config.model_type)
+                         : builtin ? train_sentencepiece(sentences, (out_dir / "tokenizer").string(), 4000, config.model_type)
                                    : load_tokenizer(options.model, config);
         if (options.tokens > config.max_position_embeddings && config.model_type != "xlnet")
             throw Error(fmt::format("--tokens {} is longer than the model allows ({})", options.tokens,
                                     config.max_position_embeddings),
                         config.path);
-        batch = pack_text(*tokenizer, read_sentences(text_path), options.samples, options.tokens, text_path);
+        batch = pack_text(*tokenizer, sentences, options.samples, options.tokens, text_path);
         if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
             throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
     }

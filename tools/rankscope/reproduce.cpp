@@ -145,7 +145,7 @@ bool cell_is_done(const std::filesystem::path& directory, const std::vector<std:
     const auto manifest = directory / "manifest.json";
     if (!std::filesystem::exists(manifest)) return false;
     try {
-        const auto json = nlohmann::json::parse(read_text(manifest));
+        const auto json = read_json_file(manifest.string(), "the cell manifest");
         const auto argv = json.at("argv").get<std::vector<std::string>>();
         return std::vector<std::string>(argv.begin() + 1, argv.end()) == arguments;
     } catch (const std::exception&) {
@@ -164,7 +164,7 @@ std::vector<std::pair<std::string, std::string>> key_numbers(const std::filesyst
     std::vector<std::pair<std::string, std::string>> numbers;
     auto json_of = [&](const std::string& file) {
         const auto path = directory / file;
-        return std::filesystem::exists(path) ? nlohmann::json::parse(read_text(path)) : nlohmann::json();
+        return std::filesystem::exists(path) ? read_json_file(path.string(), file) : nlohmann::json();
     };
     try {
         if (cell.rfind("e4_", 0) == 0) {
