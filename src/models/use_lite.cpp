@@ -120,7 +120,10 @@ public:
     const HfConfig& config() const override { return config_; }
     std::vector<std::pair<std::string, at::Tensor>> parameters() override { return {p_.begin(), p_.end()}; }
 
-    // x = W_E[ids] + timing signal; [B, n, 256].
+    // x = 2·W_E[ids] + timing signal; [B, n, 256]. The token embedding enters twice, as in the graph:
+    //   TransformerStack/Layer_0/AddTimingSignal/add = GatherNd(Encode/Scatter/ScatterNd = W_E[ids]) + TimingSignal
+    //   TransformerStack/Layer_0/add                 = Encode/Scatter/ScatterNd + (the above, scattered back)
+    // and layer 0's first LayerNorm and AdjustResidualInput both read TransformerStack/Layer_0/add.
     at::Tensor embed(const ModelBatch& batch) const {
         const at::Tensor ids = batch.input_ids;
         const auto n = ids.size(1);
@@ -129,7 +132,8 @@ public:
         const at::Tensor positions = torch::arange(n, torch::kFloat).unsqueeze(1) * p_.at("embed.inv_timescales").unsqueeze(0);
         const at::Tensor timing = torch::cat({torch::sin(positions), torch::cos(positions)}, 1);  // [n, 256]
         const at::Tensor mask = batch.attention_mask.unsqueeze(-1).to(torch::kFloat);           // padding rows are 0
-        return (p_.at("embed.W_E").index_select(0, ids.reshape(-1)).reshape({ids.size(0), n, -1}) + timing) * mask;
+        const at::Tensor token = p_.at("embed.W_E").index_select(0, ids.reshape(-1)).reshape({ids.size(0), n, -1});
+        return (2 * token + timing) * mask;
     }
 
     at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix, const Surgery& surgery = {}) const {

@@ -50,11 +50,16 @@ void run_embed(const EmbedOptions& options) {
         write_manifest(out, provenance, {{"inputs", {directory}}, {"outputs", {"similarity.csv", "embeddings.csv"}}});
     }
     if (options.common.format == "json") {
-        nlohmann::json document = {{"sentences", options.sentences}, {"cosine", nlohmann::json::array()}};
+        nlohmann::json document = {{"sentences", options.sentences},
+                                   {"token_ids", tokenizer->encode_batch(options.sentences)},
+                                   {"cosine", nlohmann::json::array()},
+                                   {"embeddings", nlohmann::json::array()}};
         for (std::int64_t i = 0; i < n; ++i) {
             std::vector<double> row;
             for (std::int64_t j = 0; j < n; ++j) row.push_back(cosine[i][j].item<double>());
             document["cosine"].push_back(row);
+            const at::Tensor e = embeddings[i].contiguous();
+            document["embeddings"].push_back(std::vector<double>(e.data_ptr<double>(), e.data_ptr<double>() + e.numel()));
         }
         fmt::print("{}\n", document.dump(2));
         return;
