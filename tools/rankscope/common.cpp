@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -57,6 +58,18 @@ CLI::Validator RealRange(double low, double high, bool low_open) {
             return {};
         },
         fmt::format("in {}{}, {}]", low_open ? "(" : "[", number_text(low), number_text(high)));
+}
+
+CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what) {
+    std::string expected;
+    for (std::size_t i = 0; i < choices.size(); ++i)
+        expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    return CLI::Validator(
+        [choices, what, expected](std::string& text) -> std::string {
+            if (std::find(choices.begin(), choices.end(), text) != choices.end()) return {};
+            return "unknown " + what + " '" + text + "' (expected " + expected + ")";
+        },
+        "one of: " + expected);
 }
 
 CLI::Validator ReadableFile(bool allow_tensor_suffix) {
@@ -125,6 +138,10 @@ int apply_threads(int requested) {
 }
 
 Provenance start_run(const CommonOptions& options) {
+    // A bad --out is found now, not after the computation.
+    std::error_code ec;
+    if (!options.out.empty() && std::filesystem::exists(options.out, ec) && !std::filesystem::is_directory(options.out, ec))
+        throw Error("exists and is not a directory", "--out " + options.out);
     const int threads = apply_threads(options.threads);
     std::vector<const char*> argv;
     for (const auto& word : command_line) argv.push_back(word.c_str());

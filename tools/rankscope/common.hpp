@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "rankscope/provenance.hpp"
 
@@ -25,6 +26,8 @@ constexpr int kMaxThreads = 256;
 // as decimal only ("010" is ten, not eight; "0x10", "1e3", "-1" for an unsigned value and 2^64 are rejected).
 CLI::Validator IntRange(long long low, long long high);
 CLI::Validator RealRange(double low, double high, bool low_open = false);
+// One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
+CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
 // A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error
 // "<what> = <value> is too large (at most <limit>)" naming the flags that set it.
 void check_size(const std::string& what, double value, double limit, const std::string& flags);

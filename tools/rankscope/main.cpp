@@ -83,8 +83,11 @@ int run_guarded(const std::function<void()>& run, int argc, char** argv) {
                     ")");
         return 2;
     } catch (const std::filesystem::filesystem_error& error) {
-        // "cannot create directories: Permission denied [path]" -> "... (path)"
-        std::string what = error.code().message();
+        // libstdc++: "filesystem error: cannot create directories: Not a directory [out]" -> "cannot create directories:
+        // Not a directory (out)"
+        std::string what = error.what();
+        if (what.rfind("filesystem error: ", 0) == 0) what = what.substr(18);
+        if (const auto bracket = what.find(" ["); bracket != std::string::npos) what = what.substr(0, bracket);
         print_error(what + (error.path1().empty() ? "" : " (" + error.path1().string() + ")"));
         return 2;
     } catch (const nlohmann::json::exception& error) {

@@ -167,7 +167,7 @@ std::function<void()> setup_measure(CLI::App& command) {
         ->check(ReadableFile(true));
     command.add_option("--centers", options->centers, "Centres to measure (mean, median, exact, rank1)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"mean", "median", "exact", "rank1"}));
+        ->check(OneOf({"mean", "median", "exact", "rank1"}, "centre"));
     command.add_option("--rank-tol", options->rank_tolerance,
                        "Numerical-rank tolerance relative to sigma_1 (default: numpy's, max(n,d)*eps of the dtype)")
         ->check(RealRange(0, 1));

@@ -67,6 +67,8 @@ void run_iterate(EncoderModel& model, const ModelBatch& batch, const std::string
 
 void run_model(const ModelOptions& options) {
     Provenance provenance = start_run(options.common);
+    if (!options.dump.empty() && std::filesystem::is_directory(options.dump))
+        throw Error("is a directory; --dump needs a file name (e.g. acts.safetensors)", options.dump);
     // Before any allocation: hidden states grow with samples x tokens, attention maps with samples x tokens^2.
     if (options.inputs.empty()) {
         check_size("--samples x --tokens", double(options.samples) * options.tokens, 65536, "--samples, --tokens");
@@ -259,7 +261,7 @@ std::function<void()> setup_model(CLI::App& command) {
         ->check(CLI::IsMember({"pretrained", "init", "both"}));
     command.add_option("--variants", options->variants, "Surgeries: SAN, SAN+MLP, SAN+skip, transformer")
         ->delimiter(',')
-        ->check(CLI::IsMember({"SAN", "SAN+MLP", "SAN+skip", "transformer"}));
+        ->check(OneOf({"SAN", "SAN+MLP", "SAN+skip", "transformer"}, "variant"));
     command.add_option("--compat", options->compat, "official: reproduce the official code's ALBERT no-MLP defect")
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "official"}));

@@ -253,7 +253,7 @@ std::function<void()> setup_task(CLI::App& command) {
     command.add_option("--variants", options->circle_variants, "Circle variants")
         ->delimiter(',')
         ->capture_default_str()
-        ->check(CLI::IsMember({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}));
+        ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
     command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
     return [options, flags] {
         options->settings = flags->settings_for(options->task, options->common.seed);
