@@ -49,10 +49,12 @@ void print_error(const std::string& message) {
 }
 
 // CLI11 says "--layers: 0 is outside [1, 100]"; rankscope puts the flag last: "0 is outside [1, 100] (--layers)".
+// (The positional of `measure` is called "file": "is a directory, not a file: d (file)".)
 std::string cli_error_line(std::string message) {
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
     const auto colon = message.find(": ");
-    if (!message.empty() && message[0] == '-' && colon != std::string::npos && message.find(' ') > colon)
+    // The part before ": " is an option ("--layers") or a positional's name ("file") when it holds no space.
+    if (!message.empty() && colon != std::string::npos && colon > 0 && message.find(' ') > colon)
         return message.substr(colon + 2) + " (" + message.substr(0, colon) + ")";
     return message;
 }
