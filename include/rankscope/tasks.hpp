@@ -119,8 +119,10 @@ struct TrainedTask {
 // cross-entropy over real tokens (or summed squared error for the circle). Shows a progress bar with loss, accuracy
 // and ETA on a terminal. Reuses `<checkpoint_dir>/<task>-<key>.safetensors` when it exists and its stored settings
 // equal these exactly (otherwise an error: a key collision never silently reuses other settings); `retrain` ignores it.
+// A NaN/Inf training loss stops training with an Error naming the epoch and step (no checkpoint is written), unless
+// `allow_nonfinite`.
 TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, const std::filesystem::path& checkpoint_dir,
-                          bool retrain = false);
+                          bool retrain = false, bool allow_nonfinite = false);
 void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings);
 void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings);
 

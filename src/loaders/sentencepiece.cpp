@@ -12,13 +12,14 @@
 #include <sstream>
 
 #include "rankscope/error.hpp"
+#include "rankscope/process.hpp"
 #include "rankscope/tokenizer.hpp"
 #include "text_utf8.hpp"
 
 namespace rankscope {
 
 std::string spm_helper_path() {
-    if (const char* configured = std::getenv("RANKSCOPE_SPM")) return configured;
+    if (const char* configured = std::getenv("RANKSCOPE_SPM")) return std::filesystem::absolute(configured).string();
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe").parent_path();
     for (const auto& candidate : {self / "rankscope-spm", self / ".." / "bin" / "rankscope-spm"})
         if (std::filesystem::exists(candidate)) return candidate.string();
@@ -27,27 +28,20 @@ std::string spm_helper_path() {
 
 namespace {
 
-std::string shell_quote(const std::string& text) {
-    std::string quoted = "'";
-    for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return quoted + "'";
-}
-
-// Runs the rankscope-spm helper and returns its standard output; throws with its message on failure.
-std::string run_helper(const std::string& arguments, const std::string& where) {
-    const std::string command = shell_quote(spm_helper_path()) + " " + arguments + " 2>&1";
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (!pipe) throw Error("cannot start rankscope-spm", where);
-    std::string output;
-    char buffer[65536];
-    std::size_t got;
-    while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, got);
-    const int status = ::pclose(pipe);
-    if (status != 0) {
-        const auto newline = output.find('\n');
-        throw Error("SentencePiece failed: " + output.substr(0, newline), where);
+// Runs the rankscope-spm helper with an argument vector (no shell) and returns its standard output; throws with the
+// first line of its standard error on failure.
+std::string run_helper(const std::vector<std::string>& arguments, const std::string& where) {
+    std::vector<std::string> argv = {spm_helper_path()};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    ProcessOptions options;
+    options.capture_stdout = true;
+    options.capture_stderr = true;
+    const ProcessResult result = run_process(argv, options);
+    if (!result.ok()) {
+        const std::string message = result.err.substr(0, result.err.find('\n'));
+        throw Error("SentencePiece failed (" + result.describe() + ")" + (message.empty() ? "" : ": " + message), where);
     }
-    return output;
+    return result.out;
 }
 
 class SentencePiece : public Tokenizer {
@@ -57,9 +51,7 @@ public:
         if (!std::filesystem::exists(path)) throw Error("cannot open file", path);
         const std::vector<std::string> specials = xlnet_ ? std::vector<std::string>{"<sep>", "<cls>"}
                                                          : std::vector<std::string>{"[CLS]", "[SEP]"};
-        std::stringstream info(run_helper("info " + shell_quote(path) + " " + shell_quote(specials[0]) + " " +
-                                              shell_quote(specials[1]),
-                                          path));
+        std::stringstream info(run_helper({"info", path, specials[0], specials[1]}, path));
         info >> vocab_size_;
         for (const auto& special : specials) {
             int id = -1;
@@ -86,7 +78,7 @@ public:
         }
         std::string output;
         try {
-            output = run_helper("encode " + shell_quote(path_) + " " + shell_quote(input.string()), path_);
+            output = run_helper({"encode", path_, input.string()}, path_);
         } catch (...) {
             std::filesystem::remove(input);
             throw;
@@ -163,17 +155,27 @@ std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& s
         for (const auto& sentence : sentences) out << sentence << "\n";
         if (!out) throw Error("cannot write the tokenizer corpus", corpus.string());
     }
-    const std::string command = "'" + spm_helper_path() + "' train '" + corpus.string() + "' '" +
-                                (folder / "spiece").string() + "' " + std::to_string(vocab_size) + " > '" +
-                                (folder / "train.log").string() + "' 2>&1";
-    if (std::system(command.c_str()) != 0)
-        throw Error("training a SentencePiece model on the text failed", (folder / "train.log").string());
+    // Run in the folder with relative names: SentencePiece reads --input as a comma-separated list, so a comma in the
+    // folder's path would split it.
+    ProcessOptions options;
+    options.working_directory = folder;
+    options.stdout_file = folder / "train.log";
+    options.stderr_file = folder / "train.log";
+    const ProcessResult result =
+        run_process({spm_helper_path(), "train", "corpus.txt", "spiece", std::to_string(vocab_size)}, options);
+    if (!result.ok())
+        throw Error("training a SentencePiece model on the text failed (" + result.describe() + ")",
+                    (folder / "train.log").string());
     return load_sentencepiece((folder / "spiece.model").string(), model_type, false);
 }
 
 std::string default_rte_path() {
-    for (const char* candidate : {"../shared/data/RTE/train.tsv", "../../shared/data/RTE/train.tsv"})
-        if (std::filesystem::exists(candidate)) return candidate;
+    // The repository's copy: from the repository root, or beside the program's build folder (build/bin/rankscope).
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+    for (const auto& candidate : {std::filesystem::path("data/RTE/train.tsv"), self / ".." / ".." / "data/RTE/train.tsv",
+                                  self / ".." / "data/RTE/train.tsv"})
+        if (std::filesystem::is_regular_file(candidate, ec)) return candidate.lexically_normal().string();
     return "";
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 
@@ -11,10 +12,27 @@
 
 namespace rankscope {
 namespace {
+// One word of the recorded command, quoted so that the command can be pasted into a shell and stays on ONE line (it is
+// written into '#' comment lines of CSV files and gnuplot scripts, where a newline would end the comment).
 std::string shell_quote(const std::string& word) {
     if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=,:+@%") ==
                              std::string::npos)
         return word;
+    const bool control = std::any_of(word.begin(), word.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (control) {  // bash's $'...' form: \n, \t, \xHH, \\, \'
+        std::string quoted = "$'";
+        for (char c : word) {
+            const auto u = static_cast<unsigned char>(c);
+            if (c == '\\' || c == '\'') quoted += std::string("\\") + c;
+            else if (c == '\n') quoted += "\\n";
+            else if (c == '\t') quoted += "\\t";
+            else if (u < 0x20 || u == 0x7f) quoted += fmt::format("\\x{:02x}", u);
+            else quoted += c;
+        }
+        return quoted + "'";
+    }
     std::string quoted = "'";
     for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return quoted + "'";

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 
@@ -113,7 +114,7 @@ TaskSplits make_task_data(const TaskSettings& s, const std::filesystem::path& wo
         data.eval = data.train;
         data.classes = 0, data.input_vocab = 2;
     } else if (s.task == "memorize") {
-        if (s.text.empty()) throw Error("the memorization task needs --text (an RTE-style .tsv); ../shared/data/RTE is not here");
+        if (s.text.empty()) throw Error("the memorization task needs --text (an RTE-style .tsv); the repository's data/RTE/train.tsv is not found");
         const auto pairs = read_sentence_pairs(s.text, s.train_count);
         auto tokenizer = train_sentencepiece(read_sentences(s.text), (work_dir / "tokenizer").string(), s.vocab, "bert");
         std::vector<std::string> texts;
@@ -211,7 +212,7 @@ void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskS
 }
 
 TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, const std::filesystem::path& checkpoint_dir,
-                          bool retrain) {
+                          bool retrain, bool allow_nonfinite) {
     torch::manual_seed(settings.seed);
     TrainedTask result;
     result.model = TaskModel(model_config_for(settings, data));
@@ -254,11 +255,20 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
                 loss = (output - part.targets).pow(2).sum();  // the paper's MSE with reduction = sum
                 metric = loss.item<double>() / static_cast<double>(part.targets.numel());
             }
+            const double loss_value = loss.item<double>();
+            if (!std::isfinite(loss_value) && !allow_nonfinite)
+                throw Error(fmt::format("the training loss is {} at epoch {}, step {} of {} (learning rate {:g}): training "
+                                        "diverged; try a smaller --lr (or pass --allow-nonfinite)",
+                                        std::isnan(loss_value) ? "NaN" : "Inf", epoch,
+                                        static_cast<long>(epoch - 1) * batches + begin / batch + 1,
+                                        static_cast<long>(settings.epochs) * batches, settings.learning_rate),
+                            settings.task + " " + (settings.skip ? "" : "no-skip ") + (settings.mlp ? "mlp " : "") +
+                                fmt::format("L={} d={}", settings.layers, settings.d_model));
             optimizer.zero_grad();
             loss.backward();
             optimizer.step();
             const double weight = static_cast<double>(part.size());
-            loss_sum += loss.item<double>() * weight, metric_sum += metric * weight, weight_sum += weight;
+            loss_sum += loss_value * weight, metric_sum += metric * weight, weight_sum += weight;
             progress.advance();
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

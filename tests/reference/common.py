@@ -1,6 +1,7 @@
 """Helpers shared by the reference tests: run the rankscope binary, write independent .npy/.safetensors files."""
 import csv
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -8,6 +9,19 @@ import sys
 import numpy as np
 
 BINARY = sys.argv[1] if len(sys.argv) > 1 else "build/bin/rankscope"
+
+# The repository's copies of the conformance fixtures and the RTE text (tests never read ../shared, and never skip:
+# a missing file is a failure).
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+RTE = os.path.join(REPO, "data", "RTE", "train.tsv")
+
+
+def require(*paths):
+    """Fails (never skips) when a file the test needs is not in the repository."""
+    for path in paths:
+        if not os.path.exists(path):
+            raise AssertionError(f"the repository's test data is missing: {path}")
 
 
 def read_csv(path):

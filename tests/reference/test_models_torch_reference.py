@@ -11,11 +11,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import read_safetensors, run  # noqa: E402
+from common import FIXTURES, RTE, read_safetensors, require, run  # noqa: E402
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared")
-FIXTURES = os.path.join(SHARED, "fixtures")
-RTE = os.path.join(SHARED, "data", "RTE", "train.tsv")
 
 
 class NoNorm(torch.nn.LayerNorm):
@@ -71,9 +68,9 @@ ALBERT_NAMES = {"q": "attention.query.weight", "qb": "attention.query.bias",
                 "ln2": "full_layer_layer_norm.weight", "ln2b": "full_layer_layer_norm.bias"}
 
 
-@unittest.skipUnless(os.path.isdir(FIXTURES) and os.path.exists(RTE), "shared fixtures and RTE data needed")
 class AgainstTorchEncoderLayer(unittest.TestCase):
     def check(self, name, prefix_of_layer, names, layer_norm="keep"):
+        require(FIXTURES, RTE)
         folder = os.path.join(FIXTURES, name)
         with open(os.path.join(folder, "config.json")) as f:
             config = json.load(f)

@@ -9,11 +9,10 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import read_csv, run  # noqa: E402
+from common import RTE, read_csv, require, run  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 USE_LITE = os.path.join(ROOT, "models", "use-lite", "dist")
-RTE = os.path.join(ROOT, "..", "shared", "data", "RTE", "train.tsv")
 
 
 class UseLite(unittest.TestCase):
@@ -53,8 +52,8 @@ class UseLite(unittest.TestCase):
         finally:
             shutil.rmtree(directory)
 
-    @unittest.skipUnless(os.path.exists(RTE), "shared RTE data needed")
     def test_model_e1_and_iterate(self):
+        require(RTE)
         out = tempfile.mkdtemp(prefix="rankscope-use-model-")
         try:
             run("model", "--model", USE_LITE, "--text", RTE, "--samples", "4", "--tokens", "32", "--draws", "5",

@@ -22,11 +22,18 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import read_csv, read_safetensors, run, write_safetensors  # noqa: E402
+from common import FIXTURES, read_csv, read_safetensors, require, run, write_safetensors  # noqa: E402
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared")
-FIXTURE = os.path.join(SHARED, "fixtures", "xlnet-tiny")
-needs_fixture = unittest.skipUnless(os.path.isdir(FIXTURE), "the shared xlnet-tiny fixture is needed")
+FIXTURE = os.path.join(FIXTURES, "xlnet-tiny")
+
+
+def needs_fixture(test):
+    """The fixture is in the repository: its absence fails the test (never a skip)."""
+    def wrapped(self, *args, **kwargs):
+        require(FIXTURE)
+        return test(self, *args, **kwargs)
+    wrapped.__name__, wrapped.__doc__ = test.__name__, test.__doc__
+    return wrapped
 
 erf = np.vectorize(math.erf)
 ACTIVATIONS = {

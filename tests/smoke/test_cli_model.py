@@ -12,18 +12,15 @@ import xml.etree.ElementTree as ElementTree
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import BINARY, read_csv, read_safetensors, run, write_safetensors  # noqa: E402
+from common import BINARY, FIXTURES, RTE, read_csv, read_safetensors, require, run, write_safetensors  # noqa: E402
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared")
-FIXTURES = os.path.join(SHARED, "fixtures")
-RTE = os.path.join(SHARED, "data", "RTE", "train.tsv")
 SPM = os.path.join(os.path.dirname(BINARY), "rankscope-spm")
 
 
-@unittest.skipUnless(os.path.isdir(FIXTURES) and os.path.exists(RTE), "shared fixtures and RTE data needed")
 class ModelCommand(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        require(FIXTURES, RTE)
         cls.directory = tempfile.mkdtemp(prefix="rankscope-model-")
         sentences = os.path.join(cls.directory, "sentences.txt")
         with open(RTE) as f, open(sentences, "w") as out:

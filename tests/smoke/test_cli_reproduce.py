@@ -1,30 +1,41 @@
-"""`rankscope reproduce --quick` end to end: every expected file exists and parses, the report's links resolve, a
-second run reuses the finished cells, and headless Chromium renders report.html."""
+"""`rankscope reproduce --quick` end to end (into a folder whose name holds quotes, `$()` and backticks): every expected
+file exists and parses, the report's links resolve, a second run reuses the finished cells after verifying their
+hashes, tampered cells are recomputed with a message, SIGINT midway stops the whole run and leaves it marked
+incomplete, a re-run completes it, and headless Chromium renders report.html."""
 import csv
 import json
+import hashlib
 import os
+import pathlib
 import re
+import signal
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import xml.etree.ElementTree as ElementTree
 
 
-RTE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "RTE", "train.tsv")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import RTE, require  # noqa: E402
 
 
-@unittest.skipUnless(os.path.exists(RTE), "shared RTE data needed (the default text)")
 class Reproduce(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.out = os.path.join(tempfile.mkdtemp(prefix="rankscope-reproduce-"), "run")
-        # The model cell reads ../shared/data/RTE relative to the working directory: run from the repository root.
+        require(RTE)  # the model cell's default text
+        cls.sandbox = tempfile.mkdtemp(prefix="rankscope-reproduce-")
+        cls.out = os.path.join(cls.sandbox, "run 'q' $(touch PWNED1) `touch PWNED2`")
+        # The model cell's default text is the repository's data/RTE/train.tsv.
         cls.first = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--out", cls.out],
-                                   capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."))
+                                   capture_output=True, text=True, cwd=cls.sandbox)
         if cls.first.returncode != 0:
             raise AssertionError(cls.first.stdout + cls.first.stderr)
+        for root, _, files in os.walk(cls.sandbox):
+            if any(name.startswith("PWNED") for name in files):
+                raise AssertionError("a path was executed as a shell command: " + root)
 
     def test_files_exist_and_parse(self):
         expected_csv = {"theory/theory.csv": ["variant", "layer", "residual", "bound_step"],
@@ -46,6 +57,19 @@ class Reproduce(unittest.TestCase):
         with open(os.path.join(self.out, "manifest.json")) as f:
             manifest = json.load(f)
         self.assertEqual(len(manifest["cells"]), 6)
+        self.assertTrue(manifest["complete"])
+        self.assertEqual(manifest["status"], "complete")
+        # Each cell's manifest lists every output with its size and SHA-256.
+        with open(os.path.join(self.out, "theory", "manifest.json")) as f:
+            cell = json.load(f)
+        self.assertTrue(cell["complete"])
+        listed = {entry["file"]: entry for entry in cell["files"]}
+        for name in ["theory.csv", "theory_summary.csv", "theory.json", "theory.svg", "theory.png", "theory.gp"]:
+            self.assertIn(name, listed)
+        with open(os.path.join(self.out, "theory", "theory.csv"), "rb") as f:
+            data = f.read()
+        self.assertEqual(listed["theory.csv"]["bytes"], len(data))
+        self.assertEqual(listed["theory.csv"]["sha256"], hashlib.sha256(data).hexdigest())
         with open(os.path.join(self.out, "e4_sort", "task.json")) as f:
             task = json.load(f)
         self.assertGreater(task["whole_model_accuracy"], task["majority_accuracy"])
@@ -71,15 +95,41 @@ class Reproduce(unittest.TestCase):
                                capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."))
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertEqual(again.stdout.count("reused"), 6, again.stdout)
+        with open(os.path.join(self.out, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertTrue(all(c["status"] == "reused" for c in manifest["cells"]), manifest["cells"])
 
-    @unittest.skipUnless(shutil.which("chromium"), "Debian's chromium package needed")
+    def test_tampered_cells_are_recomputed(self):
+        """Runs after test_second_run_reuses_cells (alphabetical order)."""
+        theory_csv = os.path.join(self.out, "theory", "theory.csv")
+        with open(theory_csv, "r+b") as f:
+            f.truncate(os.path.getsize(theory_csv) // 2)
+        os.remove(os.path.join(self.out, "e6_path_counts", "path_counts.json"))
+        trajectories = os.path.join(self.out, "e3_circle", "circle_trajectories.csv")
+        with open(trajectories, "r+b") as f:  # same size, one byte changed
+            f.seek(os.path.getsize(trajectories) - 3)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(b"7" if byte != b"7" else b"3")
+        again = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--out", self.out],
+                               capture_output=True, text=True, cwd=self.sandbox)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertIn("recomputing theory: theory.csv has", again.stderr)
+        self.assertIn("recomputing e6_path_counts: path_counts.json was deleted", again.stderr)
+        self.assertIn("recomputing e3_circle: circle_trajectories.csv changed", again.stderr)
+        self.assertEqual(again.stdout.count("reused"), 3, again.stdout)
+        self.assertEqual(len(read_rows(theory_csv)), 12 * 2 * 9)  # complete again: 12 variants x 2 seeds x 9 layers
+        self.assertTrue(os.path.exists(os.path.join(self.out, "e6_path_counts", "path_counts.json")))
+
     def test_chromium_renders_the_report(self):
+        # scripts/install-deps.sh installs chromium: its absence is a failure, not a skip.
+        self.assertIsNotNone(shutil.which("chromium"), "Debian's chromium package is not installed")
         profile = tempfile.mkdtemp(prefix="rankscope-chromium-")
         screenshot = os.path.join(self.out, "report-screenshot.png")
         flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  f"--user-data-dir={profile}", "--window-size=1280,2400", "--enable-logging=stderr", "--v=0"]
-        url = "file://" + os.path.join(self.out, "report.html")
+        url = pathlib.Path(self.out, "report.html").as_uri()
         shot = subprocess.run(["chromium", *flags, f"--screenshot={screenshot}", url], capture_output=True, text=True,
                               timeout=120)
         self.assertTrue(os.path.exists(screenshot), shot.stderr[-2000:])
@@ -89,6 +139,85 @@ class Reproduce(unittest.TestCase):
         dom = subprocess.run(["chromium", *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
         self.assertIn("rank collapse in attention networks", dom.stdout)
         self.assertIn("<svg", dom.stdout)
+
+
+def read_rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def processes_mentioning(text):
+    """Pids of running processes whose command line contains `text`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+class InterruptAndResume(unittest.TestCase):
+    def test_sigint_midway_then_resume(self):
+        require(RTE)
+        sandbox = tempfile.mkdtemp(prefix="rankscope-resume-")
+        out = os.path.join(sandbox, "resume run")
+        args = [os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--seed", "1", "--out", out]
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sandbox)
+        manifest_path = os.path.join(out, "manifest.json")
+        deadline = time.time() + 300
+        running = None
+        while time.time() < deadline and process.poll() is None:
+            try:
+                with open(manifest_path) as f:
+                    cells = {c["cell"]: c["status"] for c in json.load(f)["cells"]}
+                if cells.get("e1_use-lite") == "running":
+                    running = cells
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        self.assertIsNotNone(running, "the run never reached the e1_use-lite cell")
+        time.sleep(1.0)  # the cell's process is computing
+        self.assertTrue(processes_mentioning(os.path.join(out, "e1_use-lite")), "no cell process")
+        process.send_signal(signal.SIGINT)  # to the parent alone, as `kill -INT` would
+        stdout, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, 130, stderr)
+        self.assertIn("interrupted by SIGINT", stderr)
+        self.assertEqual(len(stderr.strip().split("\n")), 1, stderr)
+        time.sleep(0.5)
+        self.assertEqual(processes_mentioning(out), [], "a child of the interrupted run is still running")
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["status"], "interrupted")
+        self.assertFalse(manifest["complete"])
+        self.assertEqual(manifest["seed"], 1)
+        statuses = {c["cell"]: c["status"] for c in manifest["cells"]}
+        self.assertEqual(statuses["theory"], "ran")
+        self.assertEqual(statuses["e6_path_counts"], "ran")
+        self.assertEqual(statuses["e1_use-lite"], "interrupted")
+        self.assertEqual(statuses["e5_width_depth_sort"], "pending")
+        self.assertFalse(os.path.exists(os.path.join(out, "e1_use-lite", "manifest.json")))
+        with open(os.path.join(out, "report.html")) as f:
+            html = f.read()
+        self.assertIn("INCOMPLETE (interrupted)", html)
+        self.assertIn("seed 1", html)
+        self.assertIn("--seed 1", html)
+        # Resume: the finished cells are verified and reused, the rest run, the run is complete.
+        again = subprocess.run(args, capture_output=True, text=True, cwd=sandbox)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(again.stdout.count("reused"), 2, again.stdout)
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        self.assertTrue(manifest["complete"])
+        self.assertEqual({c["status"] for c in manifest["cells"]}, {"reused", "ran"})
+        with open(os.path.join(out, "report.html")) as f:
+            self.assertNotIn("INCOMPLETE", f.read())
+        shutil.rmtree(sandbox)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,8 @@ import unittest
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import load_json, read_csv, run  # noqa: E402
+from common import RTE, load_json, read_csv, require, run  # noqa: E402
 
-RTE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "RTE", "train.tsv")
 
 
 class TaskCommand(unittest.TestCase):
@@ -64,8 +63,8 @@ class TaskCommand(unittest.TestCase):
         second = run(*args)
         self.assertIn("checkpoint reused", second.stdout)
 
-    @unittest.skipUnless(os.path.exists(RTE), "shared RTE data needed")
     def test_memorize_tokenises_rte_pairs(self):
+        require(RTE)
         run("task", "memorize", "--out", self.out, "--text", RTE, "--epochs", "1", "--train-count", "12",
             "--eval-count", "6", "--d-model", "16", "--layers", "2", "--repeats", "1", "--paths", "5")
         summary = load_json(os.path.join(self.out, "task.json"))

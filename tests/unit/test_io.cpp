@@ -136,9 +136,9 @@ TEST(Safetensors, TruncatedAndBadHeaders) {
     expect_error_naming([&] { SafetensorsFile f((dir / "dtype.safetensors").string()); }, "dtype.safetensors", "dtype");
 }
 
-TEST(Safetensors, ReadsTheSharedFixtureCheckpoint) {
-    const std::string path = std::string(RANKSCOPE_SHARED_DIR) + "/fixtures/bert-tiny/model.safetensors";
-    if (!fs::exists(path)) GTEST_SKIP() << "no shared fixtures at " << path;
+TEST(Safetensors, ReadsTheFixtureCheckpoint) {
+    const std::string path = std::string(RANKSCOPE_FIXTURES_DIR) + "/bert-tiny/model.safetensors";
+    ASSERT_TRUE(fs::exists(path)) << "the repository's fixture is missing: " << path;
     SafetensorsFile file(path);
     const ArrayView word = file.view("embeddings.word_embeddings.weight");
     EXPECT_EQ(word.shape, (std::vector<std::int64_t>{64, 32}));

@@ -20,7 +20,7 @@ using namespace rankscope;
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kFixtures = std::string(RANKSCOPE_SHARED_DIR) + "/fixtures";
+const std::string kFixtures = RANKSCOPE_FIXTURES_DIR;  // tests/fixtures of the repository
 
 at::Tensor tensor_of(const SafetensorsFile& file, const std::string& name) {
     const ArrayView v = file.view(name);
@@ -49,7 +49,7 @@ class Conformance : public ::testing::TestWithParam<Case> {};
 TEST_P(Conformance, HiddenStatesAttentionsAndE1MatchTheFixture) {
     const auto& [model_name, variant] = GetParam();
     const std::string folder = kFixtures + "/" + model_name;
-    if (!fs::exists(folder)) GTEST_SKIP() << "no fixtures at " << folder;
+    ASSERT_TRUE(fs::exists(folder)) << "the repository's fixture is missing: " << folder;
     auto model = load_hf_model(folder);
     SafetensorsFile expected(folder + "/expected-" + variant + ".safetensors");
     ModelBatch batch{tensor_of(expected, "input_ids"), tensor_of(expected, "attention_mask"),
@@ -118,7 +118,7 @@ TEST(LinearFastPath, MatchesTheReferenceOnEveryLayer) {
 
 TEST(HfLoader, RandomInitFollowsFromConfig) {
     const std::string folder = kFixtures + "/bert-tiny";
-    if (!fs::exists(folder)) GTEST_SKIP();
+    ASSERT_TRUE(fs::exists(folder)) << "the repository's fixture is missing: " << folder;
     auto model = make_hf_model(read_hf_config(folder + "/config.json"), 3);
     for (const auto& [name, parameter] : model->parameters()) {
         if (name.find("LayerNorm.weight") != std::string::npos) {
@@ -133,7 +133,7 @@ TEST(HfLoader, RandomInitFollowsFromConfig) {
 
 TEST(HfLoader, BadFoldersNameTheFileAndTensor) {
     const std::string source = kFixtures + "/bert-tiny";
-    if (!fs::exists(source)) GTEST_SKIP();
+    ASSERT_TRUE(fs::exists(source)) << "the repository's fixture is missing: " << source;
     const fs::path dir = fs::temp_directory_path() / ("rankscope-bad-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);

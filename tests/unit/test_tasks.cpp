@@ -1,5 +1,7 @@
 // Trained tasks (E3–E5): data generators against brute force, path-restricted layers, ensembles, training, checkpoints.
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -190,6 +192,27 @@ TEST(TaskTraining, ShortRunLowersTheLossAndCheckpointRoundTrips) {
     other.epochs += 1;
     TaskModel model(model_config_for(other, data));
     EXPECT_THROW(load_task_checkpoint(trained.checkpoint, model, other), Error);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(TaskTraining, DivergingLossStopsWithTheStepNamedAndNoCheckpoint) {
+    const auto dir = temp_dir("diverge");
+    TaskSettings s = tiny_sort();
+    s.learning_rate = 1e30;  // outside the CLI's range on purpose: Adam's first steps overflow float32
+    s.layer_norm = false;
+    const TaskSplits data = make_task_data(s, dir);
+    try {
+        train_or_load(s, data, dir);
+        FAIL() << "training on a NaN loss did not stop";
+    } catch (const Error& error) {
+        EXPECT_NE(std::string(error.what()).find("training loss is"), std::string::npos) << error.what();
+        EXPECT_NE(std::string(error.what()).find("step"), std::string::npos) << error.what();
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+        EXPECT_NE(entry.path().extension(), ".safetensors") << "a diverged model was saved: " << entry.path();
+    // Asked for: it trains through (the history then holds the non-finite losses).
+    TrainedTask trained = train_or_load(s, data, dir, true, /*allow_nonfinite=*/true);
+    EXPECT_FALSE(std::isfinite(trained.history.back().loss));
     std::filesystem::remove_all(dir);
 }
 

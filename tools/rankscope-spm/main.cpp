@@ -11,15 +11,19 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <unordered_map>
 
 int main(int argc, char** argv) {
     const std::string command = argc > 1 ? argv[1] : "";
     if (command == "train" && argc == 5) {
-        const auto status = sentencepiece::SentencePieceTrainer::Train(
-            std::string("--input=") + argv[2] + " --model_prefix=" + argv[3] + " --vocab_size=" + argv[4] +
-            " --model_type=unigram --character_coverage=1.0 --minloglevel=2"
-            " --user_defined_symbols=[CLS],[SEP],[MASK],<sep>,<cls> --pad_id=0 --unk_id=1 --bos_id=-1 --eos_id=-1"
-            " --pad_piece=<pad> --unk_piece=<unk>");
+        // Options as a map, not one "--input=... --model_prefix=..." string: that string is split at spaces, so a path
+        // holding a space would be cut in two.
+        const std::unordered_map<std::string, std::string> options = {
+            {"input", argv[2]}, {"model_prefix", argv[3]}, {"vocab_size", argv[4]}, {"model_type", "unigram"},
+            {"character_coverage", "1.0"}, {"minloglevel", "2"},
+            {"user_defined_symbols", "[CLS],[SEP],[MASK],<sep>,<cls>"}, {"pad_id", "0"}, {"unk_id", "1"},
+            {"bos_id", "-1"}, {"eos_id", "-1"}, {"pad_piece", "<pad>"}, {"unk_piece", "<unk>"}};
+        const auto status = sentencepiece::SentencePieceTrainer::Train(options);
         if (!status.ok()) {
             std::cerr << status.ToString() << "\n";
             return 2;

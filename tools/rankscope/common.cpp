@@ -1,27 +1,134 @@
 #include "common.hpp"
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
 #include <thread>
 #include <vector>
+
+#include "rankscope/error.hpp"
 
 namespace rankscope::cli {
 namespace {
 std::vector<std::string> command_line;
+
+std::string number_text(double value) {
+    if (value == std::floor(value) && std::fabs(value) < 1e15) return fmt::format("{}", static_cast<long long>(value));
+    return fmt::format("{}", value);
 }
+}  // namespace
 
 void remember_command_line(int argc, const char* const* argv) { command_line.assign(argv, argv + argc); }
+
+CLI::Validator IntRange(long long low, long long high) {
+    return CLI::Validator(
+        [low, high](std::string& text) -> std::string {
+            std::size_t i = 0;
+            if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+            if (i == text.size() || text.find_first_not_of("0123456789", i) != std::string::npos)
+                return "'" + text + "' is not a whole decimal number";
+            errno = 0;
+            char* end = nullptr;
+            const long long value = std::strtoll(text.c_str(), &end, 10);
+            if (errno == ERANGE || value < low || value > high)
+                return fmt::format("{} is outside [{}, {}]", text, low, high);
+            text = std::to_string(value);  // canonical decimal: CLI11 would read "010" as octal
+            return {};
+        },
+        fmt::format("in [{}, {}]", low, high));
+}
+
+CLI::Validator RealRange(double low, double high, bool low_open) {
+    return CLI::Validator(
+        [low, high, low_open](std::string& text) -> std::string {
+            errno = 0;
+            char* end = nullptr;
+            const double value = std::strtod(text.c_str(), &end);
+            if (text.empty() || end != text.c_str() + text.size()) return "'" + text + "' is not a number";
+            if (!std::isfinite(value) || errno == ERANGE) return "'" + text + "' is not a finite number";
+            if (value > high || value < low || (low_open && value == low))
+                return fmt::format("{} is outside {}{}, {}]", text, low_open ? "(" : "[", number_text(low), number_text(high));
+            return {};
+        },
+        fmt::format("in {}{}, {}]", low_open ? "(" : "[", number_text(low), number_text(high)));
+}
+
+CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what) {
+    std::string expected;
+    for (std::size_t i = 0; i < choices.size(); ++i)
+        expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    return CLI::Validator(
+        [choices, what, expected](std::string& text) -> std::string {
+            if (std::find(choices.begin(), choices.end(), text) != choices.end()) return {};
+            return "unknown " + what + " '" + text + "' (expected " + expected + ")";
+        },
+        "one of: " + expected);
+}
+
+CLI::Validator ReadableFile(bool allow_tensor_suffix) {
+    return CLI::Validator(
+        [allow_tensor_suffix](std::string& text) -> std::string {
+            std::string path = text;
+            std::error_code ec;
+            if (allow_tensor_suffix && !std::filesystem::exists(path, ec)) {
+                const auto colon = path.rfind(':');
+                if (colon != std::string::npos && colon > 0) path = path.substr(0, colon);
+            }
+            const auto status = std::filesystem::status(path, ec);
+            if (!std::filesystem::exists(status)) return "no such file: " + path;
+            if (std::filesystem::is_directory(status)) return "is a directory, not a file: " + path;
+            if (!std::filesystem::is_regular_file(status) && !std::filesystem::is_character_file(status) &&
+                !std::filesystem::is_fifo(status))
+                return "not a regular file: " + path;
+            if (::access(path.c_str(), R_OK) != 0) return "cannot read (permission denied): " + path;
+            return {};
+        },
+        "FILE");
+}
+
+void check_size(const std::string& what, double value, double limit, const std::string& flags) {
+    if (value > limit)
+        throw Error(fmt::format("{} = {} is too large (at most {})", what, number_text(value), number_text(limit)), flags);
+}
+
+void check_finite(const CommonOptions& options, double value, const std::string& what, const std::string& where) {
+    if (std::isfinite(value) || options.allow_nonfinite) return;
+    throw Error(fmt::format("{} is {} (pass --allow-nonfinite to write it anyway)", what,
+                            std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf"),
+                where);
+}
 
 void add_common_options(CLI::App& command, CommonOptions& options, bool out_required) {
     auto* out = command.add_option("--out", options.out, "Directory for result files (created if missing)");
     if (out_required) out->required();
-    command.add_option("--seed", options.seed, "Seed for every random draw")->capture_default_str();
+    command.add_option("--seed", options.seed, "Seed for every random draw")
+        ->capture_default_str()
+        ->transform(CLI::Validator(
+            [](std::string& text) -> std::string {
+                if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+                    return "'" + text + "' is not a whole decimal number in [0, 18446744073709551615]";
+                errno = 0;
+                const unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
+                if (errno == ERANGE) return text + " is outside [0, 18446744073709551615]";
+                text = std::to_string(value);
+                return {};
+            },
+            "in [0, 2^64-1]"));
     command.add_option("--threads", options.threads, "Worker threads (0 = all cores)")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->transform(IntRange(0, kMaxThreads));
     command.add_option("--format", options.format, "Standard output format")
         ->capture_default_str()
         ->check(CLI::IsMember({"table", "csv", "json"}));
+    command.add_flag("--allow-nonfinite", options.allow_nonfinite,
+                     "Write NaN/Inf results (e.g. a diverged network) instead of stopping with an error");
 }
 
 int apply_threads(int requested) {
@@ -31,6 +138,10 @@ int apply_threads(int requested) {
 }
 
 Provenance start_run(const CommonOptions& options) {
+    // A bad --out is found now, not after the computation.
+    std::error_code ec;
+    if (!options.out.empty() && std::filesystem::exists(options.out, ec) && !std::filesystem::is_directory(options.out, ec))
+        throw Error("exists and is not a directory", "--out " + options.out);
     const int threads = apply_threads(options.threads);
     std::vector<const char*> argv;
     for (const auto& word : command_line) argv.push_back(word.c_str());

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "rankscope/provenance.hpp"
 
@@ -11,12 +12,33 @@ namespace rankscope::cli {
 
 struct CommonOptions {
     std::string out;          // --out DIR: where result files go ("" = print only, where the command allows it)
-    std::uint64_t seed = 0;   // --seed N: every random draw derives from it
-    int threads = 0;          // --threads N: 0 = all cores
+    std::uint64_t seed = 0;   // --seed N: every random draw derives from it, 0..2^64-1
+    int threads = 0;          // --threads N: 0 = all cores, at most kMaxThreads
     std::string format = "table";  // --format table|csv|json: what goes to standard output
+    bool allow_nonfinite = false;  // --allow-nonfinite: write NaN/Inf results instead of stopping with an error
 };
 
-// Adds --out, --seed, --threads, --format with their defaults shown in --help.
+constexpr int kMaxThreads = 256;
+
+// ---- limits on flags ------------------------------------------------------------------------------------------------
+// Every numeric flag gets one of these: its range appears in --help, and a value outside it (or not a plain decimal
+// number, or not finite) is a parse error naming the flag, before anything is computed or written. Integers are read
+// as decimal only ("010" is ten, not eight; "0x10", "1e3", "-1" for an unsigned value and 2^64 are rejected).
+CLI::Validator IntRange(long long low, long long high);
+CLI::Validator RealRange(double low, double high, bool low_open = false);
+// One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
+CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
+// A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error
+// "<what> = <value> is too large (at most <limit>)" naming the flags that set it.
+void check_size(const std::string& what, double value, double limit, const std::string& flags);
+// NaN/Inf in a result: throws rankscope::Error "<what> is <NaN|Inf> (<where>)" unless --allow-nonfinite.
+void check_finite(const CommonOptions& options, double value, const std::string& what, const std::string& where);
+
+// A file flag must name a readable regular file: "no such file", "is a directory", "cannot read" (named, exit 2).
+// A ':' suffix (file.safetensors:tensor) is allowed when `allow_tensor_suffix`.
+CLI::Validator ReadableFile(bool allow_tensor_suffix = false);
+
+// Adds --out, --seed, --threads, --format, --allow-nonfinite with their defaults shown in --help.
 void add_common_options(CLI::App& command, CommonOptions& options, bool out_required);
 
 // Applies --threads to ATen (intra-op) and returns the number in use.

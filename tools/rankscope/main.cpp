@@ -3,10 +3,17 @@
 #include <fmt/format.h>
 #include <malloc.h>
 
+#include <c10/util/Exception.h>
+
 #include <climits>
+#include <filesystem>
+#include <ios>
+#include <new>
+#include <nlohmann/json.hpp>
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/process.hpp"
 
 namespace {
 
@@ -33,10 +40,82 @@ void configure_allocator() {
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 
+// Every error is ONE line on stderr: "rankscope: error: <what> (<file or flag>)".
+void print_error(const std::string& message) {
+    std::string line = message;
+    for (char& c : line)
+        if (c == '\n' || c == '\r') c = ' ';
+    fmt::print(stderr, "rankscope: error: {}\n", line);
+}
+
+// CLI11 says "--layers: 0 is outside [1, 100]"; rankscope puts the flag last: "0 is outside [1, 100] (--layers)".
+// (The positional of `measure` is called "file": "is a directory, not a file: d (file)".)
+std::string cli_error_line(std::string message) {
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    const auto colon = message.find(": ");
+    // The part before ": " is an option ("--layers") or a positional's name ("file") when it holds no space.
+    if (!message.empty() && colon != std::string::npos && colon > 0 && message.find(' ') > colon)
+        return message.substr(colon + 2) + " (" + message.substr(0, colon) + ")";
+    return message;
+}
+
+std::string command_of(int argc, char** argv) {
+    std::string command;
+    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+    return command;
+}
+
+// Exit status 2: bad input (rankscope::Error, unreadable or unwritable paths, a request too large for this machine);
+// 1: an internal failure (libtorch, anything unexpected); 128 + signal when interrupted (SIGINT 130, SIGTERM 143).
+int run_guarded(const std::function<void()>& run, int argc, char** argv) {
+    try {
+        run();
+        return 0;
+    } catch (const rankscope::Interrupted& interrupted) {
+        print_error(interrupted.one_line());
+        return 128 + interrupted.signal_number();
+    } catch (const rankscope::Error& error) {
+        print_error(error.one_line());
+        return 2;
+    } catch (const CLI::ParseError& error) {
+        print_error(cli_error_line(error.what()));
+        return 2;
+    } catch (const std::bad_alloc&) {
+        print_error("out of memory: the request is too large for this machine; use smaller sizes (" + command_of(argc, argv) +
+                    ")");
+        return 2;
+    } catch (const std::filesystem::filesystem_error& error) {
+        // libstdc++: "filesystem error: cannot create directories: Not a directory [out]" -> "cannot create directories:
+        // Not a directory (out)"
+        std::string what = error.what();
+        if (what.rfind("filesystem error: ", 0) == 0) what = what.substr(18);
+        if (const auto bracket = what.find(" ["); bracket != std::string::npos) what = what.substr(0, bracket);
+        print_error(what + (error.path1().empty() ? "" : " (" + error.path1().string() + ")"));
+        return 2;
+    } catch (const nlohmann::json::exception& error) {
+        print_error(std::string("unexpected JSON content: ") + error.what());
+        return 2;
+    } catch (const std::ios_base::failure& error) {
+        // e.g. libstdc++'s "basic_filebuf::underflow error reading the file: Is a directory"
+        const std::string what = error.what();
+        print_error("cannot read an input file: " + what.substr(what.rfind(": ") == std::string::npos ? 0 : what.rfind(": ") + 2));
+        return 2;
+    } catch (const c10::Error& error) {
+        // libtorch's message carries a multi-line C++ backtrace: keep its first line.
+        const std::string what = error.what_without_backtrace();
+        print_error("internal error (libtorch): " + what.substr(0, what.find('\n')));
+        return 1;
+    } catch (const std::exception& error) {
+        print_error(std::string("internal error: ") + error.what());
+        return 1;
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     configure_allocator();
+    rankscope::install_interrupt_handlers();
     rankscope::cli::remember_command_line(argc, argv);
     CLI::App app{"rankscope: measure and explain rank collapse in attention networks", "rankscope"};
     app.set_version_flag("--version", rankscope::version_string());
@@ -49,20 +128,10 @@ int main(int argc, char** argv) {
     }
     try {
         app.parse(argc, argv);
-    } catch (const CLI::Success& success) {
-        return app.exit(success);
     } catch (const CLI::ParseError& error) {
-        app.exit(error);
+        if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
+        print_error(cli_error_line(error.what()));
         return 2;
     }
-    try {
-        run();
-    } catch (const rankscope::Error& error) {
-        fmt::print(stderr, "rankscope: error: {}\n", error.one_line());
-        return 2;
-    } catch (const std::exception& error) {
-        fmt::print(stderr, "rankscope: error: {}\n", error.what());
-        return 2;
-    }
-    return 0;
+    return run_guarded(run, argc, argv);
 }

@@ -80,6 +80,12 @@ void run_measure(const MeasureOptions& options) {
 
     std::vector<std::vector<MeasureRecord>> per_matrix(matrices.size());
     for (std::size_t m = 0; m < matrices.size(); ++m) per_matrix[m] = measure_all(matrices[m], measure_options);
+    for (std::size_t m = 0; m < matrices.size(); ++m)
+        for (const auto& r : per_matrix[m])
+            check_finite(options.common, r.value,
+                         fmt::format("{}{}{}{} of matrix {}", r.measure, r.norm.empty() ? "" : " " + r.norm,
+                                     r.center.empty() ? "" : " " + r.center, r.index < 0 ? "" : fmt::format(" [{}]", r.index), m),
+                         where);
 
     CsvTable table;
     table.columns = {"matrix", "measure", "norm", "center", "index", "value"};
@@ -157,11 +163,14 @@ std::function<void()> setup_measure(CLI::App& command) {
     auto options = std::make_shared<MeasureOptions>();
     command.add_option("file", options->file,
                        "Matrix file: .npy, .csv, or .safetensors[:tensor]; leading dimensions are a batch. "
-                       "Omit for a built-in 16 x 8 example drawn from --seed");
+                       "Omit for a built-in 16 x 8 example drawn from --seed")
+        ->check(ReadableFile(true));
     command.add_option("--centers", options->centers, "Centres to measure (mean, median, exact, rank1)")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->check(OneOf({"mean", "median", "exact", "rank1"}, "centre"));
     command.add_option("--rank-tol", options->rank_tolerance,
-                       "Numerical-rank tolerance relative to sigma_1 (default: numpy's, max(n,d)*eps of the dtype)");
+                       "Numerical-rank tolerance relative to sigma_1 (default: numpy's, max(n,d)*eps of the dtype)")
+        ->check(RealRange(0, 1));
     add_common_options(command, options->common, false);
     return [options] { run_measure(*options); };
 }

@@ -40,7 +40,7 @@ struct ModelOptions {
 
 std::string default_text() {
     const std::string path = default_rte_path();
-    if (path.empty()) throw Error("no --text given and ../shared/data/RTE/train.tsv is not here; pass --text FILE");
+    if (path.empty()) throw Error("no --text given and the repository's data/RTE/train.tsv is not found; pass --text FILE");
     return path;
 }
 
@@ -67,6 +67,14 @@ void run_iterate(EncoderModel& model, const ModelBatch& batch, const std::string
 
 void run_model(const ModelOptions& options) {
     Provenance provenance = start_run(options.common);
+    if (!options.dump.empty() && std::filesystem::is_directory(options.dump))
+        throw Error("is a directory; --dump needs a file name (e.g. acts.safetensors)", options.dump);
+    // Before any allocation: hidden states grow with samples x tokens, attention maps with samples x tokens^2.
+    if (options.inputs.empty()) {
+        check_size("--samples x --tokens", double(options.samples) * options.tokens, 65536, "--samples, --tokens");
+        check_size("--samples x --tokens^2", double(options.samples) * options.tokens * options.tokens, double(1 << 21),
+                   "--samples, --tokens");
+    }
     const bool use_lite = !is_builtin_hf_config(options.model) && is_use_lite(options.model);
     const bool builtin = !use_lite && !std::filesystem::exists(options.model) && is_builtin_hf_config(options.model);
     if (builtin && options.weights != "init")
@@ -132,6 +140,13 @@ void run_model(const ModelOptions& options) {
         progress.advance();
     }
 
+    for (const auto& r : rows)
+        check_finite(options.common, r.mean, "the relative residual",
+                     fmt::format("{} {}, variant {}, layer {}", r.model, r.weights, r.variant, r.layer));
+    for (const auto& [kind, samples] : paths)
+        for (const auto& s : samples)
+            check_finite(options.common, s.relative_residual, "a path product's relative residual",
+                         fmt::format("{} {}, path length {}, layers {}", name, kind, s.length, join_indices(s.layers)));
     CsvTable table;
     table.columns = {"model", "weights", "variant", "layer", "norm", "center", "mean", "std", "min", "max", "n"};
     for (const auto& r : rows)
@@ -154,14 +169,15 @@ void run_model(const ModelOptions& options) {
                                    "set multiplot layout 1,{}\n", weight_kinds.size());
     const std::vector<std::string> palette = {"#d95f02", "#7570b3", "#1b9e77", "#e7298a"};
     for (const auto& kind : weight_kinds) {
-        plot += fmt::format("set title '{} ({})'\nplot ", name, kind);
+        plot += fmt::format("set title {}\nplot ", gnuplot_quote(name + " (" + kind + ")"));
         for (std::size_t v = 0; v < options.variants.size(); ++v) {
-            const std::string condition = fmt::format("strcol(2) eq '{}' && strcol(3) eq '{}'", kind, variant_label(options.variants[v]));
+            const std::string condition =
+                fmt::format("strcol(2) eq '{}' && strcol(3) eq {}", kind, gnuplot_quote(variant_label(options.variants[v])));
             plot += fmt::format("{}'residual.csv' using 4:({} ? $7-$8 : 1/0):({} ? $7+$8 : 1/0) with filledcurves lc rgb "
                                 "'{}' notitle, \\\n     'residual.csv' using 4:({} ? $7 : 1/0) with linespoints lw 2 "
-                                "lc rgb '{}' title '{}'",
+                                "lc rgb '{}' title {}",
                                 v ? ", \\\n     " : "", condition, condition, palette[v % palette.size()], condition,
-                                palette[v % palette.size()], options.variants[v]);
+                                palette[v % palette.size()], gnuplot_quote(options.variants[v]));
         }
         plot += "\n";
     }
@@ -226,28 +242,38 @@ std::function<void()> setup_model(CLI::App& command) {
                        "for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased")
         ->required();
     auto* text_option = command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line); "
-                                                "default ../shared/data/RTE/train.tsv");
+                                                "default data/RTE/train.tsv of the repository")
+                            ->check(ReadableFile());
     command.add_option("--inputs", options->inputs,
                        "Token ids instead of --text: a .safetensors with input_ids [batch, tokens] and optional "
                        "attention_mask (0/1; measures use each sample's real tokens only) and token_type_ids")
-        ->excludes(text_option);
-    command.add_option("--samples", options->samples, "Samples (with --text)")->capture_default_str();
-    command.add_option("--tokens", options->tokens, "Real tokens per sample, special tokens included (with --text)")->capture_default_str();
+        ->excludes(text_option)
+        ->check(ReadableFile());
+    command.add_option("--samples", options->samples, "Samples (with --text); samples x tokens at most 65536")
+        ->capture_default_str()
+        ->transform(IntRange(1, 4096));
+    command.add_option("--tokens", options->tokens,
+                       "Real tokens per sample, special tokens included (with --text); samples x tokens^2 at most 2^21")
+        ->capture_default_str()
+        ->transform(IntRange(4, 4096));
     command.add_option("--weights", options->weights, "pretrained, init or both")
         ->capture_default_str()
         ->check(CLI::IsMember({"pretrained", "init", "both"}));
-    command.add_option("--variants", options->variants, "Surgeries: SAN, SAN+MLP, SAN+skip, transformer")->delimiter(',');
+    command.add_option("--variants", options->variants, "Surgeries: SAN, SAN+MLP, SAN+skip, transformer")
+        ->delimiter(',')
+        ->check(OneOf({"SAN", "SAN+MLP", "SAN+skip", "transformer"}, "variant"));
     command.add_option("--compat", options->compat, "official: reproduce the official code's ALBERT no-MLP defect")
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "official"}));
-    command.add_option("--draws", options->draws, "E2 draws per path length")->capture_default_str();
+    command.add_option("--draws", options->draws, "E2 draws per path length")->capture_default_str()->transform(IntRange(1, 100000));
     command.add_option("--layer-norm", options->layer_norm,
                        "The layers' LayerNorms in every variant: keep; remove (identity); freeze (one mean and std per "
                        "sample, the paper's affine model: no token-dependent division)")
         ->capture_default_str()
         ->check(CLI::IsMember({"keep", "remove", "freeze"}));
     command.add_option("--iterate", options->iterate_steps, "USE lite: steps of the iterated attention layer")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->transform(IntRange(0, 1000));
     command.add_option("--dump", options->dump, "Write the unmodified model's activations to this .safetensors");
     add_common_options(command, options->common, false);
     return [options] { run_model(*options); };

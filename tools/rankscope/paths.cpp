@@ -127,6 +127,11 @@ void run_sample(PathsOptions options) {
     if (!options.patterns_file.empty()) {
         patterns = load_patterns(options.patterns_file);
     } else {
+        // The recorded attention maps: batch x layers x heads x tokens^2 float64 values.
+        check_size("4 x layers x heads x tokens^2", 4.0 * options.network.layers * options.network.heads *
+                                                          options.network.tokens * options.network.tokens,
+                   double(1 << 26), "--layers, --heads, --tokens");
+        options.network.validate();
         torch::manual_seed(options.common.seed);
         options.network.block.attention_skip = options.skip;
         San network(options.network);
@@ -138,6 +143,9 @@ void run_sample(PathsOptions options) {
         source = "random SAN";
     }
     const auto samples = sample_path_products(patterns, options.draws, options.common.seed);
+    for (const auto& s : samples)
+        check_finite(options.common, s.relative_residual, "a path product's relative residual",
+                     fmt::format("{}, path length {}, draw {}, layers {}", source, s.length, s.draw, join_indices(s.layers)));
     CsvTable table;
     table.columns = {"length", "draw", "sample", "layers", "heads", "relative_residual"};
     for (const auto& s : samples) {
@@ -166,13 +174,17 @@ void run_sample(PathsOptions options) {
     fmt::print("wrote {}/paths.csv\n", out.string());
 }
 
-void add_network_options(CLI::App& command, PathsOptions& options) {
-    command.add_option("--layers", options.network.layers, "Depth L")->capture_default_str();
-    command.add_option("--heads", options.network.heads, "Heads H")->capture_default_str();
-    command.add_option("--d-model", options.network.d_model, "Model width")->capture_default_str();
-    command.add_option("--d-qk", options.network.d_qk, "Query/key width per head (0 = d_model/heads)")->capture_default_str();
-    command.add_option("--d-v", options.network.d_v, "Value width per head (0 = d_model/heads)")->capture_default_str();
-    command.add_option("--tokens", options.network.tokens, "Tokens n")->capture_default_str();
+void add_network_options(CLI::App& command, PathsOptions& options, int max_layers, int max_heads) {
+    command.add_option("--layers", options.network.layers, "Depth L")->capture_default_str()->transform(IntRange(1, max_layers));
+    command.add_option("--heads", options.network.heads, "Heads H")->capture_default_str()->transform(IntRange(1, max_heads));
+    command.add_option("--d-model", options.network.d_model, "Model width")->capture_default_str()->transform(IntRange(1, 512));
+    command.add_option("--d-qk", options.network.d_qk, "Query/key width per head (0 = d_model/heads)")
+        ->capture_default_str()
+        ->transform(IntRange(0, 512));
+    command.add_option("--d-v", options.network.d_v, "Value width per head (0 = d_model/heads)")
+        ->capture_default_str()
+        ->transform(IntRange(0, 512));
+    command.add_option("--tokens", options.network.tokens, "Tokens n")->capture_default_str()->transform(IntRange(1, 512));
     command.add_flag("--skip", options.skip, "Attention skip connections (H+1 choices per layer)");
 }
 
@@ -188,26 +200,34 @@ std::function<void()> setup_paths(CLI::App& command) {
     options->network.heads = 2;
     options->network.d_model = 12;
     options->network.tokens = 8;
-    add_network_options(*check, *options);
+    add_network_options(*check, *options, 12, 16);
     check->add_flag("--biases", options->network.biases, "Random biases in every projection");
     add_common_options(*check, options->common, false);
     check->callback([options, action] { *action = [options] { run_check(*options); }; });
 
     CLI::App* count = command.add_subcommand("count", "Number and share of paths of each length (built-in table without --layers)");
-    auto* count_layers = count->add_option("--layers", options->network.layers, "Depth L (omit for the E6 table)");
-    count->add_option("--heads", options->network.heads, "Heads H");
-    count->add_option("--alpha", options->alpha, "Skip ratio per layer, a_1,...,a_L")->delimiter(',');
+    auto* count_layers = count->add_option("--layers", options->network.layers, "Depth L (omit for the E6 table)")
+                             ->transform(IntRange(1, 100));
+    count->add_option("--heads", options->network.heads, "Heads H")->transform(IntRange(1, 128));
+    count->add_option("--alpha", options->alpha, "Skip ratio per layer, a_1,...,a_L (one per layer, each in [0, 1])")
+        ->delimiter(',')
+        ->check(RealRange(0, 1));
     add_common_options(*count, options->common, false);
-    count->callback([options, action, count_layers] {
-        if (count_layers->count() == 0) options->network.layers = 0;
+    count->callback([options, action, count_layers, count] {
+        if (count_layers->count() == 0) {
+            if (count->count("--heads") || count->count("--alpha"))
+                throw CLI::ValidationError("--heads", "--heads and --alpha need --layers (without it: the built-in E6 table)");
+            options->network.layers = 0;
+        }
         *action = [options] { run_count(*options); };
     });
 
     CLI::App* sample = command.add_subcommand("sample", "Products of attention matrices along random paths (E2)");
-    add_network_options(*sample, *options);
-    sample->add_option("--draws", options->draws, "Draws per path length")->capture_default_str();
+    add_network_options(*sample, *options, 64, 64);
+    sample->add_option("--draws", options->draws, "Draws per path length")->capture_default_str()->transform(IntRange(1, 100000));
     sample->add_option("--patterns", options->patterns_file,
-                       "Recorded run (.safetensors with blocks.{l}.attn.hook_pattern) instead of a random SAN");
+                       "Recorded run (.safetensors with blocks.{l}.attn.hook_pattern) instead of a random SAN")
+        ->check(ReadableFile());
     add_common_options(*sample, options->common, false);
     sample->callback([options, action] { *action = [options] { run_sample(*options); }; });
 

@@ -7,14 +7,18 @@
 // depth (sort). --quick keeps theory, E6, E1 on BERT, E3, E4 sort and E5 at small settings.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/file_hash.hpp"
 #include "rankscope/io.hpp"
+#include "rankscope/process.hpp"
 #include "rankscope/progress.hpp"
 
 namespace rankscope::cli {
@@ -31,6 +35,13 @@ struct Cell {
     std::vector<std::string> arguments;  // after the program name; --out is appended
     std::vector<std::string> figures;
     std::vector<std::string> data;
+};
+
+// One cell's state in this run: pending, reused, running, ran, failed, interrupted.
+struct CellState {
+    std::string name, status;
+    double seconds = -1;  // wall time when it ran in this run
+    std::string note;     // why it was recomputed, or how it was verified
 };
 
 std::string read_text(const std::filesystem::path& path) {
@@ -141,22 +152,70 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     return cells;
 }
 
-bool cell_is_done(const std::filesystem::path& directory, const std::vector<std::string>& arguments) {
-    const auto manifest = directory / "manifest.json";
-    if (!std::filesystem::exists(manifest)) return false;
-    try {
-        const auto json = read_json_file(manifest.string(), "the cell manifest");
-        const auto argv = json.at("argv").get<std::vector<std::string>>();
-        return std::vector<std::string>(argv.begin() + 1, argv.end()) == arguments;
-    } catch (const std::exception&) {
-        return false;
+// Every file a finished cell left in its folder (recursively; not manifest.json, not temporaries), relative to it.
+std::vector<std::filesystem::path> cell_files(const std::filesystem::path& directory) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(directory)) {
+        if (!entry.is_regular_file()) continue;
+        const auto relative = std::filesystem::relative(entry.path(), directory);
+        const std::string name = relative.filename().string();
+        if (relative == "manifest.json" || name.find(".tmp-") != std::string::npos) continue;
+        files.push_back(relative);
     }
+    std::sort(files.begin(), files.end());
+    return files;
 }
 
-std::string shell_quote(const std::string& word) {
-    std::string quoted = "'";
-    for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return quoted + "'";
+// After a cell's process exited 0: its manifest gains the list of its files with size and SHA-256, and "complete".
+void seal_cell(const std::filesystem::path& directory) {
+    const auto manifest_path = directory / "manifest.json";
+    nlohmann::json manifest = read_json_file(manifest_path.string(), "the cell manifest");
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& file : cell_files(directory))
+        files.push_back({{"file", file.generic_string()},
+                         {"bytes", std::filesystem::file_size(directory / file)},
+                         {"sha256", sha256_file(directory / file)}});
+    manifest["files"] = files;
+    manifest["complete"] = true;
+    write_file_atomically(manifest_path.string(), manifest.dump(2) + "\n");
+}
+
+// "" when the cell can be reused: its manifest records the same command, is complete, lists every file the report
+// needs, and every listed file still has its recorded size and SHA-256. Otherwise why not ("not run yet" when there
+// is no manifest at all).
+std::string cell_reuse_problem(const std::filesystem::path& directory, const std::vector<std::string>& arguments,
+                               const Cell& cell) {
+    const auto manifest_path = directory / "manifest.json";
+    if (!std::filesystem::exists(manifest_path)) return "not run yet";
+    try {
+        const nlohmann::json manifest = read_json_file(manifest_path.string(), "the cell manifest");
+        const auto argv = manifest.at("argv").get<std::vector<std::string>>();
+        if (argv.empty() || std::vector<std::string>(argv.begin() + 1, argv.end()) != arguments)
+            return "its manifest records another command";
+        if (!manifest.value("complete", false) || !manifest.contains("files"))
+            return "its manifest lists no verified outputs (an interrupted or older run)";
+        std::set<std::string> listed;
+        for (const auto& entry : manifest.at("files")) {
+            const std::string file = entry.at("file").get<std::string>();
+            listed.insert(file);
+            const auto path = directory / file;
+            std::error_code ec;
+            if (!std::filesystem::is_regular_file(path, ec)) return file + " was deleted";
+            const auto bytes = std::filesystem::file_size(path, ec);
+            const auto recorded = entry.at("bytes").get<std::uintmax_t>();
+            if (ec || bytes != recorded)
+                return fmt::format("{} has {} bytes, its manifest recorded {} (truncated or changed)", file, bytes, recorded);
+            if (sha256_file(path) != entry.at("sha256").get<std::string>())
+                return file + " changed since it was written (SHA-256 differs)";
+        }
+        for (const auto& needed : cell.data)
+            if (!listed.count(needed)) return needed + " is not among its outputs";
+        for (const auto& needed : cell.figures)
+            if (!listed.count(needed)) return needed + " is not among its outputs";
+    } catch (const std::exception& error) {
+        return std::string("its manifest is unreadable: ") + error.what();
+    }
+    return "";
 }
 
 // A few numbers per cell for the report's summary table, read back from the cell's own result files.
@@ -202,8 +261,8 @@ std::vector<std::pair<std::string, std::string>> key_numbers(const std::filesyst
     return numbers;
 }
 
-void write_report(const std::filesystem::path& out, const std::vector<Cell>& cells,
-                  const std::vector<std::pair<std::string, double>>& timings, const Provenance& provenance) {
+void write_report(const std::filesystem::path& out, const std::vector<Cell>& cells, const std::vector<CellState>& states,
+                  const std::string& status, const Provenance& provenance) {
     std::string html = R"(<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rankscope report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -213,6 +272,7 @@ h1,h2{font-family:'Helvetica Neue',Helvetica,Arial,sans-serif;font-weight:600}
 h1{font-size:1.9rem;margin-bottom:.2rem} h2{font-size:1.3rem;margin-top:2.4rem;border-bottom:1px solid #ddd}
 .meta{color:#555;font-size:.9rem} code{background:#f4f4f4;padding:0 .25em;border-radius:3px;font-size:.88em}
 .figure svg{width:100%;height:auto;border:1px solid #eee;margin:.6rem 0}
+.incomplete{background:#fff3e0;border-left:3px solid #d95f02;padding:.4rem .8rem}
 .paper{background:#f7f7fb;border-left:3px solid #7570b3;padding:.4rem .8rem;font-size:.93rem}
 table{border-collapse:collapse;font-size:.9rem;margin:.6rem 0} td,th{padding:.2rem .7rem;border-bottom:1px solid #eee;text-align:left}
 a{color:#1b6e9e}
@@ -222,14 +282,27 @@ a{color:#1b6e9e}
     html += fmt::format("<p class=\"meta\">{} · command <code>{}</code> · seed {} · {} threads · started {}</p>\n",
                         html_escape(version_string()), html_escape(provenance.command), provenance.seed,
                         provenance.threads, provenance.started_at);
+    if (status != "complete")
+        html += fmt::format("<p class=\"incomplete\" id=\"run-status\"><strong>INCOMPLETE ({})</strong>: this report belongs to "
+                            "the command and seed above; cells not marked ran or reused below have no results from this "
+                            "run yet.</p>\n",
+                            html_escape(status));
     html += "<table><tr><th>experiment</th><th>seconds</th><th>status</th></tr>\n";
-    for (const auto& [name, seconds] : timings)
-        html += fmt::format("<tr><td><a href=\"#{0}\">{0}</a></td><td>{1:.1f}</td><td>{2}</td></tr>\n", name,
-                            seconds < 0 ? 0.0 : seconds, seconds < 0 ? "reused" : "ran");
+    for (const auto& state : states)
+        html += fmt::format("<tr><td><a href=\"#{0}\">{0}</a></td><td>{1}</td><td>{2}{3}</td></tr>\n", state.name,
+                            state.seconds < 0 ? std::string("-") : fmt::format("{:.1f}", state.seconds), state.status,
+                            state.note.empty() ? "" : " (" + html_escape(state.note) + ")");
     html += "</table>\n";
-    for (const auto& cell : cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+        const Cell& cell = cells[c];
+        const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
         html += fmt::format("<h2 id=\"{}\">{}</h2>\n<p>{}</p>\n<p class=\"paper\">Paper: {}</p>\n", cell.name,
                             html_escape(cell.title), html_escape(cell.reading), html_escape(cell.paper));
+        if (!has_results) {
+            html += fmt::format("<p class=\"meta\">Not computed in this run yet ({}).</p>\n",
+                                c < states.size() ? html_escape(states[c].status) : std::string("pending"));
+            continue;
+        }
         const auto numbers = key_numbers(out / cell.name, cell.name);
         if (!numbers.empty()) {
             html += "<table class=\"numbers\"><tr><th>measured here</th><th>value</th></tr>\n";
@@ -253,40 +326,103 @@ a{color:#1b6e9e}
     write_file_atomically((out / "report.html").string(), html);
 }
 
+// The state of this run, written to report.html and manifest.json before the first cell, after each, and at the end.
+struct RunState {
+    std::string status = "running";  // running, complete, interrupted, failed
+    std::vector<CellState> cells;
+};
+
+void write_state(const std::filesystem::path& out, const std::vector<Cell>& cells, const RunState& state,
+                 const Provenance& provenance) {
+    write_report(out, cells, state.cells, state.status, provenance);
+    nlohmann::json cell_list = nlohmann::json::array();
+    for (const auto& c : state.cells)
+        cell_list.push_back({{"cell", c.name},
+                             {"status", c.status},
+                             {"seconds", c.seconds < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.seconds)},
+                             {"reused", c.status == "reused"},
+                             {"note", c.note}});
+    write_manifest(out, provenance,
+                   {{"status", state.status}, {"complete", state.status == "complete"}, {"cells", cell_list},
+                    {"outputs", {"report.html"}}});
+}
+
 void run_reproduce(const ReproduceOptions& options) {
     Provenance provenance = start_run(options.common);
     const std::filesystem::path out = options.common.out.empty() ? "out/reproduce" : options.common.out;
     std::filesystem::create_directories(out);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     const auto cells = plan(options);
-    std::vector<std::pair<std::string, double>> timings;
+    // SIGINT/SIGTERM: forwarded to the running cell; this process then marks the run interrupted and stops.
+    defer_interrupts(true);
+    RunState state;
+    for (const auto& cell : cells) state.cells.push_back({cell.name, "pending", -1.0, ""});
+    write_state(out, cells, state, provenance);  // before any cell: the report names THIS run, marked incomplete
     Progress progress("reproduce", static_cast<long>(cells.size()));
-    for (const auto& cell : cells) {
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+        const Cell& cell = cells[i];
+        CellState& cell_state = state.cells[i];
+        if (const int signal_number = pending_interrupt()) {
+            state.status = "interrupted";
+            write_state(out, cells, state, provenance);
+            throw Interrupted(signal_number, "reproduce, before cell " + cell.name);
+        }
         progress.set_label("reproduce " + cell.name);
         const auto directory = out / cell.name;
         auto arguments = cell.arguments;
         arguments.insert(arguments.end(), {"--threads", std::to_string(provenance.threads), "--out", directory.string()});
-        if (cell_is_done(directory, arguments)) {
-            timings.emplace_back(cell.name, -1.0);
+        const std::string problem = cell_reuse_problem(directory, arguments, cell);
+        if (problem.empty()) {
+            cell_state.status = "reused";
+            cell_state.note = "every output verified by size and SHA-256";
+            write_state(out, cells, state, provenance);
             progress.advance();
             continue;
         }
-        std::string command = shell_quote(self);
-        for (const auto& argument : arguments) command += " " + shell_quote(argument);
-        command += " > " + shell_quote((out / (cell.name + ".log")).string()) + " 2>&1";
+        if (problem != "not run yet") fmt::print(stderr, "rankscope: reproduce: recomputing {}: {}\n", cell.name, problem);
+        // A killed cell must never look finished: its old manifest goes before it starts (and stale temporaries).
+        std::filesystem::create_directories(directory);
+        std::filesystem::remove(directory / "manifest.json");
+        for (const auto& entry : std::filesystem::directory_iterator(directory))
+            if (entry.is_regular_file() && entry.path().filename().string().find(".tmp-") != std::string::npos)
+                std::filesystem::remove(entry.path());
+        cell_state.status = "running";
+        cell_state.note = problem == "not run yet" ? "" : "recomputed: " + problem;
+        write_state(out, cells, state, provenance);
+
+        std::vector<std::string> argv = {self};
+        argv.insert(argv.end(), arguments.begin(), arguments.end());
+        ProcessOptions process;
+        process.stdout_file = out / (cell.name + ".log");
+        process.stderr_file = process.stdout_file;
         const auto start = std::chrono::steady_clock::now();
-        if (std::system(command.c_str()) != 0)
-            throw Error("experiment " + cell.name + " failed; see its log", (out / (cell.name + ".log")).string());
-        timings.emplace_back(cell.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        ProcessResult result;
+        try {
+            result = run_process(argv, process);
+        } catch (const Interrupted& interrupted) {
+            cell_state.status = "interrupted";
+            state.status = "interrupted";
+            write_state(out, cells, state, provenance);
+            throw Interrupted(interrupted.signal_number(), "reproduce, cell " + cell.name + " stopped");
+        }
+        cell_state.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (!result.ok()) {
+            cell_state.status = "failed";
+            state.status = "failed";
+            write_state(out, cells, state, provenance);
+            throw Error("experiment " + cell.name + " failed (" + result.describe() + "); see its log",
+                        process.stdout_file.string());
+        }
+        seal_cell(directory);
+        cell_state.status = "ran";
+        write_state(out, cells, state, provenance);
         progress.advance();
     }
-    write_report(out, cells, timings, provenance);
-    nlohmann::json cell_list = nlohmann::json::array();
-    for (const auto& [name, seconds] : timings) cell_list.push_back({{"cell", name}, {"seconds", seconds}, {"reused", seconds < 0}});
-    write_manifest(out, provenance, {{"cells", cell_list}, {"outputs", {"report.html"}}});
+    state.status = "complete";
+    write_state(out, cells, state, provenance);
     fmt::print("{:<28} {:>9}\n", "experiment", "seconds");
-    for (const auto& [name, seconds] : timings)
-        fmt::print("{:<28} {:>9}\n", name, seconds < 0 ? std::string("reused") : fmt::format("{:.1f}", seconds));
+    for (const auto& c : state.cells)
+        fmt::print("{:<28} {:>9}\n", c.name, c.status == "reused" ? std::string("reused") : fmt::format("{:.1f}", c.seconds));
     fmt::print("report: {}\n", (out / "report.html").string());
 }
 

@@ -70,13 +70,17 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
         settings.mlp = variant.find("MLP") != std::string::npos;
         if (variant != "SAN" && !settings.skip && !settings.mlp) throw Error("unknown circle variant '" + variant + "'");
         const TaskSplits data = make_task_data(settings, out);
-        TrainedTask trained = train_or_load(settings, data, checkpoint_dir(options, out), options.retrain);
+        TrainedTask trained = train_or_load(settings, data, checkpoint_dir(options, out), options.retrain, options.common.allow_nonfinite);
         const at::Tensor path = circle_rollout(trained.model, data.train.inputs.narrow(0, 0, 1), options.steps);
         // The true continuation: the same arcs, one point per step (wrapping around the circle).
         const int points = settings.train_count;
         double mean_error = 0;
         int finite_steps = 0;
         for (int step = 0; step < options.steps && torch::isfinite(path[step]).all().item<bool>(); ++step) finite_steps = step + 1;
+        if (finite_steps < options.steps && !options.common.allow_nonfinite)
+            throw Error(fmt::format("the rollout is NaN/Inf from step {} of {} (pass --allow-nonfinite to keep it)", finite_steps,
+                                    options.steps),
+                        "circle variant " + variant);
         // Rows grouped by token, then step, so that gnuplot draws each trajectory as one connected line.
         for (int token = 0; token < 2; ++token) {
             for (int step = 0; step < options.steps; ++step) {
@@ -136,7 +140,7 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
 void run_classification_task(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
     const TaskSettings& settings = options.settings;
     const TaskSplits data = make_task_data(settings, out);
-    TrainedTask trained = train_or_load(settings, data, checkpoint_dir(options, out), options.retrain);
+    TrainedTask trained = train_or_load(settings, data, checkpoint_dir(options, out), options.retrain, options.common.allow_nonfinite);
     TaskModel& model = trained.model;
     const double whole = token_accuracy(model, data.eval);
     const double majority = majority_accuracy(data.train, data.eval, data.classes);
@@ -160,9 +164,11 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
 
     CsvTable residual;
     residual.columns = {"task", "layer", "norm", "center", "mean", "std", "n"};
-    for (const auto& r : residual_by_layer(model, data.eval))
+    for (const auto& r : residual_by_layer(model, data.eval)) {
+        check_finite(options.common, r.mean, "the relative residual", fmt::format("{} model, layer {}", settings.task, r.layer));
         residual.add({settings.task, std::to_string(r.layer), "composite", "mean", format_number(r.mean), format_number(r.std),
                       std::to_string(r.n)});
+    }
     write_csv_atomically(out / "residual.csv", residual, provenance);
     write_training(out / "training.csv", settings.task, trained, true, provenance);
     write_eval_data(out / "eval_data.safetensors", data.eval, provenance);
@@ -235,14 +241,20 @@ std::function<void()> setup_task(CLI::App& command) {
     auto flags = std::make_shared<TaskSettingFlags>(command);
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
-    command.add_option("--paths", options->n_paths, "Paths per ensemble")->delimiter(',')->capture_default_str();
-    command.add_option("--repeats", options->repeats, "Ensembles drawn per (k, n)")->capture_default_str();
+    command.add_option("--paths", options->n_paths, "Paths per ensemble")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->transform(IntRange(1, 10000));
+    command.add_option("--repeats", options->repeats, "Ensembles drawn per (k, n)")->capture_default_str()->transform(IntRange(1, 1000));
     command.add_option("--sub-path", options->sub_path,
                        "Keep each head layer's own skip and LN (yes), drop them as the paper's runs did (no), or both")
         ->capture_default_str()
         ->check(CLI::IsMember({"no", "yes", "both"}));
-    command.add_option("--variants", options->circle_variants, "Circle variants")->delimiter(',')->capture_default_str();
-    command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str();
+    command.add_option("--variants", options->circle_variants, "Circle variants")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
+    command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
     return [options, flags] {
         options->settings = flags->settings_for(options->task, options->common.seed);
         const TaskSettings& s = options->settings;

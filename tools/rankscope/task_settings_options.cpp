@@ -1,5 +1,6 @@
 #include "task_settings_options.hpp"
 
+#include "common.hpp"
 #include "rankscope/error.hpp"
 
 namespace rankscope::cli {
@@ -7,20 +8,27 @@ namespace rankscope::cli {
 TaskSettingFlags::TaskSettingFlags(CLI::App& command)
     : command_(command), values_(std::make_shared<std::map<std::string, std::string>>()),
       skip_(std::make_shared<bool>(true)), mlp_(std::make_shared<bool>(false)), layer_norm_(std::make_shared<bool>(true)) {
-    auto add = [&](const std::string& flag, const std::string& help) {
+    // Values are kept as (validated, canonical) text: the task's defaults are known only once the task is parsed.
+    auto add = [&](const std::string& flag, const std::string& help, const CLI::Validator& range) {
         command.add_option_function<std::string>(flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; },
-                                                 help);
+                                                 help)
+            ->transform(range);  // transform: the validator's canonical decimal text is what is stored
     };
-    add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)");
-    add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)");
-    add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)");
-    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50, circle 70)");
-    add("--batch-size", "Sequences per step (30; memorize 8)");
-    add("--lr", "Adam learning rate (1e-3; memorize 3e-4)");
-    add("--weight-decay", "Adam weight decay (0)");
-    add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)");
-    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50)");
-    add("--text", "Memorize: an RTE-style .tsv (default ../shared/data/RTE/train.tsv)");
+    add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)", IntRange(1, 48));
+    add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)", IntRange(1, 64));
+    add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)", IntRange(1, 2048));
+    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50, circle 70)", IntRange(0, 100000));
+    add("--batch-size", "Sequences per step (30; memorize 8)", IntRange(1, 100000));
+    add("--lr", "Adam learning rate (1e-3; memorize 3e-4)", RealRange(0, 1, true));
+    add("--weight-decay", "Adam weight decay (0)", RealRange(0, 1));
+    add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)",
+        IntRange(1, 1000000));
+    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50; 0 = all)",
+        IntRange(0, 100000));
+    command.add_option_function<std::string>(
+               "--text", [values = values_](const std::string& v) { (*values)["--text"] = v; },
+               "Memorize: an RTE-style .tsv (default data/RTE/train.tsv of the repository)")
+        ->check(ReadableFile());
     command.add_flag("--skip,!--no-skip", *skip_, "Attention skip in every layer (default on; circle: see --variants)");
     command.add_flag("--mlp", *mlp_, "An MLP block in every layer (default off)");
     command.add_flag("--layer-norm,!--no-layer-norm", *layer_norm_, "Post-LN layers (default on; circle off)");
@@ -50,11 +58,14 @@ TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64
             throw Error(flag + ": not a number: '" + value + "'");
         }
     }
-    if (s.layers < 1 || s.heads < 1 || s.d_model < 1 || s.epochs < 0 || s.batch_size < 1 || s.train_count < 1 ||
-        s.eval_count < 0 || !(s.learning_rate > 0) || s.weight_decay < 0)
-        throw Error("task settings must be positive (layers, heads, d-model, batch-size, train-count, lr)");
+    // The flags' ranges hold already (CLI11 checks); these combinations are checked here, before anything is written.
+    if (s.eval_count < 1 && task != "memorize") throw Error("--eval-count must be at least 1 for " + task, "--eval-count");
     if (s.d_model % s.heads != 0)
-        throw Error("--d-model " + std::to_string(s.d_model) + " is not divisible by --heads " + std::to_string(s.heads));
+        throw Error("--d-model " + std::to_string(s.d_model) + " is not divisible by --heads " + std::to_string(s.heads),
+                    "--d-model, --heads");
+    // Weights (attention 4d^2, MLP 8d^2 per layer), plus Adam's two moments: at most 50 million, about 600 MB.
+    check_size("parameters (about layers x 12 x d_model^2)", double(s.layers) * 12.0 * s.d_model * s.d_model, 5e7,
+               "--layers, --d-model");
     s.seed = seed;
     return s;
 }

@@ -38,7 +38,6 @@ const char* kBoundDefinition =
 void run_theory_command(TheoryOptions options) {
     Provenance provenance = start_run(options.common);
     const std::filesystem::path out = options.common.out.empty() ? "out/theory" : options.common.out;
-    std::filesystem::create_directories(out);
     at::Tensor given;
     if (!options.input.empty()) {
         const HostArray array = read_matrix_file(options.input);
@@ -47,9 +46,17 @@ void run_theory_command(TheoryOptions options) {
         for (double v : values)
             if (!std::isfinite(v)) throw Error("--input has NaN or Inf entries", options.input);
         given = torch::tensor(values, torch::kDouble).view({array.shape[0], array.shape[1]});
+        // The same limits as --tokens and --d-model.
+        check_size("--input rows (tokens)", static_cast<double>(array.shape[0]), 512, options.input);
+        check_size("--input columns (d_model)", static_cast<double>(array.shape[1]), 512, options.input);
+        if (array.shape[0] < 2) throw Error("--input needs at least 2 rows (tokens)", options.input);
         options.network.tokens = static_cast<int>(array.shape[0]);
         options.network.d_model = static_cast<int>(array.shape[1]);
     }
+    // Each job keeps one network's attention maps alive: heads x tokens^2 x layers float64 values.
+    check_size("heads x tokens^2 x layers", double(options.heads) * options.network.tokens * options.network.tokens *
+                                                 options.network.layers,
+               double(1 << 26), "--heads, --tokens, --layers");
     options.network.validate();
     const auto variants = theory_variants(options.network, options.heads);
 
@@ -75,6 +82,13 @@ void run_theory_command(TheoryOptions options) {
         for (const auto& row : job_rows) by_variant[row.variant].push_back(row);
         rows.insert(rows.end(), job_rows.begin(), job_rows.end());
     }
+    // A diverged network (e.g. a huge --init-scale) gives NaN/Inf residuals: an error, not a table of NaN rows.
+    for (const auto& r : rows) {
+        const std::string where = fmt::format("variant {}, seed {}, layer {}", r.variant, r.seed, r.layer);
+        check_finite(options.common, r.residual, "the residual", where);
+        check_finite(options.common, r.relative_residual, "the relative residual", where);
+    }
+    std::filesystem::create_directories(out);
 
     CsvTable table;
     table.columns = {"variant", "heads", "seed", "layer", "residual", "relative_residual", "gamma", "beta", "lambda",
@@ -210,17 +224,27 @@ void run_theory_command(TheoryOptions options) {
 std::function<void()> setup_theory(CLI::App& command) {
     auto options = std::make_shared<TheoryOptions>();
     options->network.layers = 12;
-    command.add_option("--layers", options->network.layers, "Depth L")->capture_default_str();
+    command.add_option("--layers", options->network.layers, "Depth L")->capture_default_str()->transform(IntRange(1, 100));
     command.add_option("--heads", options->heads, "Heads of the multi-head variants (single-head ones always run)")
-        ->capture_default_str();
-    command.add_option("--d-model", options->network.d_model, "Model width d")->capture_default_str();
-    command.add_option("--tokens", options->network.tokens, "Tokens n of the random input")->capture_default_str();
-    command.add_option("--d-qk", options->network.d_qk, "Query/key width per head (0 = d_model/heads)")->capture_default_str();
+        ->capture_default_str()
+        ->transform(IntRange(1, 64));
+    command.add_option("--d-model", options->network.d_model, "Model width d")->capture_default_str()->transform(IntRange(1, 512));
+    command.add_option("--tokens", options->network.tokens, "Tokens n of the random input")
+        ->capture_default_str()
+        ->transform(IntRange(2, 512));
+    command.add_option("--d-qk", options->network.d_qk, "Query/key width per head (0 = d_model/heads)")
+        ->capture_default_str()
+        ->transform(IntRange(0, 512));
     command.add_flag("--biases", options->network.biases, "Random biases in every projection");
-    command.add_option("--init-scale", options->network.init_scale, "Weights ~ N(0, scale^2/fan_in)")->capture_default_str();
-    command.add_option("--seeds", options->seeds, "Seeds per variant (seed, seed+1, ...)")->capture_default_str();
+    command.add_option("--init-scale", options->network.init_scale, "Weights ~ N(0, scale^2/fan_in)")
+        ->capture_default_str()
+        ->check(RealRange(0, 100, true));
+    command.add_option("--seeds", options->seeds, "Seeds per variant (seed, seed+1, ...)")
+        ->capture_default_str()
+        ->transform(IntRange(1, 1000));
     command.add_option("--input", options->input,
-                       "Input X (n x d matrix: .npy, .csv, .safetensors:name) instead of random; sets --tokens and --d-model");
+                       "Input X (n x d matrix: .npy, .csv, .safetensors:name) instead of random; sets --tokens and --d-model")
+        ->check(ReadableFile(true));
     add_common_options(command, options->common, false);
     return [options] { run_theory_command(*options); };
 }

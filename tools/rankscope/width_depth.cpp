@@ -60,7 +60,7 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
         TaskSettings settings = base;
         settings.layers = layers;
         settings.d_model = matching_width(base, data, layers, target);
-        TrainedTask trained = train_or_load(settings, data, checkpoints, options.retrain);
+        TrainedTask trained = train_or_load(settings, data, checkpoints, options.retrain, options.common.allow_nonfinite);
         const double accuracy = token_accuracy(trained.model, data.eval);
         const auto distribution = path_length_distribution(layers, settings.heads);
         const double mean_length = mean_path_length(distribution, false);
@@ -124,7 +124,8 @@ std::function<void()> setup_width_depth(CLI::App& command) {
     command.add_option("--depths", options->layers,
                        "Layer counts to compare; each gets the width whose parameter count is closest to the base model's")
         ->delimiter(',')
-        ->capture_default_str();
+        ->capture_default_str()
+        ->transform(IntRange(1, 48));
     auto flags = std::make_shared<TaskSettingFlags>(command);
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");

@@ -1,0 +1,202 @@
+// Child processes by posix_spawn with an argument vector: no shell, no quoting (see rankscope/process.hpp).
+#include "rankscope/process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+extern char** environ;
+
+namespace rankscope {
+namespace {
+
+std::atomic<pid_t> g_child{0};
+volatile sig_atomic_t g_signal = 0;
+std::atomic<bool> g_deferred{false};
+static_assert(std::atomic<pid_t>::is_always_lock_free, "the signal handler reads the child pid");
+
+// Async-signal-safe: records the signal, forwards it to the running child; with no child (and not deferred) ends this
+// process as the default action would.
+void on_interrupt(int signal_number) {
+    g_signal = signal_number;
+    const pid_t child = g_child.load();
+    if (child > 0) {
+        ::kill(child, signal_number);
+        return;
+    }
+    if (!g_deferred.load()) {
+        ::signal(signal_number, SIG_DFL);
+        ::raise(signal_number);
+    }
+}
+
+const char* signal_name(int signal_number) {
+    const char* name = ::strsignal(signal_number);
+    return name ? name : "unknown signal";
+}
+
+struct Fd {
+    int fd = -1;
+    ~Fd() { reset(); }
+    void reset() {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+    }
+};
+
+struct SpawnActions {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    SpawnActions() {
+        posix_spawn_file_actions_init(&actions);
+        posix_spawnattr_init(&attributes);
+    }
+    ~SpawnActions() {
+        posix_spawn_file_actions_destroy(&actions);
+        posix_spawnattr_destroy(&attributes);
+    }
+};
+
+void check(int code, const std::string& what, const std::string& program) {
+    if (code != 0) throw Error("cannot run " + program + ": " + what + ": " + std::strerror(code));
+}
+
+}  // namespace
+
+std::string ProcessResult::describe() const {
+    if (signal != 0) return "killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
+    return "exited with status " + std::to_string(exit_code);
+}
+
+Interrupted::Interrupted(int signal_number, std::string where)
+    : Error(std::string("interrupted by ") + (signal_number == SIGINT ? "SIGINT" : signal_number == SIGTERM ? "SIGTERM"
+                                                                                                         : signal_name(signal_number)),
+            std::move(where)),
+      signal_(signal_number) {}
+
+void install_interrupt_handlers() {
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &action, nullptr);
+    ::sigaction(SIGTERM, &action, nullptr);
+}
+
+void defer_interrupts(bool deferred) { g_deferred.store(deferred); }
+
+int pending_interrupt() { return g_signal; }
+
+ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
+    if (argv.empty()) throw Error("run_process: no program");
+    const std::string& program = argv.front();
+    SpawnActions spawn;
+    auto& actions = spawn.actions;
+    check(posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0), "stdin", program);
+    // Absolute paths, so that the order of chdir and open does not matter.
+    const std::string out_file = options.stdout_file.empty() ? "" : std::filesystem::absolute(options.stdout_file).string();
+    const std::string err_file = options.stderr_file.empty() ? "" : std::filesystem::absolute(options.stderr_file).string();
+    const std::string directory =
+        options.working_directory.empty() ? "" : std::filesystem::absolute(options.working_directory).string();
+    Fd out_read, out_write, err_read, err_write;
+    auto make_pipe = [&](Fd& read_end, Fd& write_end) {
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno), program);
+        read_end.fd = fds[0];
+        write_end.fd = fds[1];
+    };
+    if (options.capture_stdout) {
+        make_pipe(out_read, out_write);
+        check(posix_spawn_file_actions_adddup2(&actions, out_write.fd, 1), "stdout", program);
+    } else if (!out_file.empty()) {
+        check(posix_spawn_file_actions_addopen(&actions, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), "stdout",
+              program);
+    }
+    if (options.capture_stderr) {
+        make_pipe(err_read, err_write);
+        check(posix_spawn_file_actions_adddup2(&actions, err_write.fd, 2), "stderr", program);
+    } else if (!err_file.empty() && err_file == out_file && !options.capture_stdout) {
+        check(posix_spawn_file_actions_adddup2(&actions, 1, 2), "stderr", program);
+    } else if (!err_file.empty()) {
+        check(posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), "stderr",
+              program);
+    }
+    if (!directory.empty())
+        check(posix_spawn_file_actions_addchdir_np(&actions, directory.c_str()), "working directory", program);
+
+    sigset_t defaults, empty;
+    sigemptyset(&empty);
+    sigemptyset(&defaults);
+    for (int s : {SIGINT, SIGTERM, SIGPIPE, SIGHUP, SIGQUIT}) sigaddset(&defaults, s);
+    check(posix_spawnattr_setsigmask(&spawn.attributes, &empty), "signal mask", program);
+    check(posix_spawnattr_setsigdefault(&spawn.attributes, &defaults), "signal defaults", program);
+    check(posix_spawnattr_setflags(&spawn.attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF), "flags", program);
+
+    std::vector<char*> arguments;
+    for (const auto& word : argv) arguments.push_back(const_cast<char*>(word.c_str()));
+    arguments.push_back(nullptr);
+    pid_t pid = 0;
+    const int spawned = options.search_path
+                            ? ::posix_spawnp(&pid, program.c_str(), &actions, &spawn.attributes, arguments.data(), environ)
+                            : ::posix_spawn(&pid, program.c_str(), &actions, &spawn.attributes, arguments.data(), environ);
+    if (spawned != 0) {
+        if (spawned == ENOENT && !directory.empty() && !std::filesystem::is_directory(directory))
+            throw Error("cannot run " + program + ": no such working directory", directory);
+        throw Error("cannot run " + program + ": " + std::strerror(spawned));
+    }
+    g_child.store(pid);
+    if (g_signal != 0) ::kill(pid, g_signal);  // a signal that came between spawn and here
+    out_write.reset();
+    err_write.reset();
+
+    // Read the pipes (if any) and reap the child; a child that ignores a forwarded signal for 10 s gets SIGKILL.
+    ProcessResult result;
+    int status = 0;
+    bool reaped = false;
+    std::chrono::steady_clock::time_point signalled{};
+    char buffer[65536];
+    while (!reaped || out_read.fd >= 0 || err_read.fd >= 0) {
+        if (out_read.fd >= 0 || err_read.fd >= 0) {
+            pollfd fds[2];
+            nfds_t count = 0;
+            Fd* owners[2];
+            std::string* sinks[2];
+            if (out_read.fd >= 0) fds[count] = {out_read.fd, POLLIN, 0}, owners[count] = &out_read, sinks[count++] = &result.out;
+            if (err_read.fd >= 0) fds[count] = {err_read.fd, POLLIN, 0}, owners[count] = &err_read, sinks[count++] = &result.err;
+            if (::poll(fds, count, 100) > 0)
+                for (nfds_t i = 0; i < count; ++i) {
+                    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                    const ssize_t got = ::read(fds[i].fd, buffer, sizeof buffer);
+                    if (got > 0) sinks[i]->append(buffer, static_cast<std::size_t>(got));
+                    else if (got == 0 || errno != EINTR) owners[i]->reset();
+                }
+        } else if (!reaped) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        if (!reaped) {
+            const pid_t done = ::waitpid(pid, &status, WNOHANG);
+            if (done == pid || (done < 0 && errno != EINTR)) reaped = true;
+        }
+        if (!reaped && g_signal != 0) {
+            const auto now = std::chrono::steady_clock::now();
+            if (signalled == std::chrono::steady_clock::time_point{}) signalled = now;
+            else if (now - signalled > std::chrono::seconds(10)) ::kill(pid, SIGKILL);
+        }
+    }
+    g_child.store(0);
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+    if (g_signal != 0) throw Interrupted(g_signal, program);
+    return result;
+}
+
+}  // namespace rankscope

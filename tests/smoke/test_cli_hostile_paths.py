@@ -1,0 +1,123 @@
+"""No shell anywhere: every path flag (--out, --input, --text, --model, --inputs, --dump, --patterns, --checkpoints,
+the measured file) holds quotes, spaces, `$()`, backticks, a comma and newlines, and gnuplot's own `system(...)` call.
+Nothing may be executed (no PWNED* file appears anywhere), and every output lands inside the oddly named folder."""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import BINARY, FIXTURES, RTE, read_csv, require  # noqa: E402
+
+import subprocess  # noqa: E402
+
+# One folder name with every trick: shell quoting breaks, command substitution, backticks, a comment, newlines (a
+# gnuplot script or a '#' comment line would end there), gnuplot's system() and a comma (SentencePiece's --input list).
+HOSTILE = ("a b'; touch PWNED1; echo '$(touch PWNED2)`touch PWNED3`\"; touch PWNED4 #\n touch PWNED5\n"
+           "'); system('touch PWNED6'); print('x,y")
+
+
+class HostilePaths(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require(FIXTURES, RTE)
+        cls.sandbox = tempfile.mkdtemp(prefix="rankscope-hostile-")
+        cls.weird = os.path.join(cls.sandbox, HOSTILE)
+        os.makedirs(cls.weird)
+        cls.matrix = os.path.join(cls.weird, "x " + HOSTILE.replace("\n", "_")[:40] + ".npy")
+        np.save(cls.matrix, np.random.default_rng(1).normal(size=(6, 8)))
+        cls.text = os.path.join(cls.weird, "text $(touch PWNED7).tsv")
+        shutil.copy(RTE, cls.text)
+        cls.model = os.path.join(cls.weird, "bert-tiny '; system('touch PWNED8') #")
+        shutil.copytree(os.path.join(FIXTURES, "bert-tiny"), cls.model)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.sandbox)
+
+    def run_in_sandbox(self, *args):
+        result = subprocess.run([os.path.abspath(BINARY), *args], capture_output=True, text=True, cwd=self.sandbox)
+        self.assertEqual(result.returncode, 0, f"{args}: {result.stderr}")
+        return result
+
+    def assert_nothing_executed(self):
+        for root, _, files in os.walk(self.sandbox):
+            for name in files:
+                self.assertFalse(name.startswith("PWNED"), os.path.join(root, name))
+        self.assertFalse(any(name.startswith("PWNED") for name in os.listdir(os.getcwd())))
+
+    def assert_files(self, folder, *names):
+        for name in names:
+            path = os.path.join(folder, name)
+            self.assertTrue(os.path.isfile(path), path)
+            self.assertGreater(os.path.getsize(path), 0, path)
+
+    def test_theory_and_measure(self):
+        out = os.path.join(self.weird, "theory")
+        self.run_in_sandbox("theory", "--layers", "2", "--seeds", "1", "--heads", "2", "--input", self.matrix,
+                            "--out", out)
+        self.assert_files(out, "theory.csv", "theory.svg", "theory.png", "theory.pdf", "theory_bounds.svg", "theory.gp",
+                          "manifest.json")
+        self.assertFalse(any(".tmp-" in name for name in os.listdir(out)))
+        # The recorded command stays on one '#' line: the CSV parses, the gnuplot script ran (figures exist above).
+        with open(os.path.join(out, "theory.csv")) as f:
+            lines = f.read().split("\n")
+        header = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+        self.assertTrue(lines[header].startswith("variant,"), lines[:header + 1])
+        self.assertEqual(len(read_csv(os.path.join(out, "theory.csv"))), 12 * 3)
+        measured = os.path.join(self.weird, "measure")
+        self.run_in_sandbox("measure", self.matrix, "--out", measured)
+        self.assert_files(measured, "measures.csv", "measures.json")
+        counts = os.path.join(self.weird, "counts")
+        self.run_in_sandbox("paths", "count", "--layers", "3", "--heads", "2", "--out", counts)
+        self.assert_files(counts, "path_counts.csv", "path_counts.svg")
+        self.assert_nothing_executed()
+
+    def test_model_dump_patterns(self):
+        out = os.path.join(self.weird, "model out")
+        dump = os.path.join(self.weird, "acts `touch PWNED9`.safetensors")
+        self.run_in_sandbox("model", "--model", self.model, "--text", self.text, "--samples", "2", "--tokens", "16",
+                            "--draws", "5", "--dump", dump, "--out", out)
+        self.assert_files(out, "residual.csv", "paths.csv", "residual.svg", "paths.svg", "manifest.json")
+        self.assert_files(self.weird, os.path.basename(dump))
+        sample = os.path.join(self.weird, "sample")
+        self.run_in_sandbox("paths", "sample", "--patterns", dump, "--draws", "5", "--out", sample)
+        self.assert_files(sample, "paths.csv", "paths.svg")
+        # The SentencePiece helper: a built-in configuration trains its tokenizer into OUT/tokenizer.
+        albert = os.path.join(self.weird, "albert")
+        self.run_in_sandbox("model", "--model", "albert-base-v2", "--weights", "init", "--text", self.text,
+                            "--samples", "2", "--tokens", "16", "--draws", "5", "--variants", "SAN", "--out", albert)
+        self.assert_files(albert, "residual.csv", "residual.svg", os.path.join("tokenizer", "spiece.model"))
+        self.assert_nothing_executed()
+
+    def test_a_figure_gnuplot_fails_on_leaves_no_file(self):
+        # E2's box plot needs more than 3 draws per length: gnuplot stops with "x range is invalid" after creating its
+        # output. The figure is drawn under a temporary name, so no 0-byte or partial paths.svg is left behind (and an
+        # older paths.svg under the real name is removed, since the CSV beside it has just changed).
+        out = os.path.join(self.weird, "few draws")
+        os.makedirs(out)
+        with open(os.path.join(out, "paths.svg"), "w") as f:
+            f.write("<svg>stale</svg>")
+        result = self.run_in_sandbox("model", "--model", self.model, "--text", self.text, "--samples", "2", "--tokens",
+                                     "16", "--draws", "3", "--out", out)
+        self.assertIn("gnuplot could not draw paths", result.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "paths.svg")))
+        self.assertFalse(any(".tmp-" in name for name in os.listdir(out)), os.listdir(out))
+        self.assert_files(out, "residual.svg", "paths.csv", "paths.gnuplot.log")
+
+    def test_task_checkpoints(self):
+        out = os.path.join(self.weird, "task")
+        checkpoints = os.path.join(self.weird, "ckpt $(touch PWNED10)")
+        self.run_in_sandbox("task", "sort", "--epochs", "1", "--train-count", "20", "--eval-count", "10", "--layers", "1",
+                            "--d-model", "8", "--repeats", "1", "--paths", "5", "--checkpoints", checkpoints,
+                            "--out", out)
+        self.assert_files(out, "paths_effectiveness.csv", "paths_effectiveness.svg", "task.json")
+        self.assertEqual(len([n for n in os.listdir(checkpoints) if n.endswith(".safetensors")]), 1)
+        self.assert_nothing_executed()
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)

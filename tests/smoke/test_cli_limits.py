@@ -1,0 +1,130 @@
+"""Hostile flags: every numeric flag has a documented range (shown in --help), non-finite numbers and sizes that would
+exhaust the machine are rejected before anything is written, NaN/Inf results are errors unless --allow-nonfinite, and
+every error is ONE line `rankscope: error: <what> (<flag or file>)` with exit status 2."""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import FIXTURES, run  # noqa: E402
+
+# (arguments, text the error must name). --out is appended: the folder must not be created.
+REJECTED = [
+    (["theory", "--seeds", "0"], "--seeds"),
+    (["theory", "--seeds", "-3"], "--seeds"),
+    (["theory", "--layers", "1000000000"], "--layers"),
+    (["theory", "--tokens", "100000000"], "--tokens"),
+    (["theory", "--init-scale", "nan"], "--init-scale"),
+    (["theory", "--init-scale", "inf"], "--init-scale"),
+    (["theory", "--init-scale", "1e308"], "--init-scale"),
+    (["theory", "--init-scale", "0"], "--init-scale"),
+    (["theory", "--threads", "1000000"], "--threads"),
+    (["theory", "--seed", "18446744073709551616"], "--seed"),
+    (["theory", "--seed", "-1"], "--seed"),
+    (["theory", "--seed", "0x10"], "--seed"),
+    (["theory", "--layers", "1e3"], "--layers"),
+    (["theory", "--heads", "64", "--tokens", "512", "--layers", "100"], "--heads, --tokens, --layers"),
+    (["paths", "sample", "--draws", "-1"], "--draws"),
+    (["paths", "sample", "--draws", "0"], "--draws"),
+    (["paths", "sample", "--layers", "64", "--heads", "64", "--tokens", "512"], "--layers, --heads, --tokens"),
+    (["paths", "count", "--layers", "-1"], "--layers"),
+    (["paths", "count", "--alpha", "0.5"], "--heads"),
+    (["paths", "count", "--layers", "2", "--alpha", "0.5,nan"], "--alpha"),
+    (["paths", "check", "--layers", "40"], "--layers"),
+    (["measure", "--rank-tol", "-1"], "--rank-tol"),
+    (["measure", "--rank-tol", "nan"], "--rank-tol"),
+    (["measure", "--centers", "mean,bogus"], "--centers"),
+    (["model", "--model", "bert-base-cased", "--weights", "init", "--samples", "100000000"], "--samples"),
+    (["model", "--model", "bert-base-cased", "--weights", "init", "--tokens", "100000000"], "--tokens"),
+    (["model", "--model", "bert-base-cased", "--weights", "init", "--samples", "4096", "--tokens", "4096"],
+     "--samples, --tokens"),
+    (["model", "--model", "bert-base-cased", "--weights", "init", "--variants", "SAN,evil"], "--variants"),
+    (["model", "--model", "bert-base-cased", "--weights", "init", "--draws", "-5"], "--draws"),
+    (["task", "sort", "--lr", "1e308"], "--lr"),
+    (["task", "sort", "--lr", "nan"], "--lr"),
+    (["task", "sort", "--lr", "-0.1"], "--lr"),
+    (["task", "sort", "--epochs", "-1"], "--epochs"),
+    (["task", "sort", "--layers", "1000000000"], "--layers"),
+    (["task", "sort", "--layers", "48", "--d-model", "2048"], "--layers, --d-model"),
+    (["task", "sort", "--eval-count", "0"], "--eval-count"),
+    (["task", "circle", "--variants", "SAN+skip'; system('touch PWNED') #"], "--variants"),
+    (["task", "sort", "--repeats", "0"], "--repeats"),
+    (["width-depth", "--task", "sort", "--depths", "0"], "--depths"),
+    (["reproduce", "--threads", "-1"], "--threads"),
+]
+
+
+class Limits(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.mkdtemp(prefix="rankscope-limits-")
+
+    def tearDown(self):
+        shutil.rmtree(self.directory)
+
+    def assert_one_line_error(self, result, names, status=2):
+        self.assertEqual(result.returncode, status, result.stderr)
+        lines = result.stderr.rstrip("\n").split("\n")
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertTrue(lines[0].startswith("rankscope: error: "), lines[0])
+        self.assertIn(names, lines[0])
+        return lines[0]
+
+    def test_flags_out_of_range_are_rejected_before_any_output(self):
+        for args, names in REJECTED:
+            with self.subTest(args=args):
+                out = os.path.join(self.directory, "out")
+                result = run(*args, "--out", out, check=False)
+                self.assert_one_line_error(result, names)
+                self.assertFalse(os.path.exists(out), f"{args} created {out}")
+
+    def test_help_shows_ranges(self):
+        help_text = run("theory", "--help").stdout
+        for shown in ["in [1, 1000]", "in [1, 100]", "in (0, 100]", "in [0, 256]"]:
+            self.assertIn(shown, help_text)
+        self.assertIn("in (0, 1]", run("task", "sort", "--help").stdout)
+
+    def test_canonical_numbers(self):
+        # "010" is ten (CLI11 alone reads it as octal 8) and 2^64 - 1 is a valid seed.
+        out = os.path.join(self.directory, "counts")
+        run("paths", "count", "--layers", "010", "--heads", "1", "--out", out)
+        with open(os.path.join(out, "path_counts.json")) as f:
+            self.assertIn('"layers": 10', f.read())
+        result = run("measure", "--seed", "18446744073709551615", "--format", "json")
+        self.assertIn('"seed": 18446744073709551615', result.stdout)
+
+    def test_files_that_are_directories_or_missing(self):
+        for args in [["measure", self.directory], ["theory", "--input", self.directory],
+                     ["model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", self.directory],
+                     ["paths", "sample", "--patterns", self.directory]]:
+            with self.subTest(args=args):
+                line = self.assert_one_line_error(run(*args, check=False), self.directory)
+                self.assertIn("is a directory", line)
+        line = self.assert_one_line_error(run("measure", os.path.join(self.directory, "none.npy"), check=False), "none.npy")
+        self.assertIn("no such file", line)
+
+    def test_nonfinite_results_are_errors_unless_allowed(self):
+        zeros = os.path.join(self.directory, "zeros.npy")
+        np.save(zeros, np.zeros((5, 4)))
+        out = os.path.join(self.directory, "zeros")
+        line = self.assert_one_line_error(run("measure", zeros, "--out", out, check=False), "zeros.npy")
+        self.assertIn("NaN", line)
+        self.assertIn("matrix 0", line)
+        self.assertFalse(os.path.exists(out))
+        allowed = run("measure", zeros, "--allow-nonfinite", "--format", "json", check=False)
+        self.assertEqual(allowed.returncode, 0, allowed.stderr)
+        # X with entries of 1e300: the network overflows; the error names the variant and the layer.
+        huge = os.path.join(self.directory, "huge.npy")
+        np.save(huge, np.random.default_rng(0).normal(size=(6, 8)) * 1e300)
+        out = os.path.join(self.directory, "theory")
+        line = self.assert_one_line_error(run("theory", "--layers", "2", "--seeds", "1", "--input", huge, "--out", out,
+                                              check=False), "variant")
+        self.assertIn("layer", line)
+        self.assertFalse(os.path.exists(os.path.join(out, "theory.csv")))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)
