@@ -8,11 +8,11 @@ Self-contained: the tiny BERT checkpoint, vocabulary and text are written here, 
 """
 import json
 import os
-import stat
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -121,8 +121,10 @@ class HostileParsers(unittest.TestCase):
         """Runs rankscope with args (+ --out OUT) and checks the hostile-input contract."""
         out = out or self.path("out-" + str(abs(hash(tuple(args)))))
         command = [BINARY, *map(str, args), "--out", out]
+        started = time.monotonic()
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, errors="replace")
+            elapsed = time.monotonic() - started
         except subprocess.TimeoutExpired:
             self.fail(f"hang: no answer within {TIMEOUT} s: {' '.join(command)}")
         self.assertGreaterEqual(result.returncode, 0, f"killed by signal {-result.returncode}: {result.stderr[-500:]}")
@@ -133,6 +135,10 @@ class HostileParsers(unittest.TestCase):
         self.assertIn(file_word, lines[0])
         self.assertIn(problem_word, lines[0])
         self.assertLess(len(lines[0]), 600, lines[0])
+        if os.environ.get("RANKSCOPE_HOSTILE_LOG"):  # the table of docs/reliability.md
+            with open(os.environ["RANKSCOPE_HOSTILE_LOG"], "a") as log:
+                log.write(json.dumps({"command": args[0], "rc": result.returncode, "error": lines[0],
+                                      "seconds": round(elapsed, 2)}) + "\n")
         if os.path.isdir(out):
             written = [os.path.join(d, f) for d, _, files in os.walk(out) for f in files]
             self.assertEqual(written, [], "output files left after an error")
