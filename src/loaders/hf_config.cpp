@@ -84,7 +84,7 @@ bool boolean_or(const nlohmann::json& json, const char* name, bool fallback, con
 }  // namespace
 
 HfConfig read_hf_config(const std::string& path) {
-    const nlohmann::json json = read_json_file(path, "file");
+    const nlohmann::json json = read_json_file(path, "config file");
     if (!json.is_object()) throw Error("config.json must hold a JSON object", path);
     HfConfig c;
     c.path = path;
