@@ -22,13 +22,25 @@ std::size_t dtype_size(DType dtype);
 // safetensors spelling: "F32", "I64", ...
 std::string dtype_name(DType dtype);
 
+// ---- checked sizes ------------------------------------------------------------------------------------------------
+// Every element count or byte size computed from a file or a flag goes through these: a negative extent or a product
+// that does not fit in int64 throws Error naming `where` (the file, or file:tensor) and the shape.
+//   const std::size_t bytes = shape_nbytes(shape, DType::F32, path);   // throws instead of wrapping
+bool checked_multiply(std::int64_t a, std::int64_t b, std::int64_t& product);  // false on overflow
+bool checked_add(std::int64_t a, std::int64_t b, std::int64_t& sum);          // false on overflow
+std::int64_t shape_numel(const std::vector<std::int64_t>& shape, const std::string& where);
+std::int64_t shape_nbytes(const std::vector<std::int64_t>& shape, DType dtype, const std::string& where);
+// "[2, 3, 4]"
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
 // A read-only view of contiguous row-major data owned elsewhere (a HostArray or a mapped file).
 struct ArrayView {
     DType dtype = DType::F32;
     std::vector<std::int64_t> shape;
     const std::byte* data = nullptr;
+    // Checked (see shape_numel): throws Error for a negative extent or an overflowing product.
     std::int64_t numel() const;
-    std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype); }
+    std::size_t nbytes() const;
 };
 
 // An array that owns its bytes.

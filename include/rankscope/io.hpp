@@ -16,11 +16,51 @@
 
 namespace rankscope {
 
+// ---- bounded reading of outside input --------------------------------------------------------------------------------
+// Size limits, checked against the file's size before anything is read (documented in docs/reliability.md).
+constexpr std::uint64_t kMaxJsonFileBytes = 64ull << 20;        // config.json, model.json, vocab.json, manifests
+constexpr std::uint64_t kMaxTextFileBytes = 256ull << 20;       // text for tokenisation (.txt, .tsv), vocab.txt
+constexpr std::uint64_t kMaxCsvFileBytes = 256ull << 20;        // .csv matrices
+constexpr std::uint64_t kMaxNpyHeaderBytes = 10000;             // numpy's own limit (format.py _MAX_HEADER_SIZE)
+constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100000000; // the safetensors reference implementation's limit
+
+// A regular file opened for reading. Anything else (a directory, /dev/zero, a FIFO — opened without blocking — a
+// socket) throws Error("<what> must be a regular file, this is a FIFO", path).
+class InputFile {
+public:
+    InputFile(const std::string& path, const std::string& what);
+    ~InputFile();
+    InputFile(const InputFile&) = delete;
+    InputFile& operator=(const InputFile&) = delete;
+    std::uint64_t size() const { return size_; }
+    const std::string& path() const { return path_; }
+    int fd() const { return fd_; }
+    // Exactly `count` bytes at `offset`; throws Error("truncated file: <what> needs bytes a..b, the file has n").
+    void read_at(std::uint64_t offset, void* buffer, std::uint64_t count, const std::string& what) const;
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    std::uint64_t size_ = 0;
+};
+
+// The whole file, after checking it is a regular file of at most `limit` bytes.
+std::string read_file_limited(const std::string& path, std::uint64_t limit, const std::string& what);
+
+// `text` for an error message: control characters as \xNN, cut to about `max_length` characters with "...".
+std::string printable(const std::string& text, std::size_t max_length = 80);
+
 // ---- .npy (NumPy format versions 1.0, 2.0, 3.0) -----------------------------------------------------------------
+// The header must be numpy's dict literal with exactly the keys 'descr', 'fortran_order' and 'shape' (strict grammar,
+// at most kMaxNpyHeaderBytes), and the file exactly as long as header + data.
 HostArray read_npy(const std::string& path);
 void write_npy(const std::string& path, const ArrayView& array);
 
-// ---- .csv: numeric rows, comma- or whitespace-separated; a first line that is not numeric is a header ----------
+// ---- .csv: numeric rows, comma- or whitespace-separated ------------------------------------------------------------
+// Blank lines and lines starting with '#' are skipped. The first remaining line is a header if and only if EVERY one of
+// its cells is non-empty and not a number; otherwise it is data. Every data line must have the same number of cells,
+// each a number (strtod syntax, surrounding spaces allowed): anything else is an error naming the line and column, so a
+// data row is never dropped silently.
 HostArray read_csv_matrix(const std::string& path);
 
 // ---- .safetensors --------------------------------------------------------------------------------------------------
@@ -55,12 +95,28 @@ void write_safetensors(const std::string& path, const std::vector<NamedArray>& t
                        const std::map<std::string, std::string>& metadata = {});
 
 // ---- any matrix file -----------------------------------------------------------------------------------------------
-// "x.npy", "x.csv", "model.safetensors:name" (or "model.safetensors" holding exactly one tensor).
+// "x.npy", "x.csv", "model.safetensors:name" (or "model.safetensors" holding exactly one tensor). An array with a zero
+// extent (an empty batch) is an error here, naming the file and the shape.
 HostArray read_matrix_file(const std::string& spec);
 
 // ---- JSON files ----------------------------------------------------------------------------------------------------
-// The parsed file; throws Error("cannot open <what>", path) or Error("not valid JSON: ...", path).
+// The parsed file (a regular file of at most kMaxJsonFileBytes, nested at most 64 deep); throws one-line Errors:
+// "cannot open <what>: ...", "not valid JSON: syntax error at line 3, column 7", naming the file.
 nlohmann::json read_json_file(const std::string& path, const std::string& what);
+// The same for JSON text already in memory (`where` names its source in errors).
+nlohmann::json parse_json_text(const std::string& text, const std::string& where);
+
+// ---- TensorFlow.js weights (model.json + binary shards) --------------------------------------------------------------
+// Every weight of the manifest's weightsManifest groups, checked: shard paths are plain file names in `directory`, the
+// shards' total size equals what the weights describe (float32/int32 only; checked arithmetic) before any shard is
+// read, names are unique.
+struct TfjsWeight {
+    std::string name;
+    DType dtype = DType::F32;  // F32 or I32
+    std::vector<std::int64_t> shape;
+    std::vector<std::byte> bytes;
+};
+std::vector<TfjsWeight> read_tfjs_weights(const std::string& directory);
 
 // ---- atomic text output --------------------------------------------------------------------------------------------
 void write_file_atomically(const std::string& path, const std::string& contents);

@@ -34,11 +34,39 @@ std::string dtype_name(DType dtype) {
     return "?";
 }
 
-std::int64_t ArrayView::numel() const {
+bool checked_multiply(std::int64_t a, std::int64_t b, std::int64_t& product) {
+    return !__builtin_mul_overflow(a, b, &product);
+}
+
+bool checked_add(std::int64_t a, std::int64_t b, std::int64_t& sum) { return !__builtin_add_overflow(a, b, &sum); }
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + "]";
+}
+
+std::int64_t shape_numel(const std::vector<std::int64_t>& shape, const std::string& where) {
     std::int64_t n = 1;
-    for (auto extent : shape) n *= extent;
+    for (auto extent : shape) {
+        if (extent < 0) throw Error("shape " + shape_text(shape) + " has a negative extent", where);
+        if (!checked_multiply(n, extent, n))
+            throw Error("shape " + shape_text(shape) + " has more elements than fit in 64 bits", where);
+    }
     return n;
 }
+
+std::int64_t shape_nbytes(const std::vector<std::int64_t>& shape, DType dtype, const std::string& where) {
+    std::int64_t bytes = 0;
+    if (!checked_multiply(shape_numel(shape, where), static_cast<std::int64_t>(dtype_size(dtype)), bytes))
+        throw Error("shape " + shape_text(shape) + " of " + dtype_name(dtype) + " needs more bytes than fit in 64 bits",
+                    where);
+    return bytes;
+}
+
+std::int64_t ArrayView::numel() const { return shape_numel(shape, "array view"); }
+
+std::size_t ArrayView::nbytes() const { return static_cast<std::size_t>(shape_nbytes(shape, dtype, "array view")); }
 
 namespace {
 template <typename T>
@@ -96,8 +124,9 @@ double element_as_double(const ArrayView& view, std::int64_t i) {
 }
 
 std::vector<double> to_double_vector(const ArrayView& view) {
-    std::vector<double> out(static_cast<std::size_t>(view.numel()));
-    for (std::int64_t i = 0; i < view.numel(); ++i) out[static_cast<std::size_t>(i)] = element_as_double(view, i);
+    const std::int64_t n = view.numel();
+    std::vector<double> out(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = element_as_double(view, i);
     return out;
 }
 

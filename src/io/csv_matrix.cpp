@@ -1,5 +1,8 @@
-#include <fstream>
-#include <sstream>
+// .csv matrices. The rule (io.hpp, README): blank lines and '#' lines are skipped; the first remaining line is a header
+// iff every cell is non-empty and non-numeric; every other line must be all numbers, with the same number of cells.
+// Anything else is an error naming the line and column, so no data row is ever dropped silently.
+#include <cerrno>
+#include <cstdlib>
 
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -7,28 +10,39 @@
 namespace rankscope {
 namespace {
 
-// Splits on commas, or on whitespace when the line has no comma.
+// Splits on commas, or on whitespace (spaces and tabs) when the line has no comma.
 std::vector<std::string> split_fields(const std::string& line) {
     std::vector<std::string> fields;
     if (line.find(',') != std::string::npos) {
-        std::stringstream stream(line);
-        std::string field;
-        while (std::getline(stream, field, ',')) fields.push_back(field);
-        if (!line.empty() && line.back() == ',') fields.emplace_back();
+        std::size_t start = 0;
+        for (std::size_t comma; (comma = line.find(',', start)) != std::string::npos; start = comma + 1)
+            fields.push_back(line.substr(start, comma - start));
+        fields.push_back(line.substr(start));
     } else {
-        std::stringstream stream(line);
-        std::string field;
-        while (stream >> field) fields.push_back(field);
+        std::size_t at = 0;
+        while (at < line.size()) {
+            at = line.find_first_not_of(" \t", at);
+            if (at == std::string::npos) break;
+            const std::size_t end = std::min(line.find_first_of(" \t", at), line.size());
+            fields.push_back(line.substr(at, end - at));
+            at = end;
+        }
     }
     return fields;
 }
 
-bool parse_number(const std::string& field, double& value) {
-    const auto first = field.find_first_not_of(" \t\r");
-    const auto last = field.find_last_not_of(" \t\r");
-    if (first == std::string::npos) return false;
-    const std::string trimmed = field.substr(first, last - first + 1);
+std::string trim(const std::string& field) {
+    const auto first = field.find_first_not_of(" \t");
+    if (first == std::string::npos) return "";
+    return field.substr(first, field.find_last_not_of(" \t") - first + 1);
+}
+
+// The whole trimmed cell must be one number (strtod syntax; nan and inf parse, and are rejected later by the
+// measures with their position).
+bool parse_number(const std::string& trimmed, double& value) {
+    if (trimmed.empty()) return false;
     char* end = nullptr;
+    errno = 0;
     value = std::strtod(trimmed.c_str(), &end);
     return end == trimmed.c_str() + trimmed.size();
 }
@@ -36,39 +50,52 @@ bool parse_number(const std::string& field, double& value) {
 }  // namespace
 
 HostArray read_csv_matrix(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error("cannot open file", path);
+    const std::string contents = read_file_limited(path, kMaxCsvFileBytes, "CSV file");
     std::vector<double> values;
     std::int64_t columns = -1, rows = 0, line_number = 0;
-    std::string line;
-    while (std::getline(in, line)) {
+    bool first_line = true;
+    std::size_t start = 0;
+    while (start < contents.size()) {
+        std::size_t end = contents.find('\n', start);
+        if (end == std::string::npos) end = contents.size();
+        std::string line = contents.substr(start, end - start);
+        start = end + 1;
         ++line_number;
         if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.find_first_not_of(" \t") == std::string::npos || line[line.find_first_not_of(" \t")] == '#') continue;
+        const auto first_char = line.find_first_not_of(" \t");
+        if (first_char == std::string::npos || line[first_char] == '#') continue;
         const auto fields = split_fields(line);
-        std::vector<double> row;
-        bool numeric = true;
-        for (const auto& field : fields) {
-            double value;
-            if (!parse_number(field, value)) {
-                numeric = false;
-                break;
+        std::vector<std::string> cells;
+        cells.reserve(fields.size());
+        for (const auto& field : fields) cells.push_back(trim(field));
+        if (first_line) {
+            first_line = false;
+            bool header = true;
+            for (const auto& cell : cells) {
+                double ignored;
+                if (cell.empty() || parse_number(cell, ignored)) header = false;
             }
-            row.push_back(value);
-        }
-        if (!numeric) {
-            if (rows == 0 && columns < 0) {  // a header line
-                columns = static_cast<std::int64_t>(fields.size());
+            if (header) {
+                columns = static_cast<std::int64_t>(cells.size());
                 continue;
             }
-            throw Error("line " + std::to_string(line_number) + " has a non-numeric field", path);
         }
-        if (columns >= 0 && static_cast<std::int64_t>(row.size()) != columns)
-            throw Error("line " + std::to_string(line_number) + " has " + std::to_string(row.size()) +
+        if (columns >= 0 && static_cast<std::int64_t>(cells.size()) != columns)
+            throw Error("line " + std::to_string(line_number) + " has " + std::to_string(cells.size()) +
                             " columns, expected " + std::to_string(columns),
                         path);
-        columns = static_cast<std::int64_t>(row.size());
-        values.insert(values.end(), row.begin(), row.end());
+        for (std::size_t c = 0; c < cells.size(); ++c) {
+            double value;
+            if (!parse_number(cells[c], value))
+                throw Error("line " + std::to_string(line_number) + ", column " + std::to_string(c + 1) + ": " +
+                                (cells[c].empty() ? std::string("empty cell")
+                                                  : "'" + printable(cells[c], 40) + "' is not a number") +
+                                (rows == 0 && columns < 0 ? " (a header line must have only non-empty, non-numeric cells)"
+                                                          : ""),
+                            path);
+            values.push_back(value);
+        }
+        columns = static_cast<std::int64_t>(cells.size());
         ++rows;
     }
     if (rows == 0) throw Error("no numeric rows", path);

@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "rankscope/error.hpp"
@@ -23,79 +25,121 @@ DType dtype_from_name(const std::string& name, const std::string& where) {
         {"I8", DType::I8},   {"I16", DType::I16},   {"I32", DType::I32}, {"I64", DType::I64},
         {"U8", DType::U8},   {"BOOL", DType::Bool}};
     const auto found = table.find(name);
-    if (found == table.end()) throw Error("unsupported safetensors dtype '" + name + "'", where);
+    if (found == table.end()) throw Error("unsupported safetensors dtype '" + printable(name, 30) + "'", where);
     return found->second;
 }
 
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw Error("cannot open file", path);
-    struct stat info {};
-    if (::fstat(fd, &info) != 0) {
-        ::close(fd);
-        throw Error("cannot stat file", path);
+    const InputFile file(path, "safetensors file");  // a regular file: not /dev/zero, a FIFO or a directory
+    if (file.size() < 8)
+        throw Error("truncated safetensors file: " + std::to_string(file.size()) + " bytes, less than the 8-byte header size",
+                    path);
+    std::uint64_t header_size = 0;
+    {
+        unsigned char length[8];
+        file.read_at(0, length, 8, "the safetensors header size");
+        for (int b = 7; b >= 0; --b) header_size = (header_size << 8) | length[b];
     }
-    mapping_size_ = static_cast<std::size_t>(info.st_size);
-    if (mapping_size_ < 8) {
-        ::close(fd);
-        throw Error("truncated safetensors file: " + std::to_string(mapping_size_) + " bytes", path);
-    }
-    void* mapped = ::mmap(nullptr, mapping_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
+    if (header_size > kMaxSafetensorsHeaderBytes)
+        throw Error("safetensors header size " + std::to_string(header_size) + " is above the format's limit of " +
+                        std::to_string(kMaxSafetensorsHeaderBytes) + " bytes",
+                    path);
+    if (header_size > file.size() - 8)
+        throw Error("truncated safetensors file: header says " + std::to_string(header_size) + " bytes, file has " +
+                        std::to_string(file.size() - 8) + " after the size",
+                    path);
+    if (header_size < 2) throw Error("bad safetensors header: " + std::to_string(header_size) + " bytes", path);
+    mapping_size_ = static_cast<std::size_t>(file.size());
+    void* mapped = ::mmap(nullptr, mapping_size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
     if (mapped == MAP_FAILED) throw Error("cannot memory-map file", path);
     mapping_ = static_cast<const std::byte*>(mapped);
 
     try {
-        std::uint64_t header_size = 0;
-        for (int b = 7; b >= 0; --b) header_size = (header_size << 8) | static_cast<std::uint8_t>(mapping_[b]);
-        if (header_size > mapping_size_ - 8)
-            throw Error("truncated safetensors file: header says " + std::to_string(header_size) + " bytes, file has " +
-                            std::to_string(mapping_size_ - 8),
-                        path);
         const char* header_begin = reinterpret_cast<const char*>(mapping_ + 8);
-        nlohmann::json header;
-        try {
-            header = nlohmann::json::parse(header_begin, header_begin + header_size);
-        } catch (const nlohmann::json::exception& e) {
-            throw Error(std::string("bad safetensors header JSON: ") + e.what(), path);
-        }
+        if (header_begin[0] != '{') throw Error("bad safetensors header: does not start with '{'", path);
+        const nlohmann::json header = parse_json_text(std::string(header_begin, header_size), path);
         if (!header.is_object()) throw Error("bad safetensors header: not a JSON object", path);
         const std::byte* data = mapping_ + 8 + header_size;
-        const std::size_t data_size = mapping_size_ - 8 - header_size;
+        const std::uint64_t data_size = file.size() - 8 - header_size;
+        struct Span {
+            std::uint64_t begin, end;
+            std::string name;
+        };
+        std::vector<Span> spans;
         for (const auto& [name, entry] : header.items()) {
             if (name == "__metadata__") {
                 if (!entry.is_object()) throw Error("bad safetensors __metadata__: not an object", path);
-                for (const auto& [key, value] : entry.items())
-                    metadata_[key] = value.is_string() ? value.get<std::string>() : value.dump();
+                for (const auto& [key, value] : entry.items()) {
+                    if (!value.is_string())
+                        throw Error("bad safetensors __metadata__: value of '" + printable(key) + "' is not a string", path);
+                    metadata_[key] = value.get<std::string>();
+                }
                 continue;
             }
-            const std::string where = path + ":" + name;
-            if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+            const std::string where = path + ":" + printable(name);
+            if (!entry.is_object() || entry.size() != 3 || !entry.contains("dtype") || !entry.contains("shape") ||
                 !entry.contains("data_offsets"))
-                throw Error("bad safetensors entry: needs dtype, shape and data_offsets", where);
+                throw Error("bad safetensors entry: needs exactly dtype, shape and data_offsets", where);
+            if (!entry["dtype"].is_string()) throw Error("bad safetensors dtype: not a string", where);
             ArrayView view;
             view.dtype = dtype_from_name(entry["dtype"].get<std::string>(), where);
-            for (const auto& extent : entry["shape"]) {
-                if (!extent.is_number_integer() || extent.get<std::int64_t>() < 0)
-                    throw Error("bad safetensors shape", where);
-                view.shape.push_back(extent.get<std::int64_t>());
+            const auto& shape = entry["shape"];
+            if (!shape.is_array()) throw Error("bad safetensors shape: not a list", where);
+            for (const auto& extent : shape) {
+                if (!extent.is_number_unsigned() ||
+                    extent.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+                    throw Error("bad safetensors shape: extents must be non-negative integers below 2^63", where);
+                view.shape.push_back(static_cast<std::int64_t>(extent.get<std::uint64_t>()));
             }
             const auto& offsets = entry["data_offsets"];
-            if (!offsets.is_array() || offsets.size() != 2) throw Error("bad safetensors data_offsets", where);
+            if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+                !offsets[1].is_number_unsigned())
+                throw Error("bad safetensors data_offsets: need [begin, end], two non-negative integers", where);
             const auto begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
-            if (end < begin || end - begin != view.nbytes())
-                throw Error("safetensors data_offsets span " + std::to_string(end - begin) + " bytes, shape needs " +
-                                std::to_string(view.nbytes()),
+            if (end < begin)
+                throw Error("bad safetensors data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                "]: end before begin",
                             where);
             if (end > data_size)
                 throw Error("truncated safetensors file: tensor ends at byte " + std::to_string(end) +
                                 " of a data section of " + std::to_string(data_size),
                             where);
+            const std::int64_t needed = shape_nbytes(view.shape, view.dtype, where);
+            if (end - begin != static_cast<std::uint64_t>(needed))
+                throw Error("safetensors data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] span " +
+                                std::to_string(end - begin) + " bytes, shape " + shape_text(view.shape) + " of " +
+                                dtype_name(view.dtype) + " needs " + std::to_string(needed),
+                            where);
             view.data = data + begin;
+            spans.push_back({begin, end, name});
             entries_.emplace(name, std::move(view));
         }
+        // As the format promises: the tensors tile the data section exactly, no overlap, no gap, nothing after.
+        std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+            return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+        });
+        std::uint64_t covered = 0;
+        const Span* previous = nullptr;
+        for (const auto& span : spans) {
+            const std::string where = path + ":" + printable(span.name);
+            if (span.begin < covered)
+                throw Error("safetensors data_offsets [" + std::to_string(span.begin) + ", " + std::to_string(span.end) +
+                                "] overlap tensor '" + printable(previous->name) + "' [" +
+                                std::to_string(previous->begin) + ", " + std::to_string(previous->end) + "]",
+                            where);
+            if (span.begin > covered)
+                throw Error("safetensors data section has bytes " + std::to_string(covered) + ".." +
+                                std::to_string(span.begin) + " that belong to no tensor (before this one)",
+                            where);
+            covered = span.end;
+            previous = &span;
+        }
+        if (covered != data_size)
+            throw Error("safetensors data section has " + std::to_string(data_size - covered) +
+                            " bytes after the last tensor that belong to no tensor",
+                        path);
     } catch (...) {
         ::munmap(const_cast<std::byte*>(mapping_), mapping_size_);
         mapping_ = nullptr;
@@ -123,9 +167,9 @@ ArrayView SafetensorsFile::view(const std::string& name) const {
             available += ", ...";
             break;
         }
-        available += (available.empty() ? "" : ", ") + entry.first;
+        available += (available.empty() ? "" : ", ") + printable(entry.first, 60);
     }
-    throw Error("no tensor named '" + name + "' (file has " + std::to_string(entries_.size()) + ": " + available + ")",
+    throw Error("no tensor named '" + printable(name) + "' (file has " + std::to_string(entries_.size()) + ": " + available + ")",
                 path_);
 }
 

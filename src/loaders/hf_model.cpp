@@ -16,20 +16,6 @@
 namespace rankscope {
 namespace {
 
-template <typename T>
-T field(const nlohmann::json& json, const char* name, const std::string& path) {
-    if (!json.contains(name) || json[name].is_null()) throw Error(std::string("config has no '") + name + "'", path);
-    try {
-        return json[name].get<T>();
-    } catch (const nlohmann::json::exception&) {
-        throw Error(std::string("config field '") + name + "' has the wrong type", path);
-    }
-}
-template <typename T>
-T field_or(const nlohmann::json& json, const char* name, T fallback) {
-    return json.contains(name) && !json[name].is_null() ? json[name].get<T>() : fallback;
-}
-
 bool is_floating(DType dtype) {
     return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 || dtype == DType::BF16;
 }
@@ -66,50 +52,7 @@ HfConfig builtin_hf_config(const std::string& name) {
     return c;
 }
 
-HfConfig read_hf_config(const std::string& path) {
-    const nlohmann::json json = read_json_file(path, "file");
-    HfConfig c;
-    c.path = path;
-    c.model_type = field_or<std::string>(json, "model_type", "");
-    c.vocab_size = field<int>(json, "vocab_size", path);
-    c.initializer_range = field_or<double>(json, "initializer_range", 0.02);
-    c.layer_norm_eps = field_or<double>(json, "layer_norm_eps", 1e-12);
-    c.pad_token_id = field_or<int>(json, "pad_token_id", 0);
-    if (c.model_type == "bert" || c.model_type == "albert") {
-        c.hidden_size = field<int>(json, "hidden_size", path);
-        c.layers = field<int>(json, "num_hidden_layers", path);
-        c.heads = field<int>(json, "num_attention_heads", path);
-        c.intermediate_size = field<int>(json, "intermediate_size", path);
-        c.max_position_embeddings = field_or<int>(json, "max_position_embeddings", 512);
-        c.type_vocab_size = field_or<int>(json, "type_vocab_size", 2);
-        c.activation = field_or<std::string>(json, "hidden_act", "gelu");
-        c.embedding_size = c.model_type == "albert" ? field<int>(json, "embedding_size", path) : c.hidden_size;
-        c.hidden_groups = field_or<int>(json, "num_hidden_groups", 1);
-        if (field_or<int>(json, "inner_group_num", 1) != 1)
-            throw Error("ALBERT with inner_group_num != 1 is not supported", path);
-        if (field_or<std::string>(json, "position_embedding_type", "absolute") != "absolute")
-            throw Error("only absolute position embeddings are supported", path);
-        if (c.heads <= 0 || c.hidden_size % c.heads != 0)
-            throw Error(fmt::format("hidden_size {} is not divisible by num_attention_heads {}", c.hidden_size, c.heads), path);
-        c.head_size = c.hidden_size / c.heads;
-    } else if (c.model_type == "xlnet") {
-        c.hidden_size = field<int>(json, "d_model", path);
-        c.layers = field<int>(json, "n_layer", path);
-        c.heads = field<int>(json, "n_head", path);
-        c.head_size = field<int>(json, "d_head", path);
-        c.intermediate_size = field<int>(json, "d_inner", path);
-        c.activation = field_or<std::string>(json, "ff_activation", "gelu");
-        c.clamp_len = field_or<int>(json, "clamp_len", -1);
-        c.embedding_size = c.hidden_size;
-        if (field_or<std::string>(json, "attn_type", "bi") != "bi") throw Error("only attn_type 'bi' is supported", path);
-        if (field_or<bool>(json, "bi_data", false)) throw Error("bi_data is not supported", path);
-    } else {
-        throw Error("unknown model_type '" + c.model_type + "' (expected bert, albert or xlnet)", path);
-    }
-    if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.layers <= 0 || c.heads <= 0 || c.intermediate_size <= 0)
-        throw Error("config sizes must be positive", path);
-    return c;
-}
+// read_hf_config: src/loaders/hf_config.cpp (torch-free, fuzzed).
 
 std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_t seed) {
     torch::manual_seed(seed);

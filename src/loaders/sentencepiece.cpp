@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
 #include "rankscope/tokenizer.hpp"
 #include "text_utf8.hpp"
@@ -111,14 +112,6 @@ private:
     std::vector<int> specials_;
 };
 
-std::vector<std::string> split_tabs(const std::string& line) {
-    std::vector<std::string> fields;
-    std::stringstream stream(line);
-    std::string field;
-    while (std::getline(stream, field, '\t')) fields.push_back(field);
-    return fields;
-}
-
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, const std::string& model_type,
@@ -131,11 +124,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
     int lower_case = -1;
     const auto tokenizer_config = folder / "tokenizer_config.json";
     if (std::filesystem::exists(tokenizer_config)) {
-        try {
-            const auto json = nlohmann::json::parse(std::ifstream(tokenizer_config));
-            if (json.contains("do_lower_case")) lower_case = json["do_lower_case"].get<bool>() ? 1 : 0;
-        } catch (const std::exception& e) {
-            throw Error(std::string("bad tokenizer_config.json: ") + e.what(), tokenizer_config.string());
+        const auto json = read_json_file(tokenizer_config.string(), "tokenizer_config.json");
+        if (json.is_object() && json.contains("do_lower_case") && !json["do_lower_case"].is_null()) {
+            if (!json["do_lower_case"].is_boolean())
+                throw Error("do_lower_case must be true or false", tokenizer_config.string());
+            lower_case = json["do_lower_case"].get<bool>() ? 1 : 0;
         }
     }
     if (std::filesystem::exists(folder / "spiece.model"))
@@ -179,33 +172,7 @@ std::string default_rte_path() {
     return "";
 }
 
-std::vector<std::string> read_sentences(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error("cannot open text file", path);
-    std::vector<std::string> sentences;
-    std::string line;
-    std::vector<int> columns;
-    bool first = true;
-    while (std::getline(in, line)) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (first) {
-            first = false;
-            const auto header = split_tabs(line);
-            for (std::size_t i = 0; i < header.size(); ++i)
-                if (header[i] == "sentence1" || header[i] == "sentence2") columns.push_back(static_cast<int>(i));
-            if (!columns.empty()) continue;
-        }
-        if (columns.empty()) {
-            if (line.find_first_not_of(" \t") != std::string::npos) sentences.push_back(line);
-            continue;
-        }
-        const auto fields = split_tabs(line);
-        for (int column : columns)
-            if (column < static_cast<int>(fields.size()) && !fields[column].empty()) sentences.push_back(fields[column]);
-    }
-    if (sentences.empty()) throw Error("no text in file", path);
-    return sentences;
-}
+// read_sentences: src/loaders/text_file.cpp (torch-free, bounded, fuzzed).
 
 ModelBatch pack_text(const Tokenizer& tokenizer, const std::vector<std::string>& sentences, int samples, int tokens,
                      const std::string& text_path) {

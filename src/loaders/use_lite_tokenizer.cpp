@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
@@ -22,19 +23,33 @@ namespace rankscope {
 namespace {
 
 constexpr int kReservedPieces = 6;
+constexpr std::size_t kMaxPieces = 1000000;        // USE lite has 8000
+constexpr std::size_t kMaxPieceCharacters = 256;   // USE lite's longest piece has 16
 
 class UseLiteTokenizer : public Tokenizer {
 public:
     explicit UseLiteTokenizer(const std::string& vocab_path) : source_(vocab_path) {
+        // Bounded: a regular file of at most kMaxJsonFileBytes (read_json_file), at most kMaxPieces entries, pieces of at
+        // most kMaxPieceCharacters characters (encode() tries every piece length up to the longest piece at every
+        // character, so one absurdly long piece would make it quadratic), finite scores.
         const nlohmann::json vocabulary = read_json_file(vocab_path, "the vocabulary");
         if (!vocabulary.is_array() || vocabulary.size() <= kReservedPieces)
-            throw Error("expected a list of [piece, score] pairs", vocab_path);
+            throw Error(fmt::format("expected a list of more than {} [piece, score] pairs", kReservedPieces), vocab_path);
+        if (vocabulary.size() > kMaxPieces)
+            throw Error(fmt::format("vocabulary has {} entries, more than the limit of {}", vocabulary.size(), kMaxPieces),
+                        vocab_path);
         for (std::size_t id = 0; id < vocabulary.size(); ++id) {
             const auto& entry = vocabulary[id];
             // A few pieces (those with ':') have a null score, which the package's arithmetic treats as 0.
             if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !(entry[1].is_number() || entry[1].is_null()))
                 throw Error(fmt::format("entry {} is not a [piece, score] pair", id), vocab_path);
+            if (entry[1].is_number() && !std::isfinite(entry[1].get<double>()))
+                throw Error(fmt::format("entry {} has a score that is not finite", id), vocab_path);
             const auto piece = entry[0].get<std::string>();
+            if (utf8::length(piece) > kMaxPieceCharacters)
+                throw Error(fmt::format("entry {} is a piece of {} characters, more than the limit of {}", id,
+                                        utf8::length(piece), kMaxPieceCharacters),
+                            vocab_path);
             lengths_.push_back(static_cast<int>(utf8::length(piece)));
             if (static_cast<int>(id) < kReservedPieces) continue;
             // A piece listed twice ("”5" is at 230, 238 and 4464) takes its LAST entry, as the package's trie does.

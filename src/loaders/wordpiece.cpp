@@ -1,8 +1,8 @@
 // WordPiece tokenisation as Hugging Face's BertTokenizer (BasicTokenizer + WordpieceTokenizer) does it.
-#include <fstream>
 #include <unordered_map>
 
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/tokenizer.hpp"
 #include "text_utf8.hpp"
 
@@ -12,20 +12,24 @@ namespace {
 class WordPiece : public Tokenizer {
 public:
     WordPiece(const std::string& path, int lower_case) : path_(path) {
-        std::ifstream in(path);
-        if (!in) throw Error("cannot open file", path);
-        std::string line;
+        // One piece per line, id = line index (as Hugging Face's load_vocab); a regular file of bounded size.
+        const std::string text = read_file_limited(path, kMaxJsonFileBytes, "vocabulary");
         bool has_upper = false;
-        while (std::getline(in, line)) {
+        int next_id = 0;
+        for (std::size_t start = 0; start < text.size();) {
+            std::size_t end = text.find('\n', start);
+            if (end == std::string::npos) end = text.size();
+            std::string line = text.substr(start, end - start);
+            start = end + 1;
             if (!line.empty() && line.back() == '\r') line.pop_back();
-            ids_.emplace(line, static_cast<int>(ids_.size()));
+            ids_[line] = next_id++;  // a repeated piece keeps its last id, as in Hugging Face
             for (char c : line) has_upper = has_upper || (c >= 'A' && c <= 'Z');
         }
-        if (ids_.size() < 5) throw Error("vocabulary has " + std::to_string(ids_.size()) + " entries", path);
+        if (ids_.size() < 5) throw Error("vocabulary has " + std::to_string(ids_.size()) + " entries (at least 5 expected)", path);
         for (const char* special : {"[CLS]", "[SEP]", "[UNK]"})
             if (!ids_.count(special)) throw Error(std::string("vocabulary has no ") + special, path);
         lower_case_ = lower_case >= 0 ? lower_case == 1 : !has_upper;
-        size_ = static_cast<int>(ids_.size());
+        size_ = next_id;
     }
     std::vector<int> encode(const std::string& text) const override {
         std::vector<int> out;

@@ -74,39 +74,12 @@ HfConfig use_lite_config(const std::string& path) {
 
 // Reads every float32/int32 tensor of the manifest (shards concatenated in order).
 std::map<std::string, at::Tensor> read_manifest(const std::string& directory) {
-    const std::filesystem::path folder(directory);
-    const auto model_json = (folder / "model.json").string();
-    const nlohmann::json manifest = read_json_file(model_json, "the TensorFlow.js manifest");
+    // Parsing and every size check live in the torch-free reader (src/io/tfjs_manifest.cpp, fuzzed without torch).
     std::map<std::string, at::Tensor> tensors;
-    if (!manifest.contains("weightsManifest")) throw Error("no weightsManifest", model_json);
-    for (const auto& group : manifest.at("weightsManifest")) {
-        std::string bytes;
-        for (const auto& shard : group.at("paths")) {
-            const auto path = (folder / shard.get<std::string>()).string();
-            std::ifstream file(path, std::ios::binary);
-            if (!file) throw Error("missing weight shard", path);
-            bytes.append(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-        }
-        std::size_t offset = 0;
-        for (const auto& weight : group.at("weights")) {
-            const auto name = weight.at("name").get<std::string>();
-            const auto dtype = weight.at("dtype").get<std::string>();
-            if (weight.contains("quantization")) throw Error("quantized weights are not supported: " + name, model_json);
-            std::vector<std::int64_t> shape = weight.at("shape").get<std::vector<std::int64_t>>();
-            std::int64_t count = 1;
-            for (auto s : shape) count *= s;
-            const std::size_t size = static_cast<std::size_t>(count) * 4;
-            if (dtype != "float32" && dtype != "int32") throw Error("unsupported dtype " + dtype + " of " + name, model_json);
-            if (offset + size > bytes.size())
-                throw Error(fmt::format("weight shards are truncated: '{}' needs bytes {}..{}, the shards hold {}", name,
-                                        offset, offset + size, bytes.size()),
-                            (folder / group.at("paths").back().get<std::string>()).string());
-            at::Tensor t = torch::from_blob(bytes.data() + offset, shape, dtype == "float32" ? torch::kFloat : torch::kInt).clone();
-            tensors[name] = t;
-            offset += size;
-        }
-        if (offset != bytes.size())
-            throw Error(fmt::format("weight shards hold {} bytes, the manifest describes {}", bytes.size(), offset), model_json);
+    for (auto& weight : read_tfjs_weights(directory)) {
+        const at::Tensor view = torch::from_blob(weight.bytes.data(), weight.shape,
+                                                 weight.dtype == DType::F32 ? torch::kFloat : torch::kInt);
+        tensors[weight.name] = view.clone();
     }
     return tensors;
 }

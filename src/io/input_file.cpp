@@ -1,0 +1,104 @@
+// Bounded reading of outside files (see io.hpp): only regular files, their size checked against a limit before a byte
+// is read, and never more read than the size promised. /dev/zero, a FIFO, a directory or a terminal is refused up
+// front instead of hanging or filling memory.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+
+namespace rankscope {
+namespace {
+
+std::string byte_count(std::uint64_t bytes) {
+    if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+    return std::to_string(bytes) + " bytes";
+}
+
+const char* kind_of(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string& path, const std::string& what) : path_(path) {
+    // O_NONBLOCK: opening a FIFO without a writer must not block; it is refused below anyway.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd_ < 0) {
+        const int error = errno;
+        throw Error("cannot open " + what + ": " + std::strerror(error), path);
+    }
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0) {
+        ::close(fd_);
+        throw Error("cannot stat " + what, path);
+    }
+    if (!S_ISREG(info.st_mode)) {
+        ::close(fd_);
+        throw Error(what + " must be a regular file, this is " + kind_of(info.st_mode), path);
+    }
+    size_ = static_cast<std::uint64_t>(info.st_size);
+}
+
+InputFile::~InputFile() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void InputFile::read_at(std::uint64_t offset, void* buffer, std::uint64_t count, const std::string& what) const {
+    if (offset > size_ || count > size_ - offset)
+        throw Error("truncated file: " + what + " needs bytes " + std::to_string(offset) + ".." +
+                        std::to_string(offset + count) + ", the file has " + std::to_string(size_),
+                    path_);
+    auto* out = static_cast<char*>(buffer);
+    while (count > 0) {
+        const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(count, 1u << 30));
+        const ssize_t got = ::pread(fd_, out, chunk, static_cast<off_t>(offset));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) throw Error("read error in " + what + ": " + std::strerror(errno), path_);
+        if (got == 0) throw Error("file shrank while reading " + what, path_);
+        out += got;
+        offset += static_cast<std::uint64_t>(got);
+        count -= static_cast<std::uint64_t>(got);
+    }
+}
+
+std::string read_file_limited(const std::string& path, std::uint64_t limit, const std::string& what) {
+    const InputFile file(path, what);
+    if (file.size() > limit)
+        throw Error(what + " is " + std::to_string(file.size()) + " bytes, more than the limit of " + byte_count(limit),
+                    path);
+    std::string contents(static_cast<std::size_t>(file.size()), '\0');
+    file.read_at(0, contents.data(), contents.size(), what);
+    return contents;
+}
+
+std::string printable(const std::string& text, std::size_t max_length) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (out.size() >= max_length) {
+            out += "...";
+            break;
+        }
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c == 0x7f) {
+            static const char* hex = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
+}  // namespace rankscope

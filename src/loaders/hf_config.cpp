@@ -1,0 +1,144 @@
+// config.json of a Hugging Face folder → HfConfig, validated before anything is allocated: every size is an integer in
+// a stated range (a config asking for 10^9 layers is refused with the limit named), the sizes are consistent with each
+// other (heads divide the hidden size, ...), and the whole model stays below a parameter budget. Torch-free: this file
+// uses only the HfConfig struct, so the config fuzzer builds it without libtorch.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/models.hpp"
+
+namespace rankscope {
+namespace {
+
+// Limits on config sizes (docs/reliability.md). Generous for real checkpoints (BERT-large: 24 layers, 1024 hidden,
+// 16 heads, 4096 intermediate, 512 positions; vocabularies up to ~250k), small enough that nothing is allocated for a
+// nonsense config.
+constexpr std::int64_t kMaxLayers = 1024;
+constexpr std::int64_t kMaxHidden = 65536;
+constexpr std::int64_t kMaxHeads = 1024;
+constexpr std::int64_t kMaxIntermediate = 262144;
+constexpr std::int64_t kMaxVocab = 10000000;
+constexpr std::int64_t kMaxPositions = 1048576;
+constexpr std::int64_t kMaxTokenTypes = 1024;
+constexpr double kMaxParameters = 2e9;  // 8 GB of float32
+
+bool present(const nlohmann::json& json, const char* name) { return json.contains(name) && !json[name].is_null(); }
+
+// An integer field in [low, high]; `fallback` when absent (nullptr: required).
+int integer(const nlohmann::json& json, const char* name, std::int64_t low, std::int64_t high, const std::string& path,
+            const std::int64_t* fallback = nullptr) {
+    if (!present(json, name)) {
+        if (fallback) return static_cast<int>(*fallback);
+        throw Error(std::string("config has no '") + name + "'", path);
+    }
+    const auto& value = json[name];
+    const auto range = fmt::format("{}..{}", low, high);
+    if (!value.is_number_integer())
+        throw Error(fmt::format("config field '{}' must be an integer in {}, found {}", name, range,
+                                printable(value.dump(), 40)),
+                    path);
+    const bool fits = value.is_number_unsigned() ? value.get<std::uint64_t>() <= static_cast<std::uint64_t>(high) &&
+                                                       static_cast<std::int64_t>(value.get<std::uint64_t>()) >= low
+                                                 : value.get<std::int64_t>() >= low && value.get<std::int64_t>() <= high;
+    if (!fits)
+        throw Error(fmt::format("config field '{}' = {} is outside the supported range {}", name, value.dump(), range),
+                    path);
+    return static_cast<int>(value.get<std::int64_t>());
+}
+int integer_or(const nlohmann::json& json, const char* name, std::int64_t fallback, std::int64_t low, std::int64_t high,
+               const std::string& path) {
+    return integer(json, name, low, high, path, &fallback);
+}
+
+double real_or(const nlohmann::json& json, const char* name, double fallback, double low, double high,
+               const std::string& path) {
+    if (!present(json, name)) return fallback;
+    const auto& value = json[name];
+    if (!value.is_number())
+        throw Error(fmt::format("config field '{}' must be a number, found {}", name, printable(value.dump(), 40)), path);
+    const double x = value.get<double>();
+    if (!std::isfinite(x) || x < low || x > high)
+        throw Error(fmt::format("config field '{}' = {} is outside the supported range {}..{}", name, x, low, high), path);
+    return x;
+}
+
+std::string string_or(const nlohmann::json& json, const char* name, const std::string& fallback, const std::string& path) {
+    if (!present(json, name)) return fallback;
+    if (!json[name].is_string())
+        throw Error(fmt::format("config field '{}' must be a string, found {}", name, printable(json[name].dump(), 40)), path);
+    return json[name].get<std::string>();
+}
+
+bool boolean_or(const nlohmann::json& json, const char* name, bool fallback, const std::string& path) {
+    if (!present(json, name)) return fallback;
+    if (!json[name].is_boolean())
+        throw Error(fmt::format("config field '{}' must be true or false, found {}", name, printable(json[name].dump(), 40)),
+                    path);
+    return json[name].get<bool>();
+}
+
+}  // namespace
+
+HfConfig read_hf_config(const std::string& path) {
+    const nlohmann::json json = read_json_file(path, "config file");
+    if (!json.is_object()) throw Error("config.json must hold a JSON object", path);
+    HfConfig c;
+    c.path = path;
+    c.model_type = string_or(json, "model_type", "", path);
+    c.vocab_size = integer(json, "vocab_size", 1, kMaxVocab, path);
+    c.initializer_range = real_or(json, "initializer_range", 0.02, 0.0, 10.0, path);
+    c.layer_norm_eps = real_or(json, "layer_norm_eps", 1e-12, 1e-30, 1.0, path);
+    c.pad_token_id = integer_or(json, "pad_token_id", 0, 0, c.vocab_size - 1, path);
+    if (c.model_type == "bert" || c.model_type == "albert") {
+        c.hidden_size = integer(json, "hidden_size", 1, kMaxHidden, path);
+        c.layers = integer(json, "num_hidden_layers", 1, kMaxLayers, path);
+        c.heads = integer(json, "num_attention_heads", 1, kMaxHeads, path);
+        c.intermediate_size = integer(json, "intermediate_size", 1, kMaxIntermediate, path);
+        c.max_position_embeddings = integer_or(json, "max_position_embeddings", 512, 1, kMaxPositions, path);
+        c.type_vocab_size = integer_or(json, "type_vocab_size", 2, 1, kMaxTokenTypes, path);
+        c.activation = string_or(json, "hidden_act", "gelu", path);
+        c.embedding_size = c.model_type == "albert" ? integer(json, "embedding_size", 1, kMaxHidden, path) : c.hidden_size;
+        c.hidden_groups = integer_or(json, "num_hidden_groups", 1, 1, kMaxLayers, path);
+        if (integer_or(json, "inner_group_num", 1, 1, kMaxLayers, path) != 1)
+            throw Error("ALBERT with inner_group_num != 1 is not supported", path);
+        if (string_or(json, "position_embedding_type", "absolute", path) != "absolute")
+            throw Error("only absolute position embeddings are supported", path);
+        if (c.hidden_size % c.heads != 0)
+            throw Error(fmt::format("hidden_size {} is not divisible by num_attention_heads {}", c.hidden_size, c.heads), path);
+        c.head_size = c.hidden_size / c.heads;
+    } else if (c.model_type == "xlnet") {
+        c.hidden_size = integer(json, "d_model", 1, kMaxHidden, path);
+        c.layers = integer(json, "n_layer", 1, kMaxLayers, path);
+        c.heads = integer(json, "n_head", 1, kMaxHeads, path);
+        c.head_size = integer(json, "d_head", 1, kMaxHidden, path);
+        c.intermediate_size = integer(json, "d_inner", 1, kMaxIntermediate, path);
+        c.activation = string_or(json, "ff_activation", "gelu", path);
+        c.clamp_len = integer_or(json, "clamp_len", -1, -1, kMaxPositions, path);
+        c.embedding_size = c.hidden_size;
+        if (string_or(json, "attn_type", "bi", path) != "bi") throw Error("only attn_type 'bi' is supported", path);
+        if (boolean_or(json, "bi_data", false, path)) throw Error("bi_data is not supported", path);
+        // As Hugging Face's XLNetConfig: d_head must be d_model / n_head.
+        if (c.hidden_size % c.heads != 0 || c.head_size != c.hidden_size / c.heads)
+            throw Error(fmt::format("d_head {} must equal d_model {} / n_head {}", c.head_size, c.hidden_size, c.heads), path);
+    } else {
+        throw Error("unknown model_type '" + printable(c.model_type, 40) + "' (expected bert, albert or xlnet)", path);
+    }
+    if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "relu")
+        throw Error("unsupported activation '" + printable(c.activation, 40) + "' (expected gelu, gelu_new or relu)", path);
+    // The parameter budget, in double (no overflow): embeddings, then the layers (ALBERT shares one).
+    const double h = c.hidden_size, e = c.embedding_size;
+    const double embeddings = (static_cast<double>(c.vocab_size) + c.max_position_embeddings + c.type_vocab_size) * e + e * h;
+    const double layer = 4.0 * h * h + 2.0 * h * c.intermediate_size + 2.0 * c.heads * c.head_size * h;
+    const double parameters = embeddings + (c.model_type == "albert" ? 1.0 : static_cast<double>(c.layers)) * layer;
+    if (parameters > kMaxParameters)
+        throw Error(fmt::format("config describes about {:.3g} parameters, more than the limit of {:.3g}", parameters,
+                                kMaxParameters),
+                    path);
+    return c;
+}
+
+}  // namespace rankscope
