@@ -196,7 +196,7 @@ class HostileParsers(unittest.TestCase):
             ("/dev/zero as .safetensors", [self.symlink_to_dev_zero("zero.safetensors") + ":x"], "zero.safetensors",
              "must be a regular file"),
             ("FIFO as .npy", [self.fifo("pipe.npy")], "pipe.npy", "this is a FIFO"),
-            ("directory as .npy", [self.make_dir("dir.npy")], "dir.npy", "this is a directory"),
+            ("directory as .npy", [self.make_dir("dir.npy")], "dir.npy", "is a directory"),
             ("safetensors reversed offsets",
              [self.write("reversed.safetensors", safetensors_bytes({"x": entry("F32", [2], 2056, 8)}, good)) + ":x"],
              "reversed.safetensors:x", "end before begin"),
