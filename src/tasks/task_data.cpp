@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <numeric>
 
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/tasks.hpp"
 
 namespace rankscope {
@@ -96,8 +98,8 @@ TaskBatch make_circle_data(int points) {
 }
 
 std::vector<std::pair<std::string, std::string>> read_sentence_pairs(const std::string& tsv_path, int pairs) {
-    std::ifstream in(tsv_path);
-    if (!in) throw Error("cannot open sentence-pair file", tsv_path);
+    // Bounded read of a regular file (a FIFO or /dev/zero is refused before reading, see docs/reliability.md).
+    std::istringstream in(read_file_limited(tsv_path, kMaxTextFileBytes, "sentence-pair file"));
     std::string line;
     auto split = [](const std::string& text) {
         std::vector<std::string> fields;

@@ -24,10 +24,7 @@ std::uint64_t fnv1a(const std::string& bytes, std::uint64_t hash = 1469598103934
 }
 
 std::string file_fingerprint(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot open text file", path);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return fmt::format("{:016x}", fnv1a(bytes));
+    return fmt::format("{:016x}", fnv1a(read_file_limited(path, kMaxTextFileBytes, "text file")));
 }
 
 // Drops the padding columns every sequence of a batch has (the same result: padded keys are masked, padded queries

@@ -239,6 +239,11 @@ class HostileParsers(unittest.TestCase):
                        "regular file")
         with self.subTest("theory --input, bad grammar"):
             self.check(["theory", "--input", self.path("grammar.npy")], "grammar.npy", "bad .npy header")
+        for name, path, problem in [("task memorize --text, /dev/zero", self.symlink_to_dev_zero("pairs-zero.tsv"),
+                                     "character device"),
+                                    ("task memorize --text, FIFO", self.fifo("pairs-pipe.tsv"), "FIFO")]:
+            with self.subTest(name):
+                self.check(["task", "memorize", "--text", path, "--epochs", "1"], path, problem)
 
     def make_dir(self, name):
         os.makedirs(self.path(name), exist_ok=True)
