@@ -65,18 +65,29 @@ public:
     std::vector<int> encode(const std::string& text) const override { return encode_batch({text}).front(); }
     std::vector<std::vector<int>> encode_batch(const std::vector<std::string>& texts) const override {
         // As the Hugging Face tokenizers prepare text: collapse whitespace, `` and '' to ", lower-case (ALBERT).
-        const std::filesystem::path input = std::filesystem::temp_directory_path() /
-                                            ("rankscope-spm-" + std::to_string(::getpid()) + ".txt");
-        {
-            std::ofstream out(input);
-            for (const auto& text : texts) {
-                std::string prepared;
-                for (const auto& word : utf8::basic_split_whitespace(text)) prepared += (prepared.empty() ? "" : " ") + word;
-                for (const char* quote : {"``", "''"})
-                    for (std::size_t at; (at = prepared.find(quote)) != std::string::npos;) prepared.replace(at, 2, "\"");
-                out << (lower_case_ ? utf8::lower(prepared) : prepared) << "\n";
-            }
+        std::string contents;
+        for (const auto& text : texts) {
+            std::string prepared;
+            for (const auto& word : utf8::basic_split_whitespace(text)) prepared += (prepared.empty() ? "" : " ") + word;
+            for (const char* quote : {"``", "''"})
+                for (std::size_t at; (at = prepared.find(quote)) != std::string::npos;) prepared.replace(at, 2, "\"");
+            contents += (lower_case_ ? utf8::lower(prepared) : prepared) + "\n";
         }
+        // A fresh file of our own (mkstemp: O_EXCL, mode 0600), never a predictable name another user could plant.
+        std::string name = (std::filesystem::temp_directory_path() / "rankscope-spm-XXXXXX").string();
+        const int fd = ::mkstemp(name.data());
+        if (fd < 0) throw Error("cannot create a temporary file for the SentencePiece helper", name);
+        const std::filesystem::path input = name;
+        for (std::size_t written = 0; written < contents.size();) {
+            const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
+            if (n <= 0) {
+                ::close(fd);
+                std::filesystem::remove(input);
+                throw Error("cannot write the SentencePiece helper's input", name);
+            }
+            written += static_cast<std::size_t>(n);
+        }
+        ::close(fd);
         std::string output;
         try {
             output = run_helper({"encode", path_, input.string()}, path_);
