@@ -52,6 +52,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
 // Sentences of a UTF-8 text file: for a GLUE-style .tsv with a header naming sentence1/sentence2, those columns;
 // otherwise one sentence per non-empty line. Throws when the file is missing or has no text.
 std::vector<std::string> read_sentences(const std::string& path);
+// The tab-separated fields of one .tsv line, empty fields kept.
+std::vector<std::string> split_tabs(const std::string& line);
 // The repository's RTE training text (data/RTE/train.tsv, found from the working directory or from the program's
 // build/bin folder), else "".
 std::string default_rte_path();

@@ -14,6 +14,8 @@ namespace {
 
 constexpr std::size_t kMaxLineBytes = 1u << 20;
 
+}  // namespace
+
 std::vector<std::string> split_tabs(const std::string& line) {
     std::vector<std::string> fields;
     std::size_t start = 0;
@@ -22,8 +24,6 @@ std::vector<std::string> split_tabs(const std::string& line) {
     fields.push_back(line.substr(start));
     return fields;
 }
-
-}  // namespace
 
 std::vector<std::string> read_sentences(const std::string& path) {
     const std::string text = read_file_limited(path, kMaxTextFileBytes, "text file");

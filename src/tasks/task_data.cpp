@@ -11,6 +11,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tasks.hpp"
+#include "rankscope/tokenizer.hpp"
 
 namespace rankscope {
 
@@ -101,17 +102,9 @@ std::vector<std::pair<std::string, std::string>> read_sentence_pairs(const std::
     // Bounded read of a regular file (a FIFO or /dev/zero is refused before reading, see docs/reliability.md).
     std::istringstream in(read_file_limited(tsv_path, kMaxTextFileBytes, "sentence-pair file"));
     std::string line;
-    auto split = [](const std::string& text) {
-        std::vector<std::string> fields;
-        std::size_t start = 0;
-        for (std::size_t tab; (tab = text.find('\t', start)) != std::string::npos; start = tab + 1)
-            fields.push_back(text.substr(start, tab - start));
-        fields.push_back(text.substr(start));
-        return fields;
-    };
     if (!std::getline(in, line)) throw Error("empty sentence-pair file", tsv_path);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    const auto header = split(line);
+    const auto header = split_tabs(line);
     const auto first = std::find(header.begin(), header.end(), "sentence1");
     const auto second = std::find(header.begin(), header.end(), "sentence2");
     if (first == header.end() || second == header.end())
@@ -120,7 +113,7 @@ std::vector<std::pair<std::string, std::string>> read_sentence_pairs(const std::
     std::vector<std::pair<std::string, std::string>> result;
     while (static_cast<int>(result.size()) < pairs && std::getline(in, line)) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
-        const auto fields = split(line);
+        const auto fields = split_tabs(line);
         if (fields.size() <= std::max(a, b) || fields[a].empty() || fields[b].empty()) continue;
         result.emplace_back(fields[a], fields[b]);
     }
