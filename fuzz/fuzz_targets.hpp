@@ -113,9 +113,14 @@ inline void vocab_json(const std::uint8_t* data, std::size_t size) {
 inline void text(const std::uint8_t* data, std::size_t size) {
     static const std::string vocab = put("text-vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\na\n,\n.\nhello\n##llo\nhe\n");
     static const auto tokenizer = load_wordpiece(vocab, 1);
+    // USE lite's tokenizer too: NFKC (utf8proc) and the best-score segmentation on arbitrary bytes.
+    static const std::string use_vocab = put("text-use/vocab.json",
+        R"([["\ufffd",0],["<s>",0],["</s>",0],["a",0],["b",0],["c",0],["\u2581",-1],["he",-2],["llo",-2],["1\u20442",-3]])");
+    static const auto use_tokenizer = load_use_lite_tokenizer((scratch() / "text-use").string());
     for (const auto& sentence : read_sentences(put("text.txt", data, size)))
-        for (int id : tokenizer->encode(sentence))
-            if (id < 0 || id >= tokenizer->vocab_size()) throw std::logic_error("text: id outside the vocabulary");
+        for (const auto* t : {tokenizer.get(), use_tokenizer.get()})
+            for (int id : t->encode(sentence))
+                if (id < 0 || id >= t->vocab_size()) throw std::logic_error("text: id outside the vocabulary");
 }
 
 using Parser = void (*)(const std::uint8_t*, std::size_t);
