@@ -20,7 +20,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import BINARY, read_safetensors, run, write_safetensors  # noqa: E402
+from common import read_safetensors, run, write_safetensors  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 USE_LITE = os.path.join(ROOT, "models", "use-lite", "dist")
@@ -119,22 +119,7 @@ class UseLiteRuntime(unittest.TestCase):
         """One padded batch of every sentence through `rankscope model --inputs ... --dump`: each real token's
         states and each real query's attention row equal the runtime's intermediates for that sentence alone."""
         ids = [s["token_ids"][:128] for s in self.reference["sentences"]]
-        width = max(map(len, ids))
-        input_ids = np.zeros((len(ids), width), np.int64)
-        mask = np.zeros((len(ids), width), np.int64)
-        for i, row in enumerate(ids):
-            input_ids[i, :len(row)] = row
-            mask[i, :len(row)] = 1
-        directory = tempfile.mkdtemp(prefix="rankscope-use-runtime-")
-        try:
-            batch = os.path.join(directory, "batch.safetensors")
-            write_safetensors(batch, {"input_ids": input_ids, "attention_mask": mask})
-            dump = os.path.join(directory, "acts.safetensors")
-            run("model", "--model", USE_LITE, "--inputs", batch, "--weights", "pretrained", "--variants", "transformer",
-                "--draws", "1", "--iterate", "1", "--dump", dump, "--out", os.path.join(directory, "out"))
-            ours = read_safetensors(dump)
-        finally:
-            shutil.rmtree(directory)
+        ours = record_states(ids)
         worst = {}
         for i, sentence in enumerate(self.reference["sentences"]):
             n = len(ids[i])
@@ -162,23 +147,28 @@ class UseLiteRuntime(unittest.TestCase):
         and E[id] + timing (the old reading) is far from it."""
         sentence = self.reference["sentences"][0]
         layer_input = np.array(sentence["nodes"][NODES["hook_embed"]]["values"]).reshape(len(sentence["token_ids"]), -1)
-        ours = read_safetensors_from_model(sentence["token_ids"])
+        ours = record_states([sentence["token_ids"]])["hook_embed"][0].astype(np.float64)
         self.assertLessEqual(np.abs(ours - layer_input).max(), 1e-5)
         weights = read_embedding_rows(sentence["token_ids"])
         self.assertGreater(np.abs((ours - weights) - layer_input).max(), 0.1)
 
 
-def read_safetensors_from_model(token_ids):
-    """hook_embed of one sentence, from `rankscope model --dump`."""
-    directory = tempfile.mkdtemp(prefix="rankscope-use-embed-")
+def record_states(rows):
+    """`rankscope model --inputs ... --dump` on rows of token ids (right-padded into one batch): {hook: array}."""
+    width = max(map(len, rows))
+    input_ids = np.zeros((len(rows), width), np.int64)
+    mask = np.zeros((len(rows), width), np.int64)
+    for i, row in enumerate(rows):
+        input_ids[i, :len(row)] = row
+        mask[i, :len(row)] = 1
+    directory = tempfile.mkdtemp(prefix="rankscope-use-runtime-")
     try:
         batch = os.path.join(directory, "batch.safetensors")
-        ids = np.array([token_ids], np.int64)
-        write_safetensors(batch, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+        write_safetensors(batch, {"input_ids": input_ids, "attention_mask": mask})
         dump = os.path.join(directory, "acts.safetensors")
         run("model", "--model", USE_LITE, "--inputs", batch, "--weights", "pretrained", "--variants", "transformer",
             "--draws", "1", "--iterate", "1", "--dump", dump, "--out", os.path.join(directory, "out"))
-        return read_safetensors(dump)["hook_embed"][0].astype(np.float64)
+        return read_safetensors(dump)
     finally:
         shutil.rmtree(directory)
 
