@@ -103,11 +103,11 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
         if (use_lite) {
             // USE lite has 2 layers: the paper's "3–5 layers pretrained" cannot be seen on it, and its pretrained
             // SAN curve does not fall monotonically (0.95 → 1.01 → 0.29 measured after the runtime check of issue 18),
-            // so this cell states no collapse finding; the key-numbers table gives the run's values.
+            // so this cell states no collapse finding (this cell has no key-numbers table yet: issue 11).
             cell.reading = "USE lite has only 2 layers, too few to compare with the paper's pretrained collapse over 3–5 "
-                           "layers: read the measured values in the key-numbers table. The iterate panel applies its "
-                           "real pretrained layer-1 attention sublayer (no skip, no MLP) 12 times to real text, beside "
-                           "the same sublayer with its skip.";
+                           "layers: the measured values are in residual.csv and paths.csv (linked below). The iterate "
+                           "panel applies its real pretrained layer-1 attention sublayer (no skip, no MLP) 12 times to "
+                           "real text, beside the same sublayer with its skip.";
             cell.figures.push_back("iterate.svg");
             cell.data.push_back("iterate.csv");
         }
