@@ -1,0 +1,69 @@
+#pragma once
+// What an experiment found, compared with what the paper claims (SPEC.md), as data: every check carries the claim, the
+// paper's number or shape, the measured quantity quoted from the run, the criterion and a verdict COMPUTED from the
+// measurement. The report's words come from here, never from canned text.
+//
+//   Findings f{"E1", "bert-base-cased (random init), 32 × 128 tokens"};
+//   f.key("SAN relative residual after layer 1", 3e-7);
+//   f.check({"E1", "Without skips the representation collapses",
+//            "≈0 after 1 layer at init", fmt::format("{:.2g} after layer 1", r1), "< 0.05 after layer 1",
+//            judge(true, r1 < 0.05), settings});
+//   f.reading = ...;   // sentences built from the same numbers
+//   write_findings(out, f, provenance);   // findings.json + verdicts.csv
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "rankscope/provenance.hpp"
+
+namespace rankscope {
+
+enum class Verdict { Reproduced, NotReproduced, NotComparable };
+// "reproduced", "not reproduced", "not comparable at these settings"
+const char* verdict_name(Verdict verdict);
+Verdict verdict_from_name(const std::string& name);  // throws Error on an unknown name
+
+// comparable = the run's settings can show the claim at all (e.g. a 2-layer model cannot show collapse over 3–5
+// layers); agrees = the criterion holds on the measurement.
+Verdict judge(bool comparable, bool agrees);
+// For claims about a trained model's level (accuracy): met → reproduced; not met at reduced settings (fewer epochs or
+// data than the paper) → not comparable; not met at the paper's settings → not reproduced.
+Verdict judge_at_scale(bool paper_scale, bool agrees);
+
+struct Check {
+    std::string experiment;  // "theory", "E1", ... "E6"
+    std::string claim;       // the paper's claim, in SPEC.md's words
+    std::string paper;       // the paper's number or shape
+    std::string measured;    // this run's number(s)
+    std::string criterion;   // the test applied to `measured`
+    Verdict verdict = Verdict::NotComparable;
+    std::string settings;    // the settings of this run that matter for the claim
+};
+
+struct KeyNumber {
+    std::string what, value;
+};
+
+struct Findings {
+    std::string experiment;               // "E1"
+    std::string subject;                  // "bert-base-cased (random init), 32 sequences × 128 tokens"
+    std::vector<Check> checks;
+    std::vector<KeyNumber> key_numbers;   // the cell's key-numbers table, formatted
+    std::string reading;                  // sentences generated from the numbers above
+    std::vector<std::string> notes;       // caveats: reduced settings, skipped parts, known deviations
+
+    void check(Check c) { checks.push_back(std::move(c)); }
+    void key(const std::string& what, const std::string& value) { key_numbers.push_back({what, value}); }
+    void key(const std::string& what, double value, int significant = 3);
+};
+
+// "0.354", "3.5e-07", "nan": `significant` digits, fixed notation for 1e-3 ≤ |x| < 1e4.
+std::string quote_number(double value, int significant = 3);
+
+// findings.json (everything) and verdicts.csv (experiment, claim, paper, measured, criterion, verdict, settings).
+void write_findings(const std::filesystem::path& directory, const Findings& findings, const Provenance& provenance);
+Findings read_findings(const std::filesystem::path& file);  // findings.json; throws Error naming the file
+// The tidy verdicts table of any number of findings (the columns of verdicts.csv).
+CsvTable verdicts_table(const std::vector<Findings>& findings);
+
+}  // namespace rankscope

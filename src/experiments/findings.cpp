@@ -1,0 +1,114 @@
+#include "rankscope/findings.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+
+namespace rankscope {
+
+const char* verdict_name(Verdict verdict) {
+    switch (verdict) {
+        case Verdict::Reproduced: return "reproduced";
+        case Verdict::NotReproduced: return "not reproduced";
+        case Verdict::NotComparable: return "not comparable at these settings";
+    }
+    return "?";
+}
+
+Verdict verdict_from_name(const std::string& name) {
+    for (Verdict v : {Verdict::Reproduced, Verdict::NotReproduced, Verdict::NotComparable})
+        if (name == verdict_name(v)) return v;
+    throw Error("unknown verdict '" + name + "'");
+}
+
+Verdict judge(bool comparable, bool agrees) {
+    if (!comparable) return Verdict::NotComparable;
+    return agrees ? Verdict::Reproduced : Verdict::NotReproduced;
+}
+
+Verdict judge_at_scale(bool paper_scale, bool agrees) {
+    if (agrees) return Verdict::Reproduced;
+    return paper_scale ? Verdict::NotReproduced : Verdict::NotComparable;
+}
+
+std::string quote_number(double value, int significant) {
+    if (std::isnan(value)) return "nan";
+    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+    if (value == 0) return "0";
+    const double magnitude = std::fabs(value);
+    if (magnitude >= 1e-3 && magnitude < 1e4) {
+        const int digits_before = magnitude >= 1 ? static_cast<int>(std::floor(std::log10(magnitude))) + 1 : 0;
+        int decimals = significant - digits_before;
+        if (magnitude < 1) decimals = significant - 1 - static_cast<int>(std::floor(std::log10(magnitude)));
+        return fmt::format("{:.{}f}", value, std::max(0, decimals));
+    }
+    return fmt::format("{:.{}e}", value, std::max(0, significant - 1));
+}
+
+void Findings::key(const std::string& what, double value, int significant) {
+    key_numbers.push_back({what, quote_number(value, significant)});
+}
+
+namespace {
+
+nlohmann::json to_json(const Check& c) {
+    return {{"experiment", c.experiment}, {"claim", c.claim},     {"paper", c.paper},
+            {"measured", c.measured},     {"criterion", c.criterion}, {"verdict", verdict_name(c.verdict)},
+            {"settings", c.settings}};
+}
+
+}  // namespace
+
+CsvTable verdicts_table(const std::vector<Findings>& findings) {
+    CsvTable table;
+    table.columns = {"experiment", "subject", "claim", "paper", "measured", "criterion", "verdict", "settings"};
+    for (const auto& f : findings)
+        for (const auto& c : f.checks)
+            table.add({c.experiment, f.subject, c.claim, c.paper, c.measured, c.criterion, verdict_name(c.verdict), c.settings});
+    return table;
+}
+
+void write_findings(const std::filesystem::path& directory, const Findings& findings, const Provenance& provenance) {
+    nlohmann::json checks = nlohmann::json::array();
+    for (const auto& c : findings.checks) checks.push_back(to_json(c));
+    nlohmann::json numbers = nlohmann::json::array();
+    for (const auto& k : findings.key_numbers) numbers.push_back({{"what", k.what}, {"value", k.value}});
+    write_json_atomically(directory / "findings.json",
+                          {{"experiment", findings.experiment},
+                           {"subject", findings.subject},
+                           {"checks", checks},
+                           {"key_numbers", numbers},
+                           {"reading", findings.reading},
+                           {"notes", findings.notes}},
+                          provenance);
+    write_csv_atomically(directory / "verdicts.csv", verdicts_table({findings}), provenance);
+}
+
+Findings read_findings(const std::filesystem::path& file) {
+    const nlohmann::json document = read_json_file(file.string(), "the findings");
+    try {
+        Findings f;
+        f.experiment = document.at("experiment").get<std::string>();
+        f.subject = document.at("subject").get<std::string>();
+        for (const auto& c : document.at("checks"))
+            f.checks.push_back({c.at("experiment").get<std::string>(), c.at("claim").get<std::string>(),
+                                c.at("paper").get<std::string>(), c.at("measured").get<std::string>(),
+                                c.at("criterion").get<std::string>(), verdict_from_name(c.at("verdict").get<std::string>()),
+                                c.at("settings").get<std::string>()});
+        for (const auto& k : document.at("key_numbers"))
+            f.key_numbers.push_back({k.at("what").get<std::string>(), k.at("value").get<std::string>()});
+        f.reading = document.at("reading").get<std::string>();
+        f.notes = document.at("notes").get<std::vector<std::string>>();
+        return f;
+    } catch (const Error& error) {
+        throw Error(error.what(), file.string());
+    } catch (const std::exception& error) {
+        throw Error(std::string("malformed findings: ") + error.what(), file.string());
+    }
+}
+
+}  // namespace rankscope
