@@ -80,7 +80,10 @@ public:
     virtual ~EncoderModel() = default;
     virtual const HfConfig& config() const = 0;
     // Returns the last hidden state [B, n, d]; records hook_embed (= Hugging Face hidden_states[0]),
-    // blocks.{l}.hook_resid_post (= hidden_states[l+1]) and blocks.{l}.attn.hook_pattern [B, H, n, n].
+    // blocks.{l}.hook_resid_post (= hidden_states[l+1]) and blocks.{l}.attn.hook_pattern [B, H, n, n]; also
+    // blocks.{l}.hook_attn_out (the attention sublayer's output after the output projection, before the skip is added)
+    // and blocks.{l}.hook_resid_pre (the skip branch it is added to: the layer's input; USE lite's layer 0: after its
+    // 256 → 512 residual projection). Both feed the skip ratio α_l = ‖resid_pre‖ / (‖resid_pre‖ + ‖attn_out‖).
     virtual at::Tensor forward(const ModelBatch& batch, const Surgery& surgery, Recorder* recorder) = 0;
     // Every parameter with its checkpoint name.
     virtual std::vector<std::pair<std::string, at::Tensor>> parameters() = 0;

@@ -46,7 +46,10 @@ struct PathProductSample {
     int sample = 0;               // which batch item
     std::vector<int> layers;      // ascending (forward order)
     std::vector<int> heads;
-    double relative_residual = 0; // rank-1 relative residual, composite norm, of A_{l_k} ··· A_{l_1}
+    double relative_residual = 0; // rank-1 relative residual, composite norm, of A_{l_k} ··· A_{l_1} (the paper's)
+    // ||A − SVD₁(A)||_F / ||A||_F: a true distance to the nearest rank-1 matrix (Eckart–Young), always in [0, 1]. The
+    // composite value above can exceed 1: SVD₁ is the best rank-1 matrix in the Frobenius and spectral norms only.
+    double relative_residual_frobenius = 0;
 };
 // patterns[l]: [B, H, n, n] attention of layer l. For k = 1..L, `draws` times: k distinct layers, one random head
 // each, a random batch item; the product in FORWARD order (later layers on the left). With `attention_mask` [B, n]

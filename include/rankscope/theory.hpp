@@ -11,10 +11,12 @@
 // affine LN by 1/σ of the sample. Skip connections and true LayerNorm have no such bound (NaN in the table).
 // Per layer: bound_step = c_l r_{l−1}³; bound_cumulative = c_l B_{l−1}³ with B_0 = r_0 (Theorem 2.2/2.3/Cor. 3.2
 // chained with the measured c_l); bound_theorem = c_max^{(3^l−1)/2} r_0^{3^l} (the theorems' closed form).
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "rankscope/findings.hpp"
 #include "rankscope/san.hpp"
 
 namespace rankscope {
@@ -54,5 +56,46 @@ double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
 // (relative residual of layer l−1 below 0.5, both above round-off); a = 3 is the theorems' cubic step. Uses the
 // exact-centre residual r. NaN with fewer than 2 pairs.
 double fitted_collapse_exponent(const std::vector<TheoryRow>& rows);
+
+// ---- the experiment: every variant × seed, summarised ---------------------------------------------------------
+struct TheorySettings {
+    SanConfig network;         // layers, d_model, tokens, d_qk, biases, init_scale (heads/blocks set per variant)
+    int heads = 4;             // of the multi-head variants
+    int seeds = 5;             // seed, seed + 1, ...
+    std::uint64_t seed = 0;
+    std::string input_label = "random N(0,1) per seed";  // where X came from (a file name with --input)
+};
+
+// Per variant and layer: means over seeds (bounds over the seeds whose residual is above round-off; NaN when none).
+struct TheoryLayerSummary {
+    std::string variant;
+    int layer = 0;
+    double relative_residual_mean = 0, residual_mean = 0, bound_step_mean = NAN, bound_cumulative_mean = NAN;
+};
+struct TheoryVariantSummary {
+    std::string variant;
+    int heads = 1;
+    bool has_bound = false;
+    double fitted_slope = NAN;     // fitted_collapse_rate
+    double fitted_exponent = NAN;  // fitted_collapse_exponent
+    double final_relative_residual = NAN;  // mean over seeds at the last layer
+    double bound_over_measured_log10_mean = NAN;  // mean log10(bound_step / residual) over checked rows
+};
+struct TheoryResult {
+    std::vector<TheoryRow> rows;  // every variant × seed × layer
+    std::vector<TheoryLayerSummary> layers;
+    std::vector<TheoryVariantSummary> variants;
+    int bound_rows_checked = 0;   // rows with a bound, above round-off
+    int bound_violations = 0;     // of those, residual > bound_step (relative tolerance 1e-9)
+};
+
+// Runs every (variant, seed) job in parallel (progress on a terminal), float64. `input` as in run_theory.
+TheoryResult run_theory_experiment(const TheorySettings& settings, const at::Tensor* input = nullptr);
+// The summaries and bound counts of a set of rows (run_theory_experiment's second half; tested on its own).
+TheoryResult summarize_theory(std::vector<TheoryRow> rows, const std::vector<TheoryVariant>& variants);
+
+// The paper's §3 claims checked on the result: doubly exponential collapse of SAN (1 and H heads), the per-layer
+// bound, skip connections stopping collapse, MLPs not stopping it, LayerNorm (the paper's affine model and true LN).
+Findings theory_findings(const TheoryResult& result, const TheorySettings& settings);
 
 }  // namespace rankscope

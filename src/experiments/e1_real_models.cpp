@@ -6,6 +6,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/measures.hpp"
 #include "rankscope/summary.hpp"
+#include "rankscope/use_lite.hpp"
 
 namespace rankscope {
 
@@ -55,6 +56,55 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
         }
     }
     return rows;
+}
+
+std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm) {
+    return layer_norm == LayerNormSurgery::Keep ? variant : variant + " (LN " + to_string(layer_norm) + ")";
+}
+
+namespace {
+
+// ‖M_b‖_F over each sample's real tokens [B]: padding rows are zeroed first.
+at::Tensor frobenius_over_real_tokens(const at::Tensor& m, const at::Tensor& attention_mask) {
+    const at::Tensor rows = attention_mask.to(torch::kDouble).unsqueeze(-1);
+    return (m.to(torch::kDouble) * rows).flatten(1).norm(2, {1});
+}
+
+}  // namespace
+
+WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
+                          const std::string& weights, const RealModelSettings& settings, Recorder* recorder) {
+    WeightsRun run;
+    run.weights = weights;
+    if (settings.iterate_steps > 0) {
+        for (bool keep_skip : {false, true}) {
+            const auto states = iterate_attention(model, batch, settings.iterate_steps, keep_skip);
+            for (std::size_t step = 0; step < states.size(); ++step) {
+                const Summary s =
+                    summarize(batched_relative_residual(states[step].to(torch::kDouble), Norm::Composite, Center::Mean));
+                run.iterate.push_back({keep_skip ? "attention+skip" : "attention", static_cast<int>(step), s.mean, s.std,
+                                       s.min, s.max, s.n});
+            }
+        }
+    }
+    run.residual = residual_by_layer(model, batch, model_name, weights, settings.variants, settings.official_compat,
+                                     nullptr, settings.layer_norm);
+    for (auto& row : run.residual) row.variant = variant_label(row.variant, settings.layer_norm);
+    // The unmodified model (apart from the LayerNorm surgery): E2's attention maps and the skip ratio.
+    Recorder local;
+    Recorder& sink = recorder ? *recorder : local;
+    Surgery unmodified;
+    unmodified.layer_norm = settings.layer_norm;
+    model.forward(batch, unmodified, &sink);
+    std::vector<at::Tensor> patterns;
+    for (int l = 0; l < model.config().layers; ++l) {
+        patterns.push_back(sink.get(block_hook(l, "attn.hook_pattern")));
+        const at::Tensor skip = frobenius_over_real_tokens(sink.get(block_hook(l, "hook_resid_pre")), batch.attention_mask);
+        const at::Tensor attention = frobenius_over_real_tokens(sink.get(block_hook(l, "hook_attn_out")), batch.attention_mask);
+        run.skip_ratio.push_back((skip / (skip + attention)).mean().item<double>());
+    }
+    run.paths = sample_path_products(patterns, settings.draws, settings.seed, batch.attention_mask);
+    return run;
 }
 
 }  // namespace rankscope

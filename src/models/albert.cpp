@@ -96,7 +96,8 @@ at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const Model
     for (int l = 0; l < c.layers; ++l) {
         const auto result = multi_head_attention(linear(attention.query, h), linear(attention.key, h), linear(attention.value, h), c.heads, mask);
         record(recorder, block_hook(l, "attn.hook_pattern"), result.pattern);
-        const at::Tensor projected = linear(attention.dense, result.context);
+        record(recorder, block_hook(l, "hook_resid_pre"), h);
+        const at::Tensor projected = record(recorder, block_hook(l, "hook_attn_out"), linear(attention.dense, result.context));
         const at::Tensor a = layer_norm(attention.LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
         if (!surgery.remove_mlp)
             h = layer_norm(layer.full_layer_layer_norm, linear(layer.ffn_output, activation(c.activation, linear(layer.ffn, a))) + a, surgery);

@@ -116,7 +116,8 @@ at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatc
         auto& self = *layer.attention->self;
         const auto attention = multi_head_attention(linear(self.query, h), linear(self.key, h), linear(self.value, h), c.heads, mask);
         record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
-        const at::Tensor projected = linear(layer.attention->output->dense, attention.context);
+        record(recorder, block_hook(l, "hook_resid_pre"), h);
+        const at::Tensor projected = record(recorder, block_hook(l, "hook_attn_out"), linear(layer.attention->output->dense, attention.context));
         const at::Tensor a = layer_norm(layer.attention->output->LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
         h = surgery.remove_mlp
                 ? a

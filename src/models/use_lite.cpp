@@ -148,7 +148,9 @@ public:
             // Layer 0's residual is projected 256 → 512 (the graph's AdjustResidualInput); removing the skip removes it.
             const at::Tensor residual =
                 l == 0 ? torch::matmul(h, p_.at("blocks.0.residual.W")) + p_.at("blocks.0.residual.b") : h;
-            const at::Tensor attention_out = attention(h, l, bias, recorder, surgery);
+            // hook_resid_pre: the skip branch the attention output is added to (layer 0: after the 256 → 512 projection).
+            record(recorder, block_hook(l, "hook_resid_pre"), residual);
+            const at::Tensor attention_out = record(recorder, block_hook(l, "hook_attn_out"), attention(h, l, bias, recorder, surgery));
             h = surgery.remove_attention_skip ? attention_out : residual + attention_out;
             if (!surgery.remove_mlp) h = h + mlp(h, l, surgery);
             record(recorder, block_hook(l, "hook_resid_post"), h);

@@ -109,7 +109,8 @@ at::Tensor xlnet_forward(XLNetModelImpl& model, const HfConfig& c, const ModelBa
         const at::Tensor p = torch::softmax(score, -1);  // [B, H, n, n]
         record(recorder, block_hook(l, "attn.hook_pattern"), p);
         const at::Tensor attended = torch::einsum("bnij,bjnd->bind", {p, value});
-        const at::Tensor out = torch::einsum("bind,hnd->bih", {attended, a.o});
+        record(recorder, block_hook(l, "hook_resid_pre"), h);
+        const at::Tensor out = record(recorder, block_hook(l, "hook_attn_out"), torch::einsum("bind,hnd->bih", {attended, a.o}));
         const at::Tensor after_attention = models::layer_norm(a.layer_norm, surgery.remove_attention_skip ? out : out + h, surgery);
         if (surgery.remove_mlp) {
             h = after_attention;

@@ -131,7 +131,9 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
                 if (real.defined()) a = a.index_select(0, real).index_select(1, real);
                 product = product.defined() ? torch::matmul(a, product) : a;  // later layer on the left
             }
-            s.relative_residual = relative_residual(to_matrix(product), Norm::Composite, Center::Rank1);
+            const Matrix matrix = to_matrix(product);
+            s.relative_residual = relative_residual(matrix, Norm::Composite, Center::Rank1);
+            s.relative_residual_frobenius = relative_residual(matrix, Norm::Frobenius, Center::Rank1);
             samples.push_back(std::move(s));
         }
     return samples;

@@ -10,6 +10,7 @@
 #include "common.hpp"
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/findings.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/progress.hpp"
@@ -51,18 +52,6 @@ void dump_activations(const std::string& path, const Recorder& recorder, const M
     for (const auto& [name, value] : recorder.all()) tensors.emplace_back(name, value.to(torch::kFloat));
     write_tensors(path, tensors, {{"command", provenance.command}, {"seed", std::to_string(provenance.seed)},
                                   {"version", version_string()}});
-}
-
-// The "iterate" experiment on USE lite: its pretrained layer-1 attention sublayer applied 12 times to real text.
-void run_iterate(EncoderModel& model, const ModelBatch& batch, const std::string& kind, int steps, CsvTable& table) {
-    for (bool keep_skip : {false, true}) {
-        const auto states = iterate_attention(model, batch, steps, keep_skip);
-        for (std::size_t step = 0; step < states.size(); ++step) {
-            const Summary s = summarize(batched_relative_residual(states[step].to(torch::kDouble), Norm::Composite, Center::Mean));
-            table.add({"use-lite", kind, keep_skip ? "attention+skip" : "attention", std::to_string(step), format_number(s.mean),
-                       format_number(s.std), format_number(s.min), format_number(s.max), std::to_string(s.n)});
-        }
-    }
 }
 
 void run_model(const ModelOptions& options) {
@@ -112,32 +101,47 @@ void run_model(const ModelOptions& options) {
     std::vector<std::string> weight_kinds;
     if (options.weights == "both") weight_kinds = {"init", "pretrained"};
     else weight_kinds = {options.weights};
-    std::vector<ResidualRow> rows;
-    auto variant_label = [&](const std::string& variant) {
-        return options.layer_norm == "keep" ? variant : variant + " (LN " + options.layer_norm + ")";
-    };
-    std::vector<std::pair<std::string, std::vector<PathProductSample>>> paths;
-    CsvTable iterate_table;
-    iterate_table.columns = {"model", "weights", "variant", "step", "mean", "std", "min", "max", "n"};
+    RealModelSettings settings;
+    settings.variants = options.variants;
+    settings.official_compat = options.compat == "official";
+    settings.layer_norm = parse_layer_norm_surgery(options.layer_norm);
+    settings.draws = options.draws;
+    settings.iterate_steps = use_lite ? options.iterate_steps : 0;
+    settings.seed = options.common.seed;
+    RealModelResult result;
+    result.model = name;
+    result.model_type = use_lite ? "use_lite" : config.model_type;
+    result.layers = config.layers;
+    result.heads = config.heads;
+    result.samples = batch.input_ids.size(0);
+    result.tokens = batch.input_ids.size(1);
+    result.settings = settings;
     Progress progress("model " + name, static_cast<long>(weight_kinds.size()));
     for (const auto& kind : weight_kinds) {
         std::unique_ptr<EncoderModel> model;
         if (use_lite) model = kind == "init" ? make_use_lite_init(use_dir, options.common.seed) : std::move(pretrained_use);
         else model = kind == "init" ? make_hf_model(config, options.common.seed) : load_hf_model(options.model);
-        if (use_lite) run_iterate(*model, batch, kind, options.iterate_steps, iterate_table);
         Recorder recorder;
-        auto variant_rows = residual_by_layer(*model, batch, name, kind, options.variants, options.compat == "official", nullptr,
-                                              parse_layer_norm_surgery(options.layer_norm));
-        for (auto& row : variant_rows) row.variant = variant_label(row.variant);
-        rows.insert(rows.end(), variant_rows.begin(), variant_rows.end());
-        Surgery unmodified;  // the unmodified model (apart from --layer-norm) for E2 and --dump
-        unmodified.layer_norm = parse_layer_norm_surgery(options.layer_norm);
-        model->forward(batch, unmodified, &recorder);
-        std::vector<at::Tensor> patterns;
-        for (int l = 0; l < config.layers; ++l) patterns.push_back(recorder.get(block_hook(l, "attn.hook_pattern")));
-        paths.emplace_back(kind, sample_path_products(patterns, options.draws, options.common.seed, batch.attention_mask));
-        if (!options.dump.empty() && kind == weight_kinds.back()) dump_activations(options.dump, recorder, batch, provenance);
+        const bool dump_this = !options.dump.empty() && kind == weight_kinds.back();
+        result.runs.push_back(run_real_model(*model, batch, name, kind, settings, dump_this ? &recorder : nullptr));
+        if (dump_this) dump_activations(options.dump, recorder, batch, provenance);
         progress.advance();
+    }
+    auto variant_label = [&](const std::string& variant) { return rankscope::variant_label(variant, settings.layer_norm); };
+    std::vector<ResidualRow> rows;
+    std::vector<std::pair<std::string, std::vector<PathProductSample>>> paths;
+    CsvTable iterate_table;
+    iterate_table.columns = {"model", "weights", "variant", "step", "mean", "std", "min", "max", "n"};
+    CsvTable skip_table;
+    skip_table.columns = {"model", "weights", "layer", "skip_ratio"};
+    for (const auto& run : result.runs) {
+        rows.insert(rows.end(), run.residual.begin(), run.residual.end());
+        paths.emplace_back(run.weights, run.paths);
+        for (const auto& r : run.iterate)
+            iterate_table.add({name, run.weights, r.variant, std::to_string(r.step), format_number(r.mean), format_number(r.std),
+                               format_number(r.min), format_number(r.max), std::to_string(r.n)});
+        for (std::size_t l = 0; l < run.skip_ratio.size(); ++l)
+            skip_table.add({name, run.weights, std::to_string(l), format_number(run.skip_ratio[l])});
     }
 
     for (const auto& r : rows)
@@ -154,14 +158,17 @@ void run_model(const ModelOptions& options) {
                    format_number(r.std), format_number(r.min), format_number(r.max), std::to_string(r.n)});
     write_csv_atomically(out / "residual.csv", table, provenance);
     CsvTable path_table;
-    path_table.columns = {"model", "weights", "length", "draw", "sample", "layers", "heads", "relative_residual"};
+    path_table.columns = {"model", "weights", "length", "draw", "sample", "layers", "heads", "relative_residual",
+                          "relative_residual_frobenius"};
     for (const auto& [kind, samples] : paths)
         for (const auto& s : samples) {
             const std::string layers = join_indices(s.layers), heads = join_indices(s.heads);
             path_table.add({name, kind, std::to_string(s.length), std::to_string(s.draw), std::to_string(s.sample),
-                            layers, heads, format_number(s.relative_residual)});
+                            layers, heads, format_number(s.relative_residual), format_number(s.relative_residual_frobenius)});
         }
     write_csv_atomically(out / "paths.csv", path_table, provenance);
+    write_csv_atomically(out / "skip_ratio.csv", skip_table, provenance);
+    write_findings(out, real_model_findings(result), provenance);
 
     // Figures: residual vs layer per variant with ±1 std bands, one panel per weights kind; E2 box plots.
     std::string plot = fmt::format("set xlabel 'layer'\nset ylabel 'relative residual (composite, mean centre)'\n"
@@ -195,7 +202,7 @@ void run_model(const ModelOptions& options) {
     auto box_figures = render_figure(out, {"paths", "Attention products along random paths (E2)", box},
                                      csv_provenance_lines(provenance));
     figures.insert(figures.end(), box_figures.begin(), box_figures.end());
-    if (use_lite) {
+    if (use_lite && options.iterate_steps > 0) {
         write_csv_atomically(out / "iterate.csv", iterate_table, provenance);
         std::string iterate_plot = "set xlabel 'applications of the pretrained layer-1 attention'\n"
                                    "set ylabel 'relative residual (composite, mean centre)'\nset logscale y\nset format y '10^{%L}'\n"
@@ -216,7 +223,7 @@ void run_model(const ModelOptions& options) {
     }
     write_manifest(out, provenance,
                    {{"inputs", {options.model, from_ids ? options.inputs : text_path}},
-                    {"outputs", {"residual.csv", "paths.csv"}},
+                    {"outputs", {"residual.csv", "paths.csv", "skip_ratio.csv", "findings.json", "verdicts.csv"}},
                     {"figures", figures},
                     {"samples", options.samples},
                     {"tokens", options.tokens}});

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "common.hpp"
+#include "rankscope/e6_path_counts.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/io.hpp"
@@ -92,6 +93,8 @@ void run_count(const PathsOptions& options) {
         if (!options.alpha.empty())
             plot += ", \\\n     'path_counts.csv' using ($4/$2):7 lw 2 dt 2 title 'custom, alpha-weighted'";
         render_figure(out, {"path_counts", "Distribution of path lengths", plot}, csv_provenance_lines(provenance));
+        if (options.network.layers == 0)  // the built-in table: judged against the paper
+            write_findings(out, path_count_findings(path_count_tables(known_architectures())), provenance);
         write_manifest(out, provenance, {{"outputs", {"path_counts.csv", "path_counts.json"}}});
     }
     if (options.common.format == "csv") std::cout << csv_provenance_lines(provenance) << table.to_string();

@@ -11,12 +11,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/figure.hpp"
 #include "rankscope/file_hash.hpp"
+#include "rankscope/findings.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
 #include "rankscope/progress.hpp"
@@ -31,7 +34,7 @@ struct ReproduceOptions {
 };
 
 struct Cell {
-    std::string name, title, reading, paper;
+    std::string name, title, paper;  // paper: what the paper states (SPEC.md); this run's reading comes from findings.json
     std::vector<std::string> arguments;  // after the program name; --out is appended
     std::vector<std::string> figures;
     std::vector<std::string> data;
@@ -67,17 +70,14 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     const std::string seed = std::to_string(options.common.seed);
     std::vector<Cell> cells;
     cells.push_back({"theory", "Theory: doubly exponential collapse and the bounds (§3)",
-                     "Pure self-attention loses rank within a few layers and never recovers; skip connections keep the "
-                     "relative residual of order 0.1–1. The measured residual stays below the per-layer bound c·r³ in "
-                     "every row above round-off.",
                      "Theorems 2.2/2.3 and Corollary 3.2: doubly exponential convergence without skips; skips stop it.",
                      {"theory", "--layers", options.quick ? "8" : "12", "--seeds", options.quick ? "2" : "5", "--seed", seed},
                      {"theory.svg", "theory_bounds.svg"},
                      {"theory.csv", "theory_summary.csv", "theory.json"}});
     cells.push_back({"e6_path_counts", "E6: how many paths of each length",
-                     "With skips, a depth-L network with H heads has C(L,k)·H^k paths of length k; most paths are long, "
-                     "yet the α-weighted (skip-ratio) distribution favours short ones.",
-                     "BERT-base: mean path length 11.08 of 12.",
+                     "With skips, a depth-L network with H heads has C(L,k)·H^k paths of length k; BERT-base: mean path "
+                     "length 11.08 of 12. Weighting by the measured skip ratio α shifts the mass to short paths (α is "
+                     "measured in the E1 cells).",
                      {"paths", "count", "--seed", seed},
                      {"path_counts.svg"},
                      {"path_counts.csv", "path_counts.json"}});
@@ -90,24 +90,15 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
         const bool builtin = !use_lite && !std::filesystem::exists(model);
         const std::string name = use_lite ? model : std::filesystem::path(model).filename().string();
         Cell cell{"e1_" + name, "E1/E2: " + name + (builtin ? " (random init)" : use_lite ? " (pretrained, npm)" : ""),
-                  "Removing the attention skip (SAN, SAN+MLP) collapses the representation within one or two "
-                  "layers; with skips the relative residual stays high. Products of attention matrices along "
-                  "paths lose rank exponentially in the path length.",
                   "Fig. 2: without skips ≈0 after 1 layer at init and after 3–5 pretrained; transformer 0.3–0.5. "
-                  "E2: init reaches the float32 floor (~1e-6) by depth 4.",
+                  "E2: init reaches the float32 floor (~1e-6) by depth 4; pretrained falls from ~0.35 (k = 1) to ~5e-5 "
+                  "(k = 12).",
                   {"model", "--model", model, "--weights", builtin ? "init" : "both", "--samples",
                    options.quick ? "8" : "32", "--tokens", options.quick ? "64" : "128", "--draws",
                    options.quick ? "20" : "100", "--seed", seed},
                   {"residual.svg", "paths.svg"},
-                  {"residual.csv", "paths.csv"}};
+                  {"residual.csv", "paths.csv", "skip_ratio.csv"}};
         if (use_lite) {
-            // USE lite has 2 layers: the paper's "3–5 layers pretrained" cannot be seen on it, and its pretrained
-            // SAN curve does not fall monotonically (0.95 → 1.01 → 0.29 measured after the runtime check of issue 18),
-            // so this cell states no collapse finding (this cell has no key-numbers table yet: issue 11).
-            cell.reading = "USE lite has only 2 layers, too few to compare with the paper's pretrained collapse over 3–5 "
-                           "layers: the measured values are in residual.csv and paths.csv (linked below). The iterate "
-                           "panel applies its real pretrained layer-1 attention sublayer (no skip, no MLP) 12 times to "
-                           "real text, beside the same sublayer with its skip.";
             cell.figures.push_back("iterate.svg");
             cell.data.push_back("iterate.csv");
         }
@@ -123,8 +114,6 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
         return arguments;
     };
     cells.push_back({"e3_circle", "E3: the circle, run recurrently for 300 steps",
-                     "A trained one-layer, two-head attention model is fed its own output. Without skip connection the "
-                     "two tokens' trajectories fall onto each other (rank collapse); with the skip they stay apart.",
                      "§4.2: pure attention collapses both trajectories to one point/line; skip and/or MLP let them follow the arcs.",
                      task_cell("circle", {"--epochs", "20", "--train-count", "400"}, {}),
                      {"circle.svg"},
@@ -137,23 +126,52 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     for (const auto& [task, paper, quick_args, full_args] : tasks) {
         if (options.quick && task != "sort") continue;
         cells.push_back({"e4_" + task, "E4: path effectiveness, " + task,
-                         "Ensembles of n random paths of length k (no sub-paths) against the whole model and the majority "
-                         "level, both measured in this run. The accuracy the ensembles keep at each length shows which "
-                         "paths carry the function.",
                          "Fig. 4: short paths (length 1–2) carry most of the accuracy; long paths add little. " + paper,
                          task_cell(task, quick_args, full_args),
                          {"paths_effectiveness.svg"},
                          {"paths_effectiveness.csv", "paths_effectiveness_summary.csv", "residual.csv", "training.csv", "task.json"}});
     }
     cells.push_back({"e5_width_depth_sort", "E5: width vs depth at equal parameter count (sort)",
-                     "Shallow-and-wide vs deep-and-narrow models with the same number of parameters: accuracy, the "
-                     "relative residual along relative depth, and how the path-length distribution shifts with depth.",
                      "§4.3/§5: deeper models have longer paths, which carry little; width buys short paths.",
                      {"width-depth", "--task", "sort", "--seed", seed, "--checkpoints", checkpoints, "--depths",
                       options.quick ? "2,6" : "2,6,12", "--epochs", options.quick ? "10" : "65"},
                      {"width_depth.svg"},
                      {"width_depth.csv", "width_depth_residual.csv", "width_depth_paths.csv", "width_depth.json"}});
+    // Every cell judges its own results against the paper: findings.json (checks, key numbers, reading) + verdicts.csv.
+    for (auto& cell : cells) cell.data.insert(cell.data.begin(), {"verdicts.csv", "findings.json"});
     return cells;
+}
+
+// What --quick leaves out or shrinks, for the report's banner (computed from the two plans, not written by hand).
+std::vector<std::string> quick_differences(const ReproduceOptions& options) {
+    if (!options.quick) return {};
+    ReproduceOptions full = options;
+    full.quick = false;
+    const auto quick_cells = plan(options), full_cells = plan(full);
+    std::vector<std::string> lines;
+    for (const auto& f : full_cells) {
+        const auto q = std::find_if(quick_cells.begin(), quick_cells.end(), [&](const Cell& c) { return c.name == f.name; });
+        if (q == quick_cells.end()) {
+            lines.push_back(f.name + ": skipped");
+            continue;
+        }
+        // The flags whose values differ, as "--epochs 20 (full: 65)"; flags only one side has are listed as given.
+        std::vector<std::string> changes;
+        auto value_of = [](const std::vector<std::string>& args, const std::string& flag) -> std::string {
+            for (std::size_t i = 0; i + 1 < args.size(); ++i)
+                if (args[i] == flag) return args[i + 1];
+            return "";
+        };
+        for (std::size_t i = 0; i + 1 < q->arguments.size(); ++i) {
+            const std::string& flag = q->arguments[i];
+            if (flag.rfind("--", 0) != 0 || flag == "--out" || flag == "--checkpoints") continue;
+            const std::string mine = q->arguments[i + 1], theirs = value_of(f.arguments, flag);
+            if (mine != theirs)
+                changes.push_back(flag + " " + mine + " (full run: " + (theirs.empty() ? "default" : theirs) + ")");
+        }
+        if (!changes.empty()) lines.push_back(f.name + ": " + fmt::format("{}", fmt::join(changes, ", ")));
+    }
+    return lines;
 }
 
 // Every file a finished cell left in its folder (recursively; not manifest.json, not temporaries), relative to it.
@@ -222,63 +240,77 @@ std::string cell_reuse_problem(const std::filesystem::path& directory, const std
     return "";
 }
 
-// A few numbers per cell for the report's summary table, read back from the cell's own result files.
-std::vector<std::pair<std::string, std::string>> key_numbers(const std::filesystem::path& directory, const std::string& cell) {
-    std::vector<std::pair<std::string, std::string>> numbers;
-    auto json_of = [&](const std::string& file) {
-        const auto path = directory / file;
-        return std::filesystem::exists(path) ? read_json_file(path.string(), file) : nlohmann::json();
-    };
+// A cell's findings.json, when the cell has results in this run (nullopt otherwise, or when it is unreadable: the
+// figures and data links still stand, and the report says the findings are missing).
+std::optional<Findings> cell_findings(const std::filesystem::path& directory) {
+    const auto path = directory / "findings.json";
+    if (!std::filesystem::exists(path)) return std::nullopt;
     try {
-        if (cell.rfind("e4_", 0) == 0) {
-            const auto task = json_of("task.json");
-            if (task.is_null()) return numbers;
-            numbers.emplace_back("whole-model token accuracy", fmt::format("{:.3f}", task.at("whole_model_accuracy").get<double>()));
-            numbers.emplace_back("majority level", fmt::format("{:.3f}", task.at("majority_accuracy").get<double>()));
-            std::string by_length;
-            for (const auto& row : task.at("path_accuracy"))
-                if (!row.at("sub_path").get<bool>() && row.at("n_paths").get<int>() == 20)
-                    by_length += fmt::format("{}k={}: {:.2f}", by_length.empty() ? "" : ", ", row.at("k").get<int>(),
-                                             row.at("mean_accuracy").get<double>());
-            if (!by_length.empty()) numbers.emplace_back("20-path ensembles by length", by_length);
-            if (!task.at("train_seconds").is_null())
-                numbers.emplace_back("training time", fmt::format("{:.0f} s", task.at("train_seconds").get<double>()));
-        } else if (cell == "e3_circle") {
-            const auto task = json_of("task.json");
-            if (task.is_null()) return numbers;
-            for (const auto& [variant, v] : task.at("variants").items())
-                numbers.emplace_back(variant + ": step where the two tokens merge (‖t1 − t2‖ / mean ‖t‖ < 1e-3)",
-                                     v.at("tokens_merged_at_step").is_null() ? std::string("never")
-                                                                             : std::to_string(v.at("tokens_merged_at_step").get<int>()));
-        } else if (cell.rfind("e5_", 0) == 0) {
-            const auto result = json_of("width_depth.json");
-            if (result.is_null()) return numbers;
-            for (const auto& m : result.at("models"))
-                numbers.emplace_back(fmt::format("L={} d={} ({} parameters)", m.at("layers").get<int>(), m.at("d_model").get<int>(),
-                                                 m.at("parameters").get<std::int64_t>()),
-                                     fmt::format("accuracy {:.3f}, mean path length {:.2f}", m.at("whole_model_accuracy").get<double>(),
-                                                 m.at("mean_path_length").get<double>()));
-        }
-    } catch (const std::exception&) {
-        numbers.clear();  // a result file from another version: the figures and data links still stand
+        return read_findings(path);
+    } catch (const Error& error) {
+        fmt::print(stderr, "rankscope: warning: {}\n", error.one_line());
+        return std::nullopt;
     }
-    return numbers;
+}
+
+const char* verdict_class(Verdict verdict) {
+    switch (verdict) {
+        case Verdict::Reproduced: return "ok";
+        case Verdict::NotReproduced: return "no";
+        case Verdict::NotComparable: return "na";
+    }
+    return "na";
+}
+
+std::string checks_table(const std::vector<std::pair<std::string, Check>>& checks, bool with_cell) {
+    std::string html = "<div class=\"scroll\"><table class=\"verdicts\"><tr>";
+    if (with_cell) html += "<th>cell</th>";
+    html += "<th>claim</th><th>paper</th><th>measured here</th><th>criterion</th><th>verdict</th></tr>\n";
+    for (const auto& [cell, c] : checks) {
+        html += "<tr>";
+        if (with_cell) html += fmt::format("<td><a href=\"#{0}\">{0}</a></td>", html_escape(cell));
+        html += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>\n", html_escape(c.claim),
+                            html_escape(c.paper), html_escape(c.measured), html_escape(c.criterion), verdict_class(c.verdict),
+                            verdict_name(c.verdict));
+    }
+    return html + "</table></div>\n";
+}
+
+// TEMPORARY until the figures branch lands (inline_svg with unique ids).
+std::string inline_svg_placeholder(const std::string& svg, const std::string&) {
+    const auto start = svg.find("<svg");
+    return start == std::string::npos ? std::string() : svg.substr(start);
+}
+
+// The figure as inline SVG (element ids made unique per figure) with links to its PNG, PDF and gnuplot script.
+std::string figure_html(const std::filesystem::path& directory, const std::string& cell, const std::string& figure) {
+    const auto path = directory / figure;
+    if (!std::filesystem::exists(path)) return "";
+    const std::string stem = std::filesystem::path(figure).stem().string();
+    std::string html = "<div class=\"figure\"><div class=\"scroll\">" + inline_svg_placeholder(read_text(path), cell + "-" + stem + "-") + "</div>";
+    html += "<p class=\"meta\">";
+    for (const std::string extension : {".png", ".pdf", ".gp"})
+        if (std::filesystem::exists(directory / (stem + extension)))
+            html += fmt::format("<a href=\"{0}/{1}{2}\">{1}{2}</a> ", cell, stem, extension);
+    return html + "</p></div>\n";
 }
 
 void write_report(const std::filesystem::path& out, const std::vector<Cell>& cells, const std::vector<CellState>& states,
-                  const std::string& status, const Provenance& provenance) {
+                  const std::string& status, const Provenance& provenance, const std::vector<std::string>& reduced) {
     std::string html = R"(<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rankscope report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
-body{font-family:Georgia,'DejaVu Serif',serif;max-width:980px;margin:2rem auto;padding:0 1.2rem;color:#222;line-height:1.5}
+body{font-family:Georgia,'DejaVu Serif',serif;max-width:1100px;margin:2rem auto;padding:0 1.2rem;color:#222;line-height:1.5}
 h1,h2{font-family:'Helvetica Neue',Helvetica,Arial,sans-serif;font-weight:600}
 h1{font-size:1.9rem;margin-bottom:.2rem} h2{font-size:1.3rem;margin-top:2.4rem;border-bottom:1px solid #ddd}
-.meta{color:#555;font-size:.9rem} code{background:#f4f4f4;padding:0 .25em;border-radius:3px;font-size:.88em}
-.figure svg{width:100%;height:auto;border:1px solid #eee;margin:.6rem 0}
-.incomplete{background:#fff3e0;border-left:3px solid #d95f02;padding:.4rem .8rem}
-.paper{background:#f7f7fb;border-left:3px solid #7570b3;padding:.4rem .8rem;font-size:.93rem}
-table{border-collapse:collapse;font-size:.9rem;margin:.6rem 0} td,th{padding:.2rem .7rem;border-bottom:1px solid #eee;text-align:left}
+.meta{color:#555;font-size:.9rem} code{background:#f4f4f4;padding:0 .25em;border-radius:3px;font-size:.88em;overflow-wrap:anywhere}
+.scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
+.figure svg{width:100%;min-width:600px;height:auto;border:1px solid #eee;margin:.6rem 0}
+.incomplete,.reduced{background:#fff3e0;border-left:3px solid #D55E00;padding:.4rem .8rem}
+.paper{background:#f7f7fb;border-left:3px solid #0072B2;padding:.4rem .8rem;font-size:.93rem}
+table{border-collapse:collapse;font-size:.88rem;margin:.6rem 0} td,th{padding:.2rem .6rem;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
+td.ok{color:#00603f;font-weight:600} td.no{color:#a33a00;font-weight:600} td.na{color:#555}
 a{color:#1b6e9e}
 </style></head><body>
 <h1>rankscope: rank collapse in attention networks</h1>
@@ -291,6 +323,31 @@ a{color:#1b6e9e}
                             "the command and seed above; cells not marked ran or reused below have no results from this "
                             "run yet.</p>\n",
                             html_escape(status));
+    if (!reduced.empty()) {
+        html += "<div class=\"reduced\" id=\"reduced-settings\"><strong>Below paper scale (--quick).</strong> Verdicts that need "
+                "the paper's depth, data or training read <em>not comparable at these settings</em>. Reduced or skipped:<ul>";
+        for (const auto& line : reduced) html += "<li>" + html_escape(line) + "</li>";
+        html += "</ul></div>\n";
+    }
+    // Every cell's findings, read once.
+    std::vector<std::optional<Findings>> findings(cells.size());
+    std::vector<std::pair<std::string, Check>> all_checks;
+    int counts[3] = {0, 0, 0};
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+        const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
+        if (!has_results) continue;
+        findings[c] = cell_findings(out / cells[c].name);
+        if (!findings[c]) continue;
+        for (const auto& check : findings[c]->checks) {
+            all_checks.emplace_back(cells[c].name, check);
+            ++counts[static_cast<int>(check.verdict)];
+        }
+    }
+    html += fmt::format("<h2 id=\"verdicts\">What the paper claims, what this run measured</h2>\n<p>{} checks: {} reproduced, "
+                        "{} not reproduced, {} not comparable at these settings. Each verdict is computed from this run's "
+                        "numbers by the criterion beside it (also in <a href=\"verdicts.csv\">verdicts.csv</a>).</p>\n",
+                        all_checks.size(), counts[0], counts[1], counts[2]);
+    html += checks_table(all_checks, true);
     html += "<table><tr><th>experiment</th><th>seconds</th><th>status</th></tr>\n";
     for (const auto& state : states)
         html += fmt::format("<tr><td><a href=\"#{0}\">{0}</a></td><td>{1}</td><td>{2}{3}</td></tr>\n", state.name,
@@ -300,27 +357,33 @@ a{color:#1b6e9e}
     for (std::size_t c = 0; c < cells.size(); ++c) {
         const Cell& cell = cells[c];
         const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
-        html += fmt::format("<h2 id=\"{}\">{}</h2>\n<p>{}</p>\n<p class=\"paper\">Paper: {}</p>\n", cell.name,
-                            html_escape(cell.title), html_escape(cell.reading), html_escape(cell.paper));
+        html += fmt::format("<h2 id=\"{}\">{}</h2>\n", cell.name, html_escape(cell.title));
         if (!has_results) {
-            html += fmt::format("<p class=\"meta\">Not computed in this run yet ({}).</p>\n",
+            html += fmt::format("<p class=\"paper\">Paper: {}</p>\n<p class=\"meta\">Not computed in this run yet ({}).</p>\n",
+                                html_escape(cell.paper),
                                 c < states.size() ? html_escape(states[c].status) : std::string("pending"));
             continue;
         }
-        const auto numbers = key_numbers(out / cell.name, cell.name);
-        if (!numbers.empty()) {
-            html += "<table class=\"numbers\"><tr><th>measured here</th><th>value</th></tr>\n";
-            for (const auto& [what, value] : numbers)
+        if (findings[c]) {
+            const Findings& f = *findings[c];
+            html += fmt::format("<p class=\"meta\">{}</p>\n<p>{}</p>\n", html_escape(f.subject), html_escape(f.reading));
+            for (const auto& note : f.notes) html += "<p class=\"meta\">Note: " + html_escape(note) + "</p>\n";
+        } else {
+            html += "<p class=\"incomplete\">This cell left no readable findings.json: no reading or verdicts for it.</p>\n";
+        }
+        html += fmt::format("<p class=\"paper\">Paper: {}</p>\n", html_escape(cell.paper));
+        if (findings[c] && !findings[c]->checks.empty()) {
+            std::vector<std::pair<std::string, Check>> checks;
+            for (const auto& check : findings[c]->checks) checks.emplace_back(cell.name, check);
+            html += checks_table(checks, false);
+        }
+        if (findings[c] && !findings[c]->key_numbers.empty()) {
+            html += "<div class=\"scroll\"><table class=\"numbers\"><tr><th>measured here</th><th>value</th></tr>\n";
+            for (const auto& [what, value] : findings[c]->key_numbers)
                 html += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", html_escape(what), html_escape(value));
-            html += "</table>\n";
+            html += "</table></div>\n";
         }
-        for (const auto& figure : cell.figures) {
-            const auto path = out / cell.name / figure;
-            if (!std::filesystem::exists(path)) continue;
-            std::string svg = read_text(path);
-            const auto start = svg.find("<svg");
-            html += "<div class=\"figure\">" + (start == std::string::npos ? std::string() : svg.substr(start)) + "</div>\n";
-        }
+        for (const auto& figure : cell.figures) html += figure_html(out / cell.name, cell.name, figure);
         html += "<p class=\"meta\">Data: ";
         for (const auto& file : cell.data)
             html += fmt::format("<a href=\"{0}/{1}\">{1}</a> · ", cell.name, file);
@@ -328,6 +391,18 @@ a{color:#1b6e9e}
     }
     html += "</body></html>\n";
     write_file_atomically((out / "report.html").string(), html);
+    // The verdicts of every cell with results, one tidy table beside the report.
+    std::vector<Findings> present;
+    std::vector<std::string> present_cells;
+    for (std::size_t c = 0; c < cells.size(); ++c)
+        if (findings[c]) present.push_back(*findings[c]), present_cells.push_back(cells[c].name);
+    CsvTable table = verdicts_table(present);
+    table.columns.insert(table.columns.begin(), "cell");
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < present.size(); ++i)
+        for (std::size_t k = 0; k < present[i].checks.size(); ++k, ++row)
+            table.rows[row].insert(table.rows[row].begin(), present_cells[i]);
+    write_csv_atomically(out / "verdicts.csv", table, provenance);
 }
 
 // The state of this run, written to report.html and manifest.json before the first cell, after each, and at the end.
@@ -337,8 +412,8 @@ struct RunState {
 };
 
 void write_state(const std::filesystem::path& out, const std::vector<Cell>& cells, const RunState& state,
-                 const Provenance& provenance) {
-    write_report(out, cells, state.cells, state.status, provenance);
+                 const Provenance& provenance, const std::vector<std::string>& reduced) {
+    write_report(out, cells, state.cells, state.status, provenance, reduced);
     nlohmann::json cell_list = nlohmann::json::array();
     for (const auto& c : state.cells)
         cell_list.push_back({{"cell", c.name},
@@ -348,7 +423,7 @@ void write_state(const std::filesystem::path& out, const std::vector<Cell>& cell
                              {"note", c.note}});
     write_manifest(out, provenance,
                    {{"status", state.status}, {"complete", state.status == "complete"}, {"cells", cell_list},
-                    {"outputs", {"report.html"}}});
+                    {"outputs", {"report.html", "verdicts.csv"}}});
 }
 
 void run_reproduce(const ReproduceOptions& options) {
@@ -357,18 +432,19 @@ void run_reproduce(const ReproduceOptions& options) {
     std::filesystem::create_directories(out);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     const auto cells = plan(options);
+    const auto reduced = quick_differences(options);
     // SIGINT/SIGTERM: forwarded to the running cell; this process then marks the run interrupted and stops.
     defer_interrupts(true);
     RunState state;
     for (const auto& cell : cells) state.cells.push_back({cell.name, "pending", -1.0, ""});
-    write_state(out, cells, state, provenance);  // before any cell: the report names THIS run, marked incomplete
+    write_state(out, cells, state, provenance, reduced);  // before any cell: the report names THIS run, marked incomplete
     Progress progress("reproduce", static_cast<long>(cells.size()));
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const Cell& cell = cells[i];
         CellState& cell_state = state.cells[i];
         if (const int signal_number = pending_interrupt()) {
             state.status = "interrupted";
-            write_state(out, cells, state, provenance);
+            write_state(out, cells, state, provenance, reduced);
             throw Interrupted(signal_number, "reproduce, before cell " + cell.name);
         }
         progress.set_label("reproduce " + cell.name);
@@ -379,7 +455,7 @@ void run_reproduce(const ReproduceOptions& options) {
         if (problem.empty()) {
             cell_state.status = "reused";
             cell_state.note = "every output verified by size and SHA-256";
-            write_state(out, cells, state, provenance);
+            write_state(out, cells, state, provenance, reduced);
             progress.advance();
             continue;
         }
@@ -392,7 +468,7 @@ void run_reproduce(const ReproduceOptions& options) {
                 std::filesystem::remove(entry.path());
         cell_state.status = "running";
         cell_state.note = problem == "not run yet" ? "" : "recomputed: " + problem;
-        write_state(out, cells, state, provenance);
+        write_state(out, cells, state, provenance, reduced);
 
         std::vector<std::string> argv = {self};
         argv.insert(argv.end(), arguments.begin(), arguments.end());
@@ -406,24 +482,24 @@ void run_reproduce(const ReproduceOptions& options) {
         } catch (const Interrupted& interrupted) {
             cell_state.status = "interrupted";
             state.status = "interrupted";
-            write_state(out, cells, state, provenance);
+            write_state(out, cells, state, provenance, reduced);
             throw Interrupted(interrupted.signal_number(), "reproduce, cell " + cell.name + " stopped");
         }
         cell_state.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (!result.ok()) {
             cell_state.status = "failed";
             state.status = "failed";
-            write_state(out, cells, state, provenance);
+            write_state(out, cells, state, provenance, reduced);
             throw Error("experiment " + cell.name + " failed (" + result.describe() + "); see its log",
                         process.stdout_file.string());
         }
         seal_cell(directory);
         cell_state.status = "ran";
-        write_state(out, cells, state, provenance);
+        write_state(out, cells, state, provenance, reduced);
         progress.advance();
     }
     state.status = "complete";
-    write_state(out, cells, state, provenance);
+    write_state(out, cells, state, provenance, reduced);
     fmt::print("{:<28} {:>9}\n", "experiment", "seconds");
     for (const auto& c : state.cells)
         fmt::print("{:<28} {:>9}\n", c.name, c.status == "reused" ? std::string("reused") : fmt::format("{:.1f}", c.seconds));

@@ -8,6 +8,7 @@
 
 #include "common.hpp"
 #include "task_settings_options.hpp"
+#include "rankscope/e4_path_effectiveness.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/io.hpp"
@@ -139,22 +140,26 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
 // E4: train (or reuse) one model, measure whole-model and majority accuracy, and the path ensembles.
 void run_classification_task(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
     const TaskSettings& settings = options.settings;
-    const TaskSplits data = make_task_data(settings, out);
-    TrainedTask trained = train_or_load(settings, data, checkpoint_dir(options, out), options.retrain, options.common.allow_nonfinite);
-    TaskModel& model = trained.model;
-    const double whole = token_accuracy(model, data.eval);
-    const double majority = majority_accuracy(data.train, data.eval, data.classes);
+    PathEffectivenessSettings experiment;
+    experiment.task = settings;
+    experiment.work_dir = out;
+    experiment.checkpoints = checkpoint_dir(options, out);
+    experiment.retrain = options.retrain;
+    experiment.allow_nonfinite = options.common.allow_nonfinite;
+    experiment.n_paths = options.n_paths;
+    experiment.repeats = options.repeats;
     std::vector<bool> modes;
     if (options.sub_path != "yes") modes.push_back(false);
     if (options.sub_path != "no") modes.push_back(true);
-    std::vector<PathEffectivenessRow> rows;
-    for (bool mode : modes) {
-        auto part = path_effectiveness(model, data.eval, settings.task, options.n_paths, options.repeats, mode, settings.seed);
-        rows.insert(rows.end(), part.begin(), part.end());
-    }
+    experiment.sub_path_modes = modes;
+    PathEffectivenessResult result = run_path_effectiveness_experiment(experiment);
+    TrainedTask& trained = result.trained;
+    TaskModel& model = trained.model;
+    const double whole = result.whole_model_accuracy;
+    const double majority = result.majority_accuracy;
     CsvTable table;
     table.columns = {"task", "sub_path", "k", "n_paths", "repeat", "metric", "value"};
-    for (const auto& r : rows)
+    for (const auto& r : result.rows)
         table.add({r.task, r.sub_path ? "yes" : "no", std::to_string(r.length), std::to_string(r.n_paths),
                    std::to_string(r.repeat), "token_accuracy", format_number(r.accuracy)});
     // The reference lines of the figure, measured in this run.
@@ -164,49 +169,45 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
 
     CsvTable residual;
     residual.columns = {"task", "layer", "norm", "center", "mean", "std", "n"};
-    for (const auto& r : residual_by_layer(model, data.eval)) {
+    for (const auto& r : result.residual) {
         check_finite(options.common, r.mean, "the relative residual", fmt::format("{} model, layer {}", settings.task, r.layer));
         residual.add({settings.task, std::to_string(r.layer), "composite", "mean", format_number(r.mean), format_number(r.std),
                       std::to_string(r.n)});
     }
     write_csv_atomically(out / "residual.csv", residual, provenance);
     write_training(out / "training.csv", settings.task, trained, true, provenance);
-    write_eval_data(out / "eval_data.safetensors", data.eval, provenance);
+    write_eval_data(out / "eval_data.safetensors", result.eval, provenance);
 
-    // Accuracy per (mode, n, k) over repeats: task.json, standard output and the summary CSV.
-    std::map<std::tuple<bool, int, int>, std::vector<double>> accuracies;
-    for (const auto& r : rows) accuracies[{r.sub_path, r.n_paths, r.length}].push_back(r.accuracy);
-    std::map<std::tuple<bool, int, int>, Summary> by_cell;
-    for (const auto& [key, values] : accuracies) by_cell[key] = summarize(values);
     nlohmann::json by_length = nlohmann::json::array();
-    for (const auto& [key, cell] : by_cell)
-        by_length.push_back({{"sub_path", std::get<0>(key)}, {"n_paths", std::get<1>(key)}, {"k", std::get<2>(key)},
-                             {"mean_accuracy", cell.mean}});
+    for (const auto& cell : result.by_length)
+        by_length.push_back({{"sub_path", cell.sub_path}, {"n_paths", cell.n_paths}, {"k", cell.length},
+                             {"mean_accuracy", cell.accuracy.mean}});
     nlohmann::json summary = training_summary(trained, model);
     summary.update({{"task", settings.task},
                     {"settings", settings.to_json()},
                     {"whole_model_accuracy", whole},
-                    {"whole_model_train_accuracy", token_accuracy(model, data.train)},
+                    {"whole_model_train_accuracy", result.whole_model_train_accuracy},
                     {"majority_accuracy", majority},
-                    {"chance_accuracy", 1.0 / data.classes},
-                    {"eval_sequences", data.eval.size()},
+                    {"chance_accuracy", result.chance_accuracy},
+                    {"eval_sequences", result.eval.size()},
                     {"path_accuracy", by_length}});
     write_json_atomically(out / "task.json", summary, provenance);
+    write_findings(out, path_effectiveness_findings(result, experiment), provenance);
 
     std::cout << fmt::format("{}: whole-model token accuracy {:.4f}, majority {:.4f}, {} parameters, {}\n", settings.task,
                              whole, majority, parameter_count(model),
                              trained.reused ? "checkpoint reused" : fmt::format("trained in {:.1f} s", trained.train_seconds));
-    for (const auto& [key, cell] : by_cell)
-        std::cout << fmt::format("  sub_path={} n_paths={:>2} k={}: accuracy {:.4f}\n", std::get<0>(key) ? "yes" : "no",
-                                 std::get<1>(key), std::get<2>(key), cell.mean);
+    for (const auto& cell : result.by_length)
+        std::cout << fmt::format("  sub_path={} n_paths={:>2} k={}: accuracy {:.4f}\n", cell.sub_path ? "yes" : "no",
+                                 cell.n_paths, cell.length, cell.accuracy.mean);
 
-    // Figure: accuracy vs path length, mean ± std over repeats, with the measured whole-model and majority lines.
     CsvTable summary_table;
     summary_table.columns = {"task", "sub_path", "n_paths", "k", "mean", "std"};
-    for (const auto& [key, cell] : by_cell)
-        summary_table.add({settings.task, std::get<0>(key) ? "yes" : "no", std::to_string(std::get<1>(key)),
-                           std::to_string(std::get<2>(key)), format_number(cell.mean), format_number(cell.std)});
+    for (const auto& cell : result.by_length)
+        summary_table.add({settings.task, cell.sub_path ? "yes" : "no", std::to_string(cell.n_paths),
+                           std::to_string(cell.length), format_number(cell.accuracy.mean), format_number(cell.accuracy.std)});
     write_csv_atomically(out / "paths_effectiveness_summary.csv", summary_table, provenance);
+    // Figure: accuracy vs path length, mean ± std over repeats, with the measured whole-model and majority lines.
     std::string plot = fmt::format(
         "set datafile separator ','\nset xlabel 'path length k'\nset ylabel 'token accuracy'\nset yrange [0:1.05]\n"
         "set xrange [-0.5:{}.5]\nset key bottom right\nset title '{}: ensembles of random paths (mean ± std over repeats)'\n"

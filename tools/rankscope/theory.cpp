@@ -6,16 +6,14 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <mutex>
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/findings.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/io.hpp"
-#include "rankscope/progress.hpp"
 #include "rankscope/theory.hpp"
 
 namespace rankscope::cli {
@@ -60,30 +58,15 @@ void run_theory_command(TheoryOptions options) {
     options.network.validate();
     const auto variants = theory_variants(options.network, options.heads);
 
-    // One job per (variant, seed), run in parallel (GLPK is re-entrant; each job builds its own network).
-    const std::size_t jobs = variants.size() * static_cast<std::size_t>(options.seeds);
-    std::vector<std::vector<TheoryRow>> results(jobs);
-    {
-        Progress progress("theory", static_cast<long>(jobs));
-        std::mutex progress_mutex;
-        at::parallel_for(0, static_cast<std::int64_t>(jobs), 1, [&](std::int64_t begin, std::int64_t end) {
-            for (std::int64_t job = begin; job < end; ++job) {
-                const auto& variant = variants[static_cast<std::size_t>(job) / static_cast<std::size_t>(options.seeds)];
-                const auto seed = options.common.seed + static_cast<std::uint64_t>(job % options.seeds);
-                results[static_cast<std::size_t>(job)] = run_theory(variant, seed, given.defined() ? &given : nullptr);
-                std::lock_guard<std::mutex> lock(progress_mutex);
-                progress.advance();
-            }
-        });
-    }
-    std::vector<TheoryRow> rows;
-    std::map<std::string, std::vector<TheoryRow>> by_variant;
-    for (const auto& job_rows : results) {
-        for (const auto& row : job_rows) by_variant[row.variant].push_back(row);
-        rows.insert(rows.end(), job_rows.begin(), job_rows.end());
-    }
+    TheorySettings settings;
+    settings.network = options.network;
+    settings.heads = options.heads;
+    settings.seeds = options.seeds;
+    settings.seed = options.common.seed;
+    if (!options.input.empty()) settings.input_label = options.input;
+    const TheoryResult result = run_theory_experiment(settings, given.defined() ? &given : nullptr);
     // A diverged network (e.g. a huge --init-scale) gives NaN/Inf residuals: an error, not a table of NaN rows.
-    for (const auto& r : rows) {
+    for (const auto& r : result.rows) {
         const std::string where = fmt::format("variant {}, seed {}, layer {}", r.variant, r.seed, r.layer);
         check_finite(options.common, r.residual, "the residual", where);
         check_finite(options.common, r.relative_residual, "the relative residual", where);
@@ -93,66 +76,41 @@ void run_theory_command(TheoryOptions options) {
     CsvTable table;
     table.columns = {"variant", "heads", "seed", "layer", "residual", "relative_residual", "gamma", "beta", "lambda",
                      "c", "bound_step", "bound_cumulative", "bound_theorem", "at_round_off"};
-    int violations = 0;
-    for (const auto& r : rows) {
+    for (const auto& r : result.rows)
         table.add({r.variant, std::to_string(r.heads), std::to_string(r.seed), std::to_string(r.layer),
                    format_number(r.residual), format_number(r.relative_residual), format_number(r.gamma),
                    format_number(r.beta), format_number(r.lambda), format_number(r.c), format_number(r.bound_step),
                    format_number(r.bound_cumulative), format_number(r.bound_theorem), r.at_round_off ? "1" : "0"});
-        if (!r.at_round_off && !std::isnan(r.bound_step) && r.residual > r.bound_step * (1 + 1e-9)) ++violations;
-    }
     write_csv_atomically(out / "theory.csv", table, provenance);
 
-    // Summary per variant: mean over seeds per layer, fitted rate, tightness.
     CsvTable summary;
     // Bounds are averaged over the seeds whose residual is above round-off (nan when none is).
     summary.columns = {"variant", "layer", "relative_residual_mean", "residual_mean", "bound_step_mean",
                        "bound_cumulative_mean"};
-    nlohmann::json variants_json = nlohmann::json::array();
-    for (const auto& variant : variants) {
-        const auto& v_rows = by_variant[variant.name];
-        // sums: relative, residual, bound_step, bound_cumulative, rows, rows with a bound above round-off
-        std::map<int, std::array<double, 6>> per_layer;
-        double tightness_sum = 0;
-        int tightness_count = 0;
-        for (const auto& r : v_rows) {
-            auto& s = per_layer[r.layer];
-            s[0] += r.relative_residual;
-            s[1] += r.residual;
-            s[4] += 1;
-            if (!std::isnan(r.bound_step) && !r.at_round_off) {
-                s[2] += r.bound_step;
-                s[3] += r.bound_cumulative;
-                s[5] += 1;
-            }
-            if (!std::isnan(r.bound_step) && !r.at_round_off) {
-                tightness_sum += std::log10(r.bound_step / r.residual);
-                ++tightness_count;
-            }
-        }
-        for (const auto& [layer, s] : per_layer)
-            summary.add({variant.name, std::to_string(layer), format_number(s[0] / s[4]), format_number(s[1] / s[4]),
-                         s[5] > 0 ? format_number(s[2] / s[5]) : "nan", s[5] > 0 ? format_number(s[3] / s[5]) : "nan"});
-        const double slope = fitted_collapse_rate(v_rows);
-        const double exponent = fitted_collapse_exponent(v_rows);
-        variants_json.push_back({{"variant", variant.name},
-                                 {"heads", variant.config.heads},
-                                 {"fitted_slope_log_neg_log_r", std::isnan(slope) ? nlohmann::json(nullptr) : nlohmann::json(slope)},
-                                 {"fitted_base", std::isnan(slope) ? nlohmann::json(nullptr) : nlohmann::json(std::exp(slope))},
-                                 {"fitted_exponent", std::isnan(exponent) ? nlohmann::json(nullptr) : nlohmann::json(exponent)},
-                                 {"final_relative_residual", per_layer.rbegin()->second[0] / per_layer.rbegin()->second[4]},
-                                 {"bound_over_measured_log10_mean",
-                                  tightness_count ? nlohmann::json(tightness_sum / tightness_count) : nlohmann::json(nullptr)}});
-    }
+    for (const auto& s : result.layers)
+        summary.add({s.variant, std::to_string(s.layer), format_number(s.relative_residual_mean), format_number(s.residual_mean),
+                     format_number(s.bound_step_mean), format_number(s.bound_cumulative_mean)});
     write_csv_atomically(out / "theory_summary.csv", summary, provenance);
+    auto json_number = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+    nlohmann::json variants_json = nlohmann::json::array();
+    for (const auto& v : result.variants)
+        variants_json.push_back({{"variant", v.variant},
+                                 {"heads", v.heads},
+                                 {"fitted_slope_log_neg_log_r", json_number(v.fitted_slope)},
+                                 {"fitted_base", json_number(std::exp(v.fitted_slope))},
+                                 {"fitted_exponent", json_number(v.fitted_exponent)},
+                                 {"final_relative_residual", v.final_relative_residual},
+                                 {"bound_over_measured_log10_mean", json_number(v.bound_over_measured_log10_mean)}});
+    const int violations = result.bound_violations;
     nlohmann::json document = {{"bound_definition", kBoundDefinition},
                                {"configuration",
                                 {{"layers", options.network.layers}, {"d_model", options.network.d_model},
                                  {"tokens", options.network.tokens}, {"heads_multi", options.heads},
                                  {"seeds", options.seeds}, {"init_scale", options.network.init_scale},
-                                 {"input", options.input.empty() ? "random N(0,1) per seed" : options.input},
+                                 {"input", settings.input_label},
                                  {"dtype", "float64"}}},
                                {"bound_violations", violations},
+                               {"bound_rows_checked", result.bound_rows_checked},
                                {"variants", variants_json}};
     write_json_atomically(out / "theory.json", document, provenance);
 
@@ -199,7 +157,8 @@ void run_theory_command(TheoryOptions options) {
                   csv_provenance_lines(provenance));
     const auto figures = render_figure(out, {"theory", "Rank collapse of random SAN variants", plot},
                                        csv_provenance_lines(provenance));
-    write_manifest(out, provenance, {{"outputs", {"theory.csv", "theory_summary.csv", "theory.json"}}, {"figures", figures}});
+    write_findings(out, theory_findings(result, settings), provenance);
+    write_manifest(out, provenance, {{"outputs", {"theory.csv", "theory_summary.csv", "theory.json", "findings.json", "verdicts.csv"}}, {"figures", figures}});
 
     auto number_or_dash = [](const nlohmann::json& value) {
         return value.is_null() ? std::string("-") : fmt::format("{:.2f}", value.get<double>());

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "common.hpp"
+#include "rankscope/e5_width_depth.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/paths.hpp"
@@ -25,63 +26,49 @@ struct WidthDepthOptions {
     bool retrain = false;
 };
 
-// The width (a multiple of the head count) whose model at `layers` layers has the parameter count closest to `target`.
-int matching_width(TaskSettings settings, const TaskSplits& data, int layers, std::int64_t target) {
-    settings.layers = layers;
-    int best = settings.heads;
-    std::int64_t best_gap = -1;
-    for (int d = settings.heads; d <= 1024; d += settings.heads) {
-        settings.d_model = d;
-        TaskModel model(model_config_for(settings, data));
-        const std::int64_t gap = std::abs(parameter_count(model) - target);
-        if (best_gap < 0 || gap < best_gap) best = d, best_gap = gap;
-        if (parameter_count(model) > target) break;
-    }
-    return best;
-}
-
 void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base) {
     const Provenance provenance = start_run(options.common);
     const std::filesystem::path out = options.common.out;
     std::filesystem::create_directories(out);
     const std::filesystem::path checkpoints = options.checkpoints.empty() ? out / "checkpoints" : std::filesystem::path(options.checkpoints);
-    const TaskSplits data = make_task_data(base, out);
-    TaskModel reference(model_config_for(base, data));
-    const std::int64_t target = parameter_count(reference);
+    WidthDepthSettings experiment;
+    experiment.base = base;
+    experiment.depths = options.layers;
+    experiment.work_dir = out;
+    experiment.checkpoints = checkpoints;
+    experiment.retrain = options.retrain;
+    experiment.allow_nonfinite = options.common.allow_nonfinite;
+    const WidthDepthResult result = run_width_depth_experiment(experiment);
+    const std::int64_t target = result.target_parameters;
+    const double majority = result.majority_accuracy;
 
     CsvTable models, residuals, paths;
     models.columns = {"task", "layers", "heads", "d_model", "parameters", "whole_model_accuracy", "majority_accuracy",
                       "mean_path_length", "train_seconds"};
     residuals.columns = {"task", "layers", "d_model", "layer", "relative_depth", "mean", "std"};
     paths.columns = {"task", "layers", "d_model", "k", "paths", "share"};
-    const double majority = majority_accuracy(data.train, data.eval, data.classes);
     nlohmann::json summary = nlohmann::json::array();
-    for (int layers : options.layers) {
-        TaskSettings settings = base;
-        settings.layers = layers;
-        settings.d_model = matching_width(base, data, layers, target);
-        TrainedTask trained = train_or_load(settings, data, checkpoints, options.retrain, options.common.allow_nonfinite);
-        const double accuracy = token_accuracy(trained.model, data.eval);
-        const auto distribution = path_length_distribution(layers, settings.heads);
-        const double mean_length = mean_path_length(distribution, false);
-        const std::int64_t parameters = parameter_count(trained.model);
+    for (const auto& m : result.models) {
+        const int layers = m.settings.layers;
+        const TaskSettings& settings = m.settings;
         models.add({base.task, std::to_string(layers), std::to_string(settings.heads), std::to_string(settings.d_model),
-                    std::to_string(parameters), format_number(accuracy), format_number(majority), format_number(mean_length),
-                    trained.reused ? "" : format_number(trained.train_seconds)});
-        for (const auto& r : residual_by_layer(trained.model, data.eval))
+                    std::to_string(m.parameters), format_number(m.accuracy), format_number(majority),
+                    format_number(m.mean_path_length), m.reused ? "" : format_number(m.train_seconds)});
+        for (const auto& r : m.residual)
             residuals.add({base.task, std::to_string(layers), std::to_string(settings.d_model), std::to_string(r.layer),
                            format_number(static_cast<double>(r.layer) / layers), format_number(r.mean), format_number(r.std)});
-        for (const auto& r : distribution)
+        for (const auto& r : m.paths)
             paths.add({base.task, std::to_string(layers), std::to_string(settings.d_model), std::to_string(r.length),
                        format_number(r.count), format_number(r.share)});
-        summary.push_back({{"layers", layers}, {"d_model", settings.d_model}, {"parameters", parameters},
-                           {"whole_model_accuracy", accuracy}, {"mean_path_length", mean_length},
-                           {"checkpoint", trained.checkpoint}, {"reused_checkpoint", trained.reused},
-                           {"train_seconds", trained.reused ? nlohmann::json(nullptr) : nlohmann::json(trained.train_seconds)}});
+        summary.push_back({{"layers", layers}, {"d_model", settings.d_model}, {"parameters", m.parameters},
+                           {"whole_model_accuracy", m.accuracy}, {"mean_path_length", m.mean_path_length},
+                           {"checkpoint", m.checkpoint}, {"reused_checkpoint", m.reused},
+                           {"train_seconds", m.reused ? nlohmann::json(nullptr) : nlohmann::json(m.train_seconds)}});
         std::cout << fmt::format("{} L={:<3} d={:<4} {} parameters: accuracy {:.4f}, mean path length {:.2f}{}\n", base.task,
-                                 layers, settings.d_model, parameters, accuracy, mean_length,
-                                 trained.reused ? " (checkpoint reused)" : fmt::format(", trained in {:.1f} s", trained.train_seconds));
+                                 layers, settings.d_model, m.parameters, m.accuracy, m.mean_path_length,
+                                 m.reused ? " (checkpoint reused)" : fmt::format(", trained in {:.1f} s", m.train_seconds));
     }
+    write_findings(out, width_depth_findings(result, experiment), provenance);
     write_csv_atomically(out / "width_depth.csv", models, provenance);
     write_csv_atomically(out / "width_depth_residual.csv", residuals, provenance);
     write_csv_atomically(out / "width_depth_paths.csv", paths, provenance);

@@ -1,0 +1,116 @@
+#include "rankscope/e4_path_effectiveness.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace rankscope {
+
+PathEffectivenessResult run_path_effectiveness_experiment(const PathEffectivenessSettings& settings) {
+    const TaskSettings& task = settings.task;
+    const TaskSplits data = make_task_data(task, settings.work_dir);
+    PathEffectivenessResult result;
+    result.trained = train_or_load(task, data, settings.checkpoints, settings.retrain, settings.allow_nonfinite);
+    TaskModel& model = result.trained.model;
+    result.eval = data.eval;
+    result.whole_model_accuracy = token_accuracy(model, data.eval);
+    result.whole_model_train_accuracy = token_accuracy(model, data.train);
+    result.majority_accuracy = majority_accuracy(data.train, data.eval, data.classes);
+    result.chance_accuracy = 1.0 / data.classes;
+    for (bool mode : settings.sub_path_modes) {
+        auto part = path_effectiveness(model, data.eval, task.task, settings.n_paths, settings.repeats, mode, task.seed);
+        result.rows.insert(result.rows.end(), part.begin(), part.end());
+    }
+    std::map<std::tuple<bool, int, int>, std::vector<double>> accuracies;
+    for (const auto& r : result.rows) accuracies[{r.sub_path, r.n_paths, r.length}].push_back(r.accuracy);
+    for (const auto& [key, values] : accuracies)
+        result.by_length.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), summarize(values)});
+    result.residual = residual_by_layer(model, data.eval);
+    return result;
+}
+
+bool at_paper_scale(const TaskSettings& settings) {
+    const TaskSettings paper = default_task_settings(settings.task);
+    return settings.epochs >= paper.epochs && settings.train_count >= paper.train_count;
+}
+
+namespace {
+
+double paper_whole_model(const std::string& task) {
+    if (task == "sort") return 0.98;
+    if (task == "hull") return 0.9;
+    if (task == "memorize") return 0.85;
+    return NAN;
+}
+
+constexpr double kLevelTolerance = 0.05;   // the whole model within 0.05 below the paper's level
+constexpr double kMostOf = 0.5;            // "most of the accuracy": over half the whole model's gain above majority
+constexpr double kLittle = 0.05;           // "long paths add little": at most 0.05 above the best short ensemble
+constexpr double kLearned = 0.1;           // the whole model must beat the majority level by this for the claim to apply
+
+}  // namespace
+
+Findings path_effectiveness_findings(const PathEffectivenessResult& result, const PathEffectivenessSettings& settings) {
+    Findings f;
+    f.experiment = "E4";
+    const TaskSettings& task = settings.task;
+    const bool paper_scale = at_paper_scale(task);
+    const TaskSettings paper = default_task_settings(task.task);
+    f.subject = fmt::format("path effectiveness, {} ({} layers, {} heads, d = {})", task.task, task.layers, task.heads, task.d_model);
+    const std::string setting = fmt::format("{} epochs on {} training items (paper: {} on {}){}", task.epochs, task.train_count,
+                                            paper.epochs, paper.train_count, paper_scale ? "" : ": below paper scale");
+    if (!paper_scale) f.notes.push_back("Trained below the paper's scale: " + setting + ".");
+    const double paper_level = paper_whole_model(task.task);
+    const double whole = result.whole_model_accuracy, majority = result.majority_accuracy;
+    f.check({"E4", "The trained model solves the task", fmt::format("whole model ≈{}", quote_number(paper_level)),
+             fmt::format("whole model {} (majority level {})", quote_number(whole), quote_number(majority)),
+             fmt::format("≥ {}", quote_number(paper_level - kLevelTolerance)),
+             judge_at_scale(paper_scale, whole >= paper_level - kLevelTolerance), setting});
+    f.key("whole-model token accuracy (eval)", whole);
+    f.key("whole-model token accuracy (train)", result.whole_model_train_accuracy);
+    f.key("majority level", majority);
+    f.key("chance level", result.chance_accuracy);
+    if (!result.trained.reused) f.key("training time", fmt::format("{:.0f} s", result.trained.train_seconds));
+    // Fig. 4 uses the largest ensembles without sub-paths.
+    int largest = 0;
+    for (const auto& p : result.by_length)
+        if (!p.sub_path) largest = std::max(largest, p.n_paths);
+    double best_short = -1, best_long = -1;
+    int best_short_k = -1, best_long_k = -1;
+    std::vector<std::string> by_length;
+    for (const auto& p : result.by_length) {
+        if (p.sub_path || p.n_paths != largest) continue;
+        by_length.push_back(fmt::format("k={}: {}", p.length, quote_number(p.accuracy.mean)));
+        if ((p.length == 1 || p.length == 2) && p.accuracy.mean > best_short) best_short = p.accuracy.mean, best_short_k = p.length;
+        if (p.length >= 3 && p.accuracy.mean > best_long) best_long = p.accuracy.mean, best_long_k = p.length;
+    }
+    if (!by_length.empty()) f.key(fmt::format("{}-path ensembles by length k (mean over repeats)", largest), fmt::format("{}", fmt::join(by_length, ", ")));
+    const bool learned = whole - majority >= kLearned;
+    const std::string learned_note = learned ? "" : fmt::format(" (needs the whole model ≥ {} above majority)", kLearned);
+    std::string reading = fmt::format("The whole model reaches token accuracy {} on {} (majority level {}, the paper: ≈{}). ",
+                                      quote_number(whole), task.task, quote_number(majority), quote_number(paper_level));
+    if (best_short >= 0) {
+        const double share = (best_short - majority) / (whole - majority);
+        f.check({"E4", "Short paths (length 1–2) carry most of the accuracy", "Fig. 4: short paths ≈ most of the whole model's accuracy",
+                 fmt::format("best {}-path ensemble of length {}: {}, i.e. {} of the whole model's gain over majority",
+                             largest, best_short_k, quote_number(best_short), quote_number(share)),
+                 fmt::format("share ≥ {}{}", kMostOf, learned_note), judge(learned, share >= kMostOf), setting});
+        reading += fmt::format("Ensembles of {} paths of length 1–2 reach at best {} (k = {}): {} of the way from the majority "
+                               "level to the whole model. ",
+                               largest, quote_number(best_short), best_short_k, quote_number(share));
+        if (best_long >= 0) {
+            f.check({"E4", "Long paths add little", "Fig. 4: accuracy does not grow with path length beyond 2",
+                     fmt::format("best ensemble of length ≥ 3: {} (k = {}), vs {} at length ≤ 2", quote_number(best_long),
+                                 best_long_k, quote_number(best_short)),
+                     fmt::format("≤ best short + {}{}", kLittle, learned_note), judge(learned, best_long <= best_short + kLittle),
+                     setting});
+            reading += fmt::format("The best longer ensemble reaches {} (k = {}).", quote_number(best_long), best_long_k);
+        }
+    }
+    f.reading = reading;
+    return f;
+}
+
+}  // namespace rankscope

@@ -1,0 +1,83 @@
+#include "rankscope/e5_width_depth.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "rankscope/e4_path_effectiveness.hpp"
+
+namespace rankscope {
+
+int matching_width(TaskSettings settings, const TaskSplits& data, int layers, std::int64_t target) {
+    settings.layers = layers;
+    int best = settings.heads;
+    std::int64_t best_gap = -1;
+    for (int d = settings.heads; d <= 1024; d += settings.heads) {
+        settings.d_model = d;
+        TaskModel model(model_config_for(settings, data));
+        const std::int64_t gap = std::abs(parameter_count(model) - target);
+        if (best_gap < 0 || gap < best_gap) best = d, best_gap = gap;
+        if (parameter_count(model) > target) break;
+    }
+    return best;
+}
+
+WidthDepthResult run_width_depth_experiment(const WidthDepthSettings& settings) {
+    const TaskSplits data = make_task_data(settings.base, settings.work_dir);
+    TaskModel reference(model_config_for(settings.base, data));
+    WidthDepthResult result;
+    result.target_parameters = parameter_count(reference);
+    result.majority_accuracy = majority_accuracy(data.train, data.eval, data.classes);
+    for (int layers : settings.depths) {
+        WidthDepthModel m;
+        m.settings = settings.base;
+        m.settings.layers = layers;
+        m.settings.d_model = matching_width(settings.base, data, layers, result.target_parameters);
+        TrainedTask trained = train_or_load(m.settings, data, settings.checkpoints, settings.retrain, settings.allow_nonfinite);
+        m.accuracy = token_accuracy(trained.model, data.eval);
+        m.paths = path_length_distribution(layers, m.settings.heads);
+        m.mean_path_length = mean_path_length(m.paths, false);
+        m.parameters = parameter_count(trained.model);
+        m.residual = residual_by_layer(trained.model, data.eval);
+        m.reused = trained.reused;
+        m.train_seconds = trained.train_seconds;
+        m.checkpoint = trained.checkpoint;
+        result.models.push_back(std::move(m));
+    }
+    return result;
+}
+
+Findings width_depth_findings(const WidthDepthResult& result, const WidthDepthSettings& settings) {
+    Findings f;
+    f.experiment = "E5";
+    f.subject = fmt::format("width vs depth at ≈{} parameters, {}", result.target_parameters, settings.base.task);
+    const bool paper_scale = at_paper_scale(settings.base);
+    const std::string setting = fmt::format("{} epochs on {} items{}", settings.base.epochs, settings.base.train_count,
+                                            paper_scale ? "" : " (below paper scale)");
+    std::vector<std::string> parts;
+    bool longer_with_depth = true;
+    const WidthDepthModel* best = nullptr;
+    for (std::size_t i = 0; i < result.models.size(); ++i) {
+        const auto& m = result.models[i];
+        f.key(fmt::format("L = {}, d = {} ({} parameters)", m.settings.layers, m.settings.d_model, m.parameters),
+              fmt::format("accuracy {}, mean path length {}", quote_number(m.accuracy), quote_number(m.mean_path_length)));
+        parts.push_back(fmt::format("L = {} (d = {}): accuracy {}, mean path length {}", m.settings.layers, m.settings.d_model,
+                                    quote_number(m.accuracy), quote_number(m.mean_path_length)));
+        if (i > 0 && result.models[i - 1].settings.layers < m.settings.layers &&
+            !(m.mean_path_length > result.models[i - 1].mean_path_length))
+            longer_with_depth = false;
+        if (!best || m.accuracy > best->accuracy) best = &m;
+    }
+    f.check({"E5", "At equal parameter count, deeper models have longer paths",
+             "§4.3: path length grows with depth (Binomial(L, H/(H+1)))", fmt::format("{}", fmt::join(parts, "; ")),
+             "mean path length increases with L", judge(result.models.size() >= 2, longer_with_depth), setting});
+    f.reading = fmt::format("At ≈{} parameters on {} (majority level {}): {}.", result.target_parameters, settings.base.task,
+                            quote_number(result.majority_accuracy), fmt::format("{}", fmt::join(parts, "; ")));
+    if (best)
+        f.reading += fmt::format(" The most accurate is L = {} (d = {}).", best->settings.layers, best->settings.d_model);
+    f.notes.push_back("SPEC.md gives no number for E5's accuracies; they are reported, not judged.");
+    return f;
+}
+
+}  // namespace rankscope

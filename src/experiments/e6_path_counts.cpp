@@ -1,0 +1,55 @@
+#include "rankscope/e6_path_counts.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+namespace rankscope {
+
+std::vector<ArchitecturePaths> path_count_tables(const std::vector<NamedArchitecture>& architectures) {
+    std::vector<ArchitecturePaths> tables;
+    for (const auto& a : architectures) {
+        ArchitecturePaths t{a, path_length_distribution(a.layers, a.heads), 0};
+        t.mean_length = mean_path_length(t.rows, false);
+        tables.push_back(std::move(t));
+    }
+    return tables;
+}
+
+Findings path_count_findings(const std::vector<ArchitecturePaths>& tables) {
+    Findings f;
+    f.experiment = "E6";
+    f.subject = fmt::format("path-length tables of {} architectures", tables.size());
+    constexpr double kPaperBertBase = 11.08;  // SPEC.md §3: "mean length LH/(H+1); BERT-base 11.08"
+    std::string reading;
+    for (const auto& t : tables) {
+        double total = 0, mode_share = 0;
+        int mode = 0;
+        for (const auto& r : t.rows) {
+            total += r.count;
+            if (r.share > mode_share) mode_share = r.share, mode = r.length;
+        }
+        f.key(fmt::format("{} (L = {}, H = {}): mean path length; most common length", t.architecture.name,
+                          t.architecture.layers, t.architecture.heads),
+              fmt::format("{}; {} ({} of the paths)", quote_number(t.mean_length, 4), mode, quote_number(mode_share)));
+        if (std::string(t.architecture.name) == "BERT-base") {
+            f.check({"E6", "With skips, paths of length k number C(L,k)·H^k; their mean length is LH/(H+1)",
+                     "BERT-base: mean path length 11.08 of 12", fmt::format("{} of {} ({} paths in all)",
+                                                                            quote_number(t.mean_length, 4), t.architecture.layers,
+                                                                            quote_number(total)),
+                     "|measured − 11.08| < 0.005", judge(true, std::fabs(t.mean_length - kPaperBertBase) < 0.005),
+                     fmt::format("L = {}, H = {}", t.architecture.layers, t.architecture.heads)});
+            reading += fmt::format("Counted without weights, BERT-base's paths have mean length {} of {}: most paths are long "
+                                   "(the most common length is {}, with {} of all paths). ",
+                                   quote_number(t.mean_length, 4), t.architecture.layers, mode, quote_number(mode_share));
+        }
+    }
+    reading += "The α-weighted distribution needs a measured skip ratio α_l per layer: it is computed, and judged, in the E1 "
+               "cells (skip_ratio.csv), on the models run there.";
+    f.notes.push_back("No weights of these architectures are available offline, so α is not measured for them here.");
+    f.reading = reading;
+    return f;
+}
+
+}  // namespace rankscope

@@ -1,0 +1,226 @@
+// Verdicts are computed from the data: a result that contradicts the paper flips the verdict AND the reading; a result
+// at settings that cannot show a claim reads "not comparable". Synthetic results with known values stand in for runs.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "rankscope/e1.hpp"
+#include "rankscope/e4_path_effectiveness.hpp"
+#include "rankscope/e6_path_counts.hpp"
+#include "rankscope/findings.hpp"
+#include "rankscope/theory.hpp"
+
+namespace rankscope {
+namespace {
+
+const Check& find_check(const Findings& f, const std::string& claim_part) {
+    for (const auto& c : f.checks)
+        if (c.claim.find(claim_part) != std::string::npos) return c;
+    ADD_FAILURE() << "no check whose claim contains '" << claim_part << "'";
+    static Check none;
+    return none;
+}
+
+TEST(Findings, QuoteNumber) {
+    EXPECT_EQ(quote_number(0.35412), "0.354");
+    EXPECT_EQ(quote_number(1.0101), "1.01");
+    EXPECT_EQ(quote_number(11.077, 4), "11.08");
+    EXPECT_EQ(quote_number(3.5e-7), "3.50e-07");
+    EXPECT_EQ(quote_number(0.0), "0");
+    EXPECT_EQ(quote_number(NAN), "nan");
+}
+
+TEST(Findings, JudgeAndNames) {
+    EXPECT_EQ(judge(true, true), Verdict::Reproduced);
+    EXPECT_EQ(judge(true, false), Verdict::NotReproduced);
+    EXPECT_EQ(judge(false, true), Verdict::NotComparable);
+    EXPECT_EQ(judge_at_scale(false, true), Verdict::Reproduced);
+    EXPECT_EQ(judge_at_scale(false, false), Verdict::NotComparable);
+    EXPECT_EQ(judge_at_scale(true, false), Verdict::NotReproduced);
+    for (Verdict v : {Verdict::Reproduced, Verdict::NotReproduced, Verdict::NotComparable})
+        EXPECT_EQ(verdict_from_name(verdict_name(v)), v);
+    EXPECT_THROW(verdict_from_name("maybe"), std::exception);
+}
+
+TEST(Findings, WriteReadRoundTrip) {
+    Findings f;
+    f.experiment = "E1";
+    f.subject = "a model";
+    f.check({"E1", "claim, with a comma", "paper \"quoted\"", "0.5", "≤ 0.05", Verdict::NotReproduced, "L = 2"});
+    f.key("value", 0.25);
+    f.reading = "SAN stays at 0.5.";
+    f.notes.push_back("a note");
+    const auto dir = std::filesystem::temp_directory_path() / "rankscope-test-findings";
+    std::filesystem::create_directories(dir);
+    Provenance provenance;
+    provenance.command = "test";
+    write_findings(dir, f, provenance);
+    const Findings back = read_findings(dir / "findings.json");
+    ASSERT_EQ(back.checks.size(), 1u);
+    EXPECT_EQ(back.checks[0].claim, "claim, with a comma");
+    EXPECT_EQ(back.checks[0].verdict, Verdict::NotReproduced);
+    EXPECT_EQ(back.key_numbers[0].value, "0.250");
+    EXPECT_EQ(back.reading, f.reading);
+    EXPECT_EQ(back.notes, f.notes);
+    EXPECT_TRUE(std::filesystem::exists(dir / "verdicts.csv"));
+    std::filesystem::remove_all(dir);
+}
+
+// ---- E1 -----------------------------------------------------------------------------------------------------------
+RealModelResult synthetic_e1(int layers, const std::string& weights, double san_after_first, double transformer_level) {
+    RealModelResult result;
+    result.model = "synthetic";
+    result.model_type = "bert";
+    result.layers = layers;
+    result.heads = 2;
+    result.samples = 4;
+    result.tokens = 8;
+    WeightsRun run;
+    run.weights = weights;
+    for (const std::string variant : {"SAN", "SAN+MLP", "SAN+skip", "transformer"})
+        for (int l = 0; l <= layers; ++l) {
+            double value = 0.6;
+            if (l > 0 && (variant == "SAN" || variant == "SAN+MLP")) value = san_after_first / l;
+            if (l > 0 && variant == "transformer") value = transformer_level;
+            run.residual.push_back({"synthetic", weights, variant, l, value, 0.01, value, value, 4});
+        }
+    for (int k = 1; k <= layers; ++k)
+        for (int draw = 0; draw < 3; ++draw) {
+            PathProductSample s;
+            s.length = k;
+            s.relative_residual = std::pow(0.1, k) * (k == 1 ? 12 : 1);  // composite: above 1 at k = 1
+            s.relative_residual_frobenius = std::pow(0.1, k + 1);
+            run.paths.push_back(s);
+        }
+    run.skip_ratio.assign(static_cast<std::size_t>(layers), 0.7);
+    result.runs.push_back(run);
+    return result;
+}
+
+TEST(FindingsE1, InitCollapseVerdictAndReadingFollowTheData) {
+    const Findings agrees = real_model_findings(synthetic_e1(4, "init", 0.01, 0.4));
+    EXPECT_EQ(find_check(agrees, "Without skip connections").verdict, Verdict::Reproduced);
+    EXPECT_NE(agrees.reading.find("SAN 0.600 → 0.0100"), std::string::npos) << agrees.reading;
+    const Findings contradicts = real_model_findings(synthetic_e1(4, "init", 0.5, 0.4));
+    EXPECT_EQ(find_check(contradicts, "Without skip connections").verdict, Verdict::NotReproduced);
+    EXPECT_NE(contradicts.reading.find("SAN 0.600 → 0.500"), std::string::npos) << contradicts.reading;
+    EXPECT_NE(find_check(contradicts, "Without skip connections").measured.find("0.500"), std::string::npos);
+}
+
+TEST(FindingsE1, TwoPretrainedLayersAreNotComparable) {
+    const Findings f = real_model_findings(synthetic_e1(2, "pretrained", 0.001, 0.4));
+    EXPECT_EQ(find_check(f, "Without skip connections").verdict, Verdict::NotComparable);
+    EXPECT_EQ(find_check(f, "full pretrained transformer").verdict, Verdict::NotComparable);
+    const Findings deep = real_model_findings(synthetic_e1(12, "pretrained", 0.001, 0.4));
+    EXPECT_EQ(find_check(deep, "Without skip connections").verdict, Verdict::Reproduced);
+    EXPECT_EQ(find_check(deep, "full pretrained transformer").verdict, Verdict::Reproduced);
+    const Findings high = real_model_findings(synthetic_e1(12, "pretrained", 0.001, 0.9));
+    EXPECT_EQ(find_check(high, "full pretrained transformer").verdict, Verdict::NotReproduced);
+}
+
+TEST(FindingsE1, PathProductsExplainCompositeAboveOne) {
+    const Findings f = real_model_findings(synthetic_e1(12, "pretrained", 0.001, 0.4));
+    // Frobenius 1e-2 at k = 1 → 1e-13 at k = 12: decays by far more than 100×.
+    EXPECT_EQ(find_check(f, "lose rank with its length (pretrained)").verdict, Verdict::Reproduced);
+    EXPECT_NE(f.reading.find("composite value above 1"), std::string::npos) << f.reading;
+    RealModelResult flat = synthetic_e1(12, "pretrained", 0.001, 0.4);
+    for (auto& p : flat.runs[0].paths) p.relative_residual_frobenius = 0.3, p.relative_residual = 0.5;
+    const Findings g = real_model_findings(flat);
+    EXPECT_EQ(find_check(g, "lose rank with its length (pretrained)").verdict, Verdict::NotReproduced);
+    EXPECT_EQ(g.reading.find("composite value above 1"), std::string::npos);
+}
+
+TEST(FindingsE1, SkipRatioWeightingShiftsToShortPaths) {
+    RealModelResult r = synthetic_e1(6, "init", 0.01, 0.4);
+    const Findings f = real_model_findings(r);  // α = 0.7 > 1/(H+1): the skip branch dominates
+    EXPECT_EQ(find_check(f, "skip ratio").verdict, Verdict::Reproduced);
+    r.runs[0].skip_ratio.assign(6, 0.1);  // the attention branch dominates: mass moves to long paths
+    EXPECT_EQ(find_check(real_model_findings(r), "skip ratio").verdict, Verdict::NotReproduced);
+}
+
+// ---- theory ---------------------------------------------------------------------------------------------------------
+TEST(FindingsTheory, CollapseVerdictFlips) {
+    TheorySettings settings;
+    settings.network.layers = 6;
+    settings.heads = 1;
+    settings.seeds = 1;
+    TheoryResult result;
+    result.variants.push_back({"SAN", 1, true, 1.1, 3.0, 1e-15, 2.0});
+    result.variants.push_back({"SAN+skip", 1, false, NAN, NAN, 0.3, NAN});
+    result.bound_rows_checked = 10;
+    Findings f = theory_findings(result, settings);
+    EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::Reproduced);
+    EXPECT_EQ(find_check(f, "Skip connections stop").verdict, Verdict::Reproduced);
+    EXPECT_EQ(find_check(f, "per-layer bound").verdict, Verdict::Reproduced);
+    result.variants[0].fitted_exponent = 1.0;  // merely exponential
+    result.variants[0].final_relative_residual = 0.2;
+    result.variants[1].final_relative_residual = 1e-14;
+    result.bound_violations = 3;
+    f = theory_findings(result, settings);
+    EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::NotReproduced);
+    EXPECT_EQ(find_check(f, "Skip connections stop").verdict, Verdict::NotReproduced);
+    EXPECT_EQ(find_check(f, "per-layer bound").verdict, Verdict::NotReproduced);
+    EXPECT_NE(f.reading.find("3 of 10"), std::string::npos) << f.reading;
+}
+
+TEST(FindingsTheory, SummarizeCountsViolationsAboveRoundOffOnly) {
+    std::vector<TheoryRow> rows(3);
+    for (int i = 0; i < 3; ++i) {
+        rows[i].variant = "SAN";
+        rows[i].layer = i;
+        rows[i].residual = 1.0;
+        rows[i].relative_residual = 0.5;
+        rows[i].bound_step = i == 0 ? NAN : 0.5;  // layers 1 and 2 violate
+    }
+    rows[2].at_round_off = true;  // not checked
+    SanConfig config;
+    const TheoryResult result = summarize_theory(rows, {{"SAN", config}});
+    EXPECT_EQ(result.bound_rows_checked, 1);
+    EXPECT_EQ(result.bound_violations, 1);
+    ASSERT_EQ(result.layers.size(), 3u);
+    EXPECT_DOUBLE_EQ(result.layers[1].bound_step_mean, 0.5);
+}
+
+// ---- E6 -----------------------------------------------------------------------------------------------------------
+TEST(FindingsE6, BertBaseMeanLengthIsTheClosedForm) {
+    const auto tables = path_count_tables(known_architectures());
+    const Findings f = path_count_findings(tables);
+    const Check& c = find_check(f, "C(L,k)");
+    EXPECT_EQ(c.verdict, Verdict::Reproduced);
+    EXPECT_NE(c.measured.find("11.08"), std::string::npos);
+    auto wrong = tables;
+    for (auto& t : wrong)
+        if (std::string(t.architecture.name) == "BERT-base") t.mean_length = 10.5;
+    EXPECT_EQ(find_check(path_count_findings(wrong), "C(L,k)").verdict, Verdict::NotReproduced);
+}
+
+// ---- E4 -----------------------------------------------------------------------------------------------------------
+TEST(FindingsE4, ShortPathShareVerdictFollowsTheData) {
+    PathEffectivenessSettings settings;
+    settings.task = default_task_settings("sort");
+    PathEffectivenessResult result;
+    result.whole_model_accuracy = 0.95;
+    result.majority_accuracy = 0.1;
+    auto add = [&](int k, double accuracy) {
+        PathAccuracy p;
+        p.n_paths = 20;
+        p.length = k;
+        p.accuracy.mean = accuracy;
+        result.by_length.push_back(p);
+    };
+    for (int k = 0; k <= 6; ++k) add(k, k == 1 || k == 2 ? 0.34 : 0.2);
+    Findings f = path_effectiveness_findings(result, settings);
+    EXPECT_EQ(find_check(f, "Short paths").verdict, Verdict::NotReproduced);  // (0.34 − 0.1)/(0.95 − 0.1) = 0.28
+    EXPECT_NE(find_check(f, "Short paths").measured.find("0.282"), std::string::npos) << find_check(f, "Short paths").measured;
+    EXPECT_EQ(find_check(f, "solves the task").verdict, Verdict::Reproduced);
+    result.by_length[1].accuracy.mean = 0.9;
+    f = path_effectiveness_findings(result, settings);
+    EXPECT_EQ(find_check(f, "Short paths").verdict, Verdict::Reproduced);
+    EXPECT_EQ(find_check(f, "Long paths add little").verdict, Verdict::Reproduced);
+    settings.task.epochs = 5;  // below paper scale, and the whole model falls short: not comparable
+    result.whole_model_accuracy = 0.5;
+    EXPECT_EQ(find_check(path_effectiveness_findings(result, settings), "solves the task").verdict, Verdict::NotComparable);
+}
+
+}  // namespace
+}  // namespace rankscope
