@@ -77,6 +77,7 @@ struct TheoryVariantSummary {
     int heads = 1;
     bool has_bound = false;
     double fitted_slope = NAN;     // fitted_collapse_rate
+    double fitted_base = NAN;      // exp(fitted_slope): 3 for the theorems' doubly exponential collapse
     double fitted_exponent = NAN;  // fitted_collapse_exponent
     double final_relative_residual = NAN;  // mean over seeds at the last layer
     double bound_over_measured_log10_mean = NAN;  // mean log10(bound_step / residual) over checked rows

@@ -69,7 +69,8 @@ TheoryResult summarize_theory(std::vector<TheoryRow> rows, const std::vector<The
             result.layers.push_back({variant.name, layer, s[0] / s[4], s[1] / s[4], s[5] > 0 ? s[2] / s[5] : NAN,
                                      s[5] > 0 ? s[3] / s[5] : NAN});
         const auto& last = per_layer.rbegin()->second;
-        result.variants.push_back({variant.name, variant.config.heads, variant.has_bound(), fitted_collapse_rate(v_rows),
+        const double slope = fitted_collapse_rate(v_rows);
+        result.variants.push_back({variant.name, variant.config.heads, variant.has_bound(), slope, std::exp(slope),
                                    fitted_collapse_exponent(v_rows), last[0] / last[4],
                                    tightness_count ? tightness_sum / tightness_count : NAN});
     }

@@ -90,6 +90,35 @@ class Reproduce(unittest.TestCase):
         self.assertEqual(html.count("<svg"), 9)
         self.assertIn("measured here", html)  # the tables of key numbers
 
+    def test_report_words_come_from_the_findings(self):
+        import html as html_module
+        with open(os.path.join(self.out, "report.html")) as f:
+            page = f.read()
+        with open(os.path.join(self.out, "verdicts.csv")) as f:
+            verdicts = list(csv.DictReader(line for line in f if not line.startswith("#")))
+        allowed = {"reproduced", "not reproduced", "not comparable at these settings"}
+        self.assertGreater(len(verdicts), 10)
+        cells = set()
+        for row in verdicts:
+            self.assertIn(row["verdict"], allowed, row)
+            for column in ["claim", "paper", "measured", "criterion", "settings"]:
+                self.assertTrue(row[column], (column, row))
+            # The report's opening table quotes each check as the cell measured it.
+            self.assertIn(html_module.escape(row["measured"]), page, row["measured"])
+            cells.add(row["cell"])
+        self.assertEqual(cells, {"theory", "e6_path_counts", "e1_use-lite", "e3_circle", "e4_sort", "e5_width_depth_sort"})
+        # Every cell's reading in the report is the one its findings.json holds (generated from its numbers).
+        for cell in cells:
+            with open(os.path.join(self.out, cell, "findings.json")) as f:
+                findings = json.load(f)
+            self.assertTrue(findings["reading"], cell)
+            self.assertIn(html_module.escape(findings["reading"], quote=True), page, cell)
+            self.assertTrue(findings["key_numbers"], cell)  # every cell has a key-numbers table
+        # --quick says so at the top, listing what it reduced or skipped (computed from the full plan).
+        self.assertIn('id="reduced-settings"', page)
+        self.assertIn("e4_hull: skipped", page)
+        self.assertLess(page.index('id="verdicts"'), page.index('id="theory"'))
+
     def test_second_run_reuses_cells(self):
         again = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--out", self.out],
                                capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."))

@@ -145,8 +145,8 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     settings.heads = 1;
     settings.seeds = 1;
     TheoryResult result;
-    result.variants.push_back({"SAN", 1, true, 1.1, 3.0, 1e-15, 2.0});
-    result.variants.push_back({"SAN+skip", 1, false, NAN, NAN, 0.3, NAN});
+    result.variants.push_back({"SAN", 1, true, 1.1, 3.0, 3.0, 1e-15, 2.0});
+    result.variants.push_back({"SAN+skip", 1, false, NAN, NAN, NAN, 0.3, NAN});
     result.bound_rows_checked = 10;
     Findings f = theory_findings(result, settings);
     EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::Reproduced);

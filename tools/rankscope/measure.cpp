@@ -10,6 +10,7 @@
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/summary.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/measure_all.hpp"
 
@@ -140,18 +141,9 @@ void run_measure(const MeasureOptions& options) {
                 by_key[key].push_back(r.value);
             }
         for (const auto& key : order) {
-            const auto& values = by_key[key];
-            double mean = 0, squares = 0;
-            for (double v : values) mean += v;
-            mean /= static_cast<double>(values.size());
-            for (double v : values) squares += (v - mean) * (v - mean);
-            if (values.size() == 1) {
-                fmt::print("  {:<42} {:>14.6g}\n", key, mean);
-            } else {
-                const double std = std::sqrt(squares / static_cast<double>(values.size() - 1));
-                const auto [low, high] = std::minmax_element(values.begin(), values.end());
-                fmt::print("  {:<42} {:>14.6g} ± {:<10.3g} [{:.4g}, {:.4g}]\n", key, mean, std, *low, *high);
-            }
+            const Summary s = summarize(by_key[key]);  // mean, std (n − 1), min, max
+            if (s.n == 1) fmt::print("  {:<42} {:>14.6g}\n", key, s.mean);
+            else fmt::print("  {:<42} {:>14.6g} ± {:<10.3g} [{:.4g}, {:.4g}]\n", key, s.mean, s.std, s.min, s.max);
         }
         if (!options.common.out.empty()) fmt::print("wrote {}/measures.csv, measures.json, manifest.json\n", options.common.out);
     }

@@ -61,6 +61,7 @@ std::string html_escape(const std::string& text) {
         else if (c == '>') out += "&gt;";
         else if (c == '&') out += "&amp;";
         else if (c == '"') out += "&quot;";
+        else if (c == '\'') out += "&#x27;";
         else out += c;
     }
     return out;

@@ -97,7 +97,7 @@ void run_theory_command(TheoryOptions options) {
         variants_json.push_back({{"variant", v.variant},
                                  {"heads", v.heads},
                                  {"fitted_slope_log_neg_log_r", json_number(v.fitted_slope)},
-                                 {"fitted_base", json_number(std::exp(v.fitted_slope))},
+                                 {"fitted_base", json_number(v.fitted_base)},
                                  {"fitted_exponent", json_number(v.fitted_exponent)},
                                  {"final_relative_residual", v.final_relative_residual},
                                  {"bound_over_measured_log10_mean", json_number(v.bound_over_measured_log10_mean)}});
