@@ -104,6 +104,12 @@ TaskSettings default_task_settings(const std::string& task) {
         s.shuffle = true, s.lr_schedule = "cosine";
         s.epochs = 400, s.learning_rate = 3e-3, s.batch_size = 50;
         s.target_mse = 3.5e-8;  // one-step RMSE 1.9e-4: a tenth of the step
+        // Measured (seed 2, 400 epochs): with the input LayerNorm SAN+skip stalls at RMSE 3.8e-3 and merges at step 22;
+        // without it and without noise it fits (1.8e-4) but runs away after 18 steps (the training pairs are always
+        // exactly antipodal, nothing constrains the map one error away); with input noise 0.03 (targets = the noisy
+        // inputs rotated by one step) it fits (1.5e-4) and stays on the arcs (mean distance 0.021), while SAN
+        // (noise 0.01) still merges (step 63).
+        s.embedding_layer_norm = false, s.input_noise = 0.03;
     } else {
         throw Error("unknown task '" + task + "' (expected circle, sort, hull or memorize)");
     }
