@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "rankscope/san.hpp"
+#include "rankscope/task_settings.hpp"
 
 namespace rankscope {
 
@@ -29,6 +30,7 @@ struct TaskBatch {
     at::Tensor key_bias;  // undefined, or additive attention bias [B, 1, 1, n] (0 real key, −1e4 padding)
     std::int64_t size() const { return inputs.size(0); }
     TaskBatch slice(std::int64_t begin, std::int64_t end) const;
+    TaskBatch take(const at::Tensor& indices) const;  // the items at int64 `indices` [k], in that order
 };
 struct TaskSplits {
     TaskBatch train, eval;
@@ -81,33 +83,11 @@ TORCH_MODULE(TaskModel);
 std::int64_t parameter_count(TaskModel& model);
 
 // ---- settings, training, checkpoints -----------------------------------------------------------------------------
-struct TaskSettings {
-    std::string task;  // "sort", "hull", "memorize", "circle"
-    std::uint64_t seed = 2;
-    int layers = 6, heads = 2, d_model = 48;
-    bool skip = true;   // attention skip inside each layer (the paper's trained models are post-LN BERT layers)
-    bool mlp = false;
-    bool layer_norm = true;
-    int epochs = 65, batch_size = 30;
-    double learning_rate = 1e-3, weight_decay = 0;  // the paper used 1e-5 (see default_task_settings)
-    int train_count = 1000, eval_count = 200;
-    int sequence_length = 8, vocab = 10;  // sort: length, value range; hull: points; memorize: max tokens, pieces
-    std::string text;                     // memorize: the RTE .tsv
-    // Everything above, as one JSON object: the checkpoint key is a hash of exactly this.
-    nlohmann::json to_json() const;
-    std::string checkpoint_key() const;  // 16 hex digits (FNV-1a 64 of the canonical JSON)
-};
-// The paper's settings (README of its official code) for "sort", "hull", "memorize", "circle".
-TaskSettings default_task_settings(const std::string& task);
 TaskModelConfig model_config_for(const TaskSettings& settings, const TaskSplits& data);
 // Generates train and eval data from settings.seed (memorize: tokenises settings.text with a SentencePiece model
 // trained on that text, in `work_dir`).
 TaskSplits make_task_data(const TaskSettings& settings, const std::filesystem::path& work_dir);
 
-struct EpochRecord {
-    int epoch = 0;
-    double loss = 0, train_metric = 0, seconds = 0;
-};
 struct TrainedTask {
     TaskModel model{nullptr};
     std::vector<EpochRecord> history;  // empty when loaded from a checkpoint
@@ -115,9 +95,11 @@ struct TrainedTask {
     bool reused = false;
     double train_seconds = 0;
 };
-// Trains with Adam (settings' learning rate and weight decay) in the data's order (no shuffling, as the paper did),
-// cross-entropy over real tokens (or summed squared error for the circle). Shows a progress bar with loss, accuracy
-// and ETA on a terminal. Reuses `<checkpoint_dir>/<task>-<key>.safetensors` when it exists and its stored settings
+// Trains with Adam (settings' learning rate and weight decay), cross-entropy over real tokens (or summed squared error
+// for the circle). The items are visited in the data's order as the paper did, or reshuffled every epoch when
+// settings.shuffle; the learning rate follows settings.lr_schedule; a regression task stops after the first epoch whose
+// training-set MSE is below settings.target_mse (when > 0). Shows a progress bar with loss, accuracy and ETA on a
+// terminal. Reuses `<checkpoint_dir>/<task>-<key>.safetensors` when it exists and its stored settings
 // equal these exactly (otherwise an error: a key collision never silently reuses other settings); `retrain` ignores it.
 // A NaN/Inf training loss stops training with an Error naming the epoch and step (no checkpoint is written), unless
 // `allow_nonfinite`.

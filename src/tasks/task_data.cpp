@@ -21,6 +21,12 @@ TaskBatch TaskBatch::slice(std::int64_t begin, std::int64_t end) const {
     return part;
 }
 
+TaskBatch TaskBatch::take(const at::Tensor& indices) const {
+    TaskBatch part{inputs.index_select(0, indices), targets.index_select(0, indices), {}};
+    if (key_bias.defined()) part.key_bias = key_bias.index_select(0, indices);
+    return part;
+}
+
 TaskBatch make_sort_data(int count, int length, int vocab, std::mt19937_64& rng) {
     std::uniform_int_distribution<std::int64_t> value(0, vocab - 1);
     at::Tensor inputs = torch::empty({count, length}, torch::kLong);

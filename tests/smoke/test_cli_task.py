@@ -25,20 +25,34 @@ class TaskCommand(unittest.TestCase):
         self.assertGreater(os.path.getsize(path), 5000)
 
     def test_circle_draws_four_trajectories(self):
-        run("task", "circle", "--out", self.out, "--epochs", "3", "--train-count", "200", "--steps", "40")
+        run("task", "circle", "--out", self.out, "--epochs", "3", "--train-count", "200", "--steps", "40",
+            "--seeds", "1,2")
         rows = read_csv(os.path.join(self.out, "circle_trajectories.csv"))
-        self.assertEqual(list(rows[0].keys()), ["variant", "step", "token", "x", "y", "target_x", "target_y"])
+        self.assertEqual(list(rows[0].keys()), ["variant", "seed", "step", "token", "x", "y", "target_x", "target_y"])
         self.assertEqual({r["variant"] for r in rows}, {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"})
-        self.assertEqual(len(rows), 4 * 40 * 2)
+        self.assertEqual({r["seed"] for r in rows}, {"1", "2"})
+        self.assertEqual(len(rows), 4 * 2 * 40 * 2)
+        summary_rows = read_csv(os.path.join(self.out, "circle_summary.csv"))
+        self.assertEqual(len(summary_rows), 4 * 2)
+        for column in ("train_rmse", "heldout_rmse", "mean_distance_to_arcs", "merge_step", "finite_steps"):
+            self.assertIn(column, summary_rows[0])
         summary = load_json(os.path.join(self.out, "task.json"))
-        self.assertEqual(set(summary["variants"]), {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"})
-        # "Really pure": the SAN model has no in-layer skip and no in-layer LayerNorm (the input encoder keeps its LN,
-        # which bounds the recurrent state).
-        model = summary["variants"]["SAN"]["model"]
-        self.assertFalse(model["attention_skip"])
-        self.assertEqual(model["layer_norm"], "none")
-        self.assertTrue(model["embedding_layer_norm"])
-        self.assertTrue(summary["variants"]["SAN+skip"]["model"]["attention_skip"])
+        self.assertEqual(summary["variants"], ["SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"])
+        self.assertEqual(len(summary["runs"]), 8)
+        # "Really pure": the SAN model has no in-layer skip and no in-layer LayerNorm.
+        models = {(r["variant"], r["seed"]): r["model"] for r in summary["runs"]}
+        self.assertFalse(models[("SAN", 1)]["attention_skip"])
+        self.assertEqual(models[("SAN", 1)]["layer_norm"], "none")
+        self.assertTrue(models[("SAN+skip", 1)]["attention_skip"])
+        self.assertFalse(models[("SAN+MLP", 1)]["mlp_skip"])
+        self.assertTrue(models[("SAN+skip+MLP", 1)]["mlp_skip"])
+        # Findings: 3 epochs on 200 points cannot judge the paper: no check may say "not reproduced".
+        findings = load_json(os.path.join(self.out, "findings.json"))
+        self.assertEqual(findings["experiment"], "E3")
+        self.assertEqual(len(findings["checks"]), 5)
+        for check in findings["checks"]:
+            self.assertNotEqual(check["verdict"], "not reproduced", check)
+        self.assertIn("SAN merged its two tokens in", findings["reading"])
         self.assert_svg(os.path.join(self.out, "circle.svg"))
         self.assertTrue(os.path.exists(os.path.join(self.out, "circle.gp")))
 

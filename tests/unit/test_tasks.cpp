@@ -238,6 +238,32 @@ TEST(TaskTraining, CheckpointKeyChangesWithEverySetting) {
     EXPECT_EQ(base.to_json().size(), changes.size() + 1);  // + "format"
 }
 
+TEST(TaskTraining, RecipeIsInTheKeyOnlyWhereItMatters) {
+    // Sort, hull, memorize: the recipe fields appear (and change the key) only when changed, so existing keys hold.
+    const TaskSettings sort = tiny_sort();
+    EXPECT_FALSE(sort.to_json().contains("shuffle"));
+    std::vector<std::function<void(TaskSettings&)>> changes = {
+        [](TaskSettings& s) { s.shuffle = !s.shuffle; },
+        [](TaskSettings& s) { s.lr_schedule = s.lr_schedule == "cosine" ? "constant" : "cosine"; },
+        [](TaskSettings& s) { s.target_mse = 0.5; },
+    };
+    for (const TaskSettings& base : {sort, default_task_settings("circle")}) {
+        std::set<std::string> keys = {base.checkpoint_key()};
+        for (const auto& change : changes) {
+            TaskSettings s = base;
+            change(s);
+            EXPECT_TRUE(keys.insert(s.checkpoint_key()).second) << s.to_json().dump();
+        }
+    }
+    // The circle: always in its key, with the input LayerNorm switch.
+    TaskSettings circle = default_task_settings("circle");
+    for (const char* field : {"shuffle", "lr_schedule", "target_mse", "embedding_layer_norm", "input_noise"})
+        EXPECT_TRUE(circle.to_json().contains(field)) << field;
+    const std::string key = circle.checkpoint_key();
+    circle.embedding_layer_norm = !circle.embedding_layer_norm;
+    EXPECT_NE(circle.checkpoint_key(), key);
+}
+
 TEST(TaskTraining, ResidualByLayerCoversEmbeddingAndEveryBlock) {
     auto [data, model] = tiny_sort_model(6, 8);
     const auto rows = residual_by_layer(model, data.eval);

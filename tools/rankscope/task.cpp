@@ -8,8 +8,10 @@
 
 #include "common.hpp"
 #include "task_settings_options.hpp"
+#include "rankscope/e3_circle.hpp"
 #include "rankscope/e4_path_effectiveness.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/findings.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/summary.hpp"
@@ -30,6 +32,7 @@ struct TaskOptions {
     std::string sub_path = "no";
     std::vector<std::string> circle_variants = {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"};
     int steps = 300;
+    std::vector<std::uint64_t> circle_seeds;  // empty = three seeds from --seed: seed, seed + 1, seed + 2
 };
 
 std::filesystem::path checkpoint_dir(const TaskOptions& options, const std::filesystem::path& out) {
@@ -60,81 +63,130 @@ nlohmann::json training_summary(const TrainedTask& trained, TaskModel& model) {
             {"model", model->config.to_json()}};
 }
 
-// E3: train the four variants, roll each out for `steps` steps from the first item, draw the trajectories.
+// E3: the experiment unit trains and rolls out every variant × seed; here its result is written and drawn.
 void run_circle(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
-    CsvTable trajectories;
-    trajectories.columns = {"variant", "step", "token", "x", "y", "target_x", "target_y"};
-    nlohmann::json variants = nlohmann::json::object();
-    for (const auto& variant : options.circle_variants) {
-        TaskSettings settings = options.settings;
-        settings.skip = variant.find("skip") != std::string::npos;
-        settings.mlp = variant.find("MLP") != std::string::npos;
-        if (variant != "SAN" && !settings.skip && !settings.mlp) throw Error("unknown circle variant '" + variant + "'");
-        const TaskSplits data = make_task_data(settings, out);
-        TrainedTask trained = train_or_load(settings, data, checkpoint_dir(options, out), options.retrain, options.common.allow_nonfinite);
-        const at::Tensor path = circle_rollout(trained.model, data.train.inputs.narrow(0, 0, 1), options.steps);
-        // The true continuation: the same arcs, one point per step (wrapping around the circle).
-        const int points = settings.train_count;
-        double mean_error = 0;
-        int finite_steps = 0;
-        for (int step = 0; step < options.steps && torch::isfinite(path[step]).all().item<bool>(); ++step) finite_steps = step + 1;
-        if (finite_steps < options.steps && !options.common.allow_nonfinite)
-            throw Error(fmt::format("the rollout is NaN/Inf from step {} of {} (pass --allow-nonfinite to keep it)", finite_steps,
-                                    options.steps),
-                        "circle variant " + variant);
+    CircleSettings settings;
+    settings.variants = options.circle_variants;
+    settings.seeds = options.circle_seeds;
+    if (settings.seeds.empty())  // three seeds derived from --seed
+        for (std::uint64_t i = 0; i < 3; ++i) settings.seeds.push_back(options.common.seed + i);
+    settings.steps = options.steps;
+    settings.training = options.settings;
+    settings.checkpoints = checkpoint_dir(options, out);
+    settings.retrain = options.retrain;
+    settings.allow_nonfinite = options.common.allow_nonfinite;
+    const CircleResult result = run_circle_experiment(settings);
+    const Findings findings = circle_findings(result, settings);
+
+    CsvTable trajectories, summary, training;
+    trajectories.columns = {"variant", "seed", "step", "token", "x", "y", "target_x", "target_y"};
+    summary.columns = {"variant", "seed", "train_rmse", "heldout_rmse", "step_length", "epochs", "train_seconds",
+                       "mean_distance_to_arcs", "mean_radial_deviation", "merge_step", "final_relative_distance",
+                       "finite_steps", "reused_checkpoint"};
+    training.columns = {"variant", "seed", "epoch", "loss", "train_mse", "learning_rate", "seconds"};
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& r : result.runs) {
+        const std::string seed = std::to_string(r.seed);
         // Rows grouped by token, then step, so that gnuplot draws each trajectory as one connected line.
-        for (int token = 0; token < 2; ++token) {
-            for (int step = 0; step < options.steps; ++step) {
-                const int t = (step + token * (points / 2)) % points;
-                const double angle = 2.0 * M_PI * t / points, tx = 0.3 * std::cos(angle), ty = 0.3 * std::sin(angle);
-                const double x = path[step][token][0].item<double>(), y = path[step][token][1].item<double>();
-                if (step < finite_steps) mean_error += std::hypot(x - tx, y - ty) / (2.0 * finite_steps);
-                trajectories.add({variant, std::to_string(step), std::to_string(token), format_number(x), format_number(y),
-                                  format_number(tx), format_number(ty)});
+        for (int token = 0; token < 2; ++token)
+            for (int step = 0; step < static_cast<int>(r.trajectory.size()); ++step) {
+                const Point2& p = r.trajectory[static_cast<std::size_t>(step)][static_cast<std::size_t>(token)];
+                const Point2 target = circle_arc_point(result.points, step, token);
+                trajectories.add({r.variant, seed, std::to_string(step), std::to_string(token), format_number(p.x),
+                                  format_number(p.y), format_number(target.x), format_number(target.y)});
             }
-        }
-        // Rank collapse of the 2-token state, scale-free: ‖t1 − t2‖ / mean(‖t1‖, ‖t2‖); the first step where it falls
-        // below 1e-3 (the tokens have merged), and its value at the last finite step.
-        auto relative_gap = [&](int step) {
-            const at::Tensor state = path[step];
-            return (state[0] - state[1]).norm().item<double>() /
-                   std::max(1e-30, 0.5 * (state[0].norm().item<double>() + state[1].norm().item<double>()));
-        };
-        int merged_at = -1;
-        for (int step = 0; step < finite_steps && merged_at < 0; ++step)
-            if (relative_gap(step) < 1e-3) merged_at = step;
-        const double final_gap = relative_gap(finite_steps - 1);
-        write_training(out / fmt::format("training_{}.csv", variant), variant, trained, false, provenance);
-        variants[variant] = training_summary(trained, trained.model);
-        variants[variant]["final_relative_token_distance"] = final_gap;
-        variants[variant]["finite_steps"] = finite_steps;
-        variants[variant]["tokens_merged_at_step"] = merged_at < 0 ? nlohmann::json(nullptr) : nlohmann::json(merged_at);
-        variants[variant]["mean_distance_to_arcs"] = mean_error;
-        variants[variant]["settings"] = settings.to_json();
-        std::cout << fmt::format("{:<14} tokens merged (relative distance < 1e-3) at step {}; after {} finite steps the "
-                                 "relative distance is {:.3g}, mean distance to the arcs {:.3g}{}\n",
-                                 variant, merged_at < 0 ? std::string("never") : std::to_string(merged_at), finite_steps,
-                                 final_gap, mean_error, trained.reused ? " (checkpoint reused)" : "");
+        const auto& m = r.rollout;
+        summary.add({r.variant, seed, format_number(r.train_rmse), format_number(r.heldout_rmse),
+                     format_number(result.step_length), r.epochs < 0 ? "" : std::to_string(r.epochs),
+                     r.reused ? "" : format_number(r.train_seconds), format_number(m.mean_distance_to_arcs),
+                     format_number(m.mean_radial_deviation), m.merge_step < 0 ? "" : std::to_string(m.merge_step),
+                     format_number(m.final_relative_distance), std::to_string(m.finite_steps), r.reused ? "yes" : "no"});
+        for (const auto& e : r.history)
+            training.add({r.variant, seed, std::to_string(e.epoch), format_number(e.loss), format_number(e.train_metric),
+                          format_number(e.learning_rate), format_number(e.seconds)});
+        runs.push_back({{"variant", r.variant},
+                        {"seed", r.seed},
+                        {"settings", r.settings.to_json()},
+                        {"model", nlohmann::json::parse(r.model)},
+                        {"parameters", r.parameters},
+                        {"checkpoint", r.checkpoint},
+                        {"reused_checkpoint", r.reused},
+                        {"epochs", r.epochs < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.epochs)},
+                        {"train_seconds", r.reused ? nlohmann::json(nullptr) : nlohmann::json(r.train_seconds)},
+                        {"train_rmse", r.train_rmse},
+                        {"heldout_rmse", r.heldout_rmse},
+                        {"mean_distance_to_arcs", m.mean_distance_to_arcs},
+                        {"mean_radial_deviation", m.mean_radial_deviation},
+                        {"tokens_merged_at_step", m.merge_step < 0 ? nlohmann::json(nullptr) : nlohmann::json(m.merge_step)},
+                        {"final_relative_token_distance", m.final_relative_distance},
+                        {"finite_steps", m.finite_steps}});
     }
     write_csv_atomically(out / "circle_trajectories.csv", trajectories, provenance);
-    write_json_atomically(out / "task.json", {{"task", "circle"}, {"steps", options.steps}, {"variants", variants}}, provenance);
+    write_csv_atomically(out / "circle_summary.csv", summary, provenance);
+    write_csv_atomically(out / "training.csv", training, provenance);
+    write_json_atomically(out / "task.json",
+                          {{"task", "circle"},
+                           {"steps", settings.steps},
+                           {"points", result.points},
+                           {"step_length", result.step_length},
+                           {"seeds", settings.seeds},
+                           {"variants", settings.variants},
+                           {"runs", runs}},
+                          provenance);
+    write_findings(out, findings, provenance);
 
-    std::string plot = "set size ratio -1\nset xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset key bottom right font ',8'\n";
-    plot += "set multiplot layout 2,2\n";
-    for (std::size_t v = 0; v < options.circle_variants.size(); ++v) {
-        const std::string is = fmt::format("strcol(1) eq '{}'", options.circle_variants[v]);
+    std::cout << fmt::format("{:<14} {:>6} {:>10} {:>10} {:>7} {:>9} {:>7} {:>7}\n", "variant", "seed", "rmse", "held-out",
+                             "epochs", "dist_arcs", "merge", "finite");
+    for (const auto& r : result.runs)
+        std::cout << fmt::format("{:<14} {:>6} {:>10.3g} {:>10.3g} {:>7} {:>9.3g} {:>7} {:>7}\n", r.variant, r.seed,
+                                 r.train_rmse, r.heldout_rmse, r.epochs < 0 ? std::string("reused") : std::to_string(r.epochs),
+                                 r.rollout.mean_distance_to_arcs,
+                                 r.rollout.merge_step < 0 ? std::string("never") : std::to_string(r.rollout.merge_step),
+                                 r.rollout.finite_steps);
+    std::cout << fmt::format("step length {:.3g}\n", result.step_length);
+    for (const auto& c : findings.checks) std::cout << fmt::format("[{}] {}: {}\n", verdict_name(c.verdict), c.claim, c.measured);
+
+    // Figure: one panel per variant; the first seed drawn with points, the other seeds faint. Rows are selected by
+    // column name (set datafile columnheaders), never by position.
+    const std::uint64_t first = settings.seeds.front();
+    std::string plot =
+        "set datafile separator ','\nset datafile commentschars '#'\nset datafile columnheaders\n"
+        "set size ratio -1\nset xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset key bottom right font ',7' opaque\n"
+        "set tics font ',7'\n";
+    plot += fmt::format("set multiplot layout 2,2 title {}\n",
+                        gnuplot_quote(fmt::format("E3: {} recurrent steps of the trained 1-layer, 2-head model "
+                                                  "(seed {} bold, other seeds faint)",
+                                                  settings.steps, first)));
+    for (std::size_t v = 0; v < settings.variants.size(); ++v) {
+        const std::string& variant = settings.variants[v];
+        const CircleRun* shown = nullptr;
+        for (const auto& r : result.runs)
+            if (r.variant == variant && r.seed == first) shown = &r;
+        const std::string title = fmt::format(
+            "{}: {}, mean distance to arcs {}", variant,
+            shown->rollout.merge_step < 0 ? std::string("no merge") : fmt::format("merged at step {}", shown->rollout.merge_step),
+            quote_number(shown->rollout.mean_distance_to_arcs, 2));
+        const std::string is = fmt::format("strcol('variant') eq {}", gnuplot_quote(variant));
+        auto rows = [&](const std::string& condition, const std::string& column) {
+            return fmt::format("({} && {} ? column('{}') : NaN)", is, condition, column);
+        };
+        const std::string seed_is = fmt::format("column('seed') == {}", first), seed_not = fmt::format("column('seed') != {}", first);
         plot += v == 0 ? "set key\n" : "unset key\n";
+        plot += fmt::format("set title {} font ',8'\n", gnuplot_quote(title));
         plot += fmt::format(
-            "set title '{0}'\nplot 'circle_trajectories.csv' using ({1} && $3==0 ? $6 : 1/0):7 with lines lc rgb '#999999' "
-            "dt 2 title 'arcs', 'circle_trajectories.csv' using ({1} && $3==1 ? $6 : 1/0):7 with lines lc rgb '#999999' dt 2 "
-            "notitle, 'circle_trajectories.csv' using ({1} && $3==0 ? $4 : 1/0):5 with linespoints pt 7 ps 0.3 lc rgb "
-            "'#d95f02' title 'token 1', 'circle_trajectories.csv' using ({1} && $3==1 ? $4 : 1/0):5 with linespoints pt 7 "
-            "ps 0.3 lc rgb '#1b9e77' title 'token 2'\n",
-            options.circle_variants[v], is);
+            "plot 'circle_trajectories.csv' using {}:(column('target_y')) with lines lc rgb '#999999' dt 2 lw 1.5 title 'arcs', "
+            "'circle_trajectories.csv' using {}:(column('y')) with lines lc rgb '#A00072B2' lw 0.8 notitle, "
+            "'circle_trajectories.csv' using {}:(column('y')) with lines lc rgb '#A0D55E00' lw 0.8 notitle, "
+            "'circle_trajectories.csv' using {}:(column('y')) with linespoints pt 7 ps 0.35 pi 5 lc rgb '#0072B2' "
+            "title 'token 1', "
+            "'circle_trajectories.csv' using {}:(column('y')) with linespoints pt 5 ps 0.35 pi 5 lc rgb '#D55E00' "
+            "title 'token 2'\n",
+            rows(seed_is + " && column('token') == 0", "target_x"),
+            rows(seed_not + " && column('token') == 0", "x"), rows(seed_not + " && column('token') == 1", "x"),
+            rows(seed_is + " && column('token') == 0", "x"), rows(seed_is + " && column('token') == 1", "x"));
     }
     plot += "unset multiplot\n";
-    render_figure(out, {"circle", "E3: 300 recurrent steps of the trained 1-layer attention model", plot},
-                  csv_provenance_lines(provenance));
+    render_figure(out, {"circle", "E3: the circle, run recurrently", plot}, csv_provenance_lines(provenance));
 }
 
 // E4: train (or reuse) one model, measure whole-model and majority accuracy, and the path ensembles.
@@ -255,6 +307,11 @@ std::function<void()> setup_task(CLI::App& command) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
+    command.add_option("--seeds", options->circle_seeds,
+                       "Circle: one model per variant and seed (default: --seed, --seed + 1, --seed + 2)")
+        ->delimiter(',')
+        ->expected(1, 64)
+        ->transform(IntRange(0, 1000000000));
     command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
     return [options, flags] {
         options->settings = flags->settings_for(options->task, options->common.seed);

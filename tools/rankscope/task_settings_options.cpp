@@ -25,6 +25,20 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
         IntRange(1, 1000000));
     add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50; 0 = all)",
         IntRange(0, 100000));
+    add("--input-noise", "Circle: std of the noise added to the training inputs, targets rotated with it (0)", RealRange(0, 1));
+    add("--target-mse", "Stop training at this one-step training MSE (circle 3.5e-8; 0 = run all epochs)", RealRange(0, 1));
+    command.add_option_function<std::string>(
+               "--lr-schedule", [values = values_](const std::string& v) { (*values)["--lr-schedule"] = v; },
+               "Learning rate over the epochs: constant or cosine (circle cosine, others constant)")
+        ->check(CLI::IsMember({"constant", "cosine"}));
+    command.add_option_function<std::string>(
+               "--shuffle", [values = values_](const std::string& v) { (*values)["--shuffle"] = v; },
+               "Reshuffle the training items every epoch: yes or no (circle yes; others no, as the paper)")
+        ->check(CLI::IsMember({"yes", "no"}));
+    command.add_option_function<std::string>(
+               "--embedding-layer-norm", [values = values_](const std::string& v) { (*values)["--embedding-layer-norm"] = v; },
+               "Circle: LayerNorm after the input projection, outside the layer: yes or no (default yes)")
+        ->check(CLI::IsMember({"yes", "no"}));
     command.add_option_function<std::string>(
                "--text", [values = values_](const std::string& v) { (*values)["--text"] = v; },
                "Memorize: an RTE-style .tsv (default data/RTE/train.tsv of the repository)")
@@ -54,6 +68,11 @@ TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64
             else if (flag == "--train-count") s.train_count = integer();
             else if (flag == "--eval-count") s.eval_count = integer();
             else if (flag == "--text") s.text = value;
+            else if (flag == "--target-mse") s.target_mse = real();
+            else if (flag == "--input-noise") s.input_noise = real();
+            else if (flag == "--lr-schedule") s.lr_schedule = value;
+            else if (flag == "--shuffle") s.shuffle = value == "yes";
+            else if (flag == "--embedding-layer-norm") s.embedding_layer_norm = value == "yes";
         } catch (const std::exception&) {
             throw Error(flag + ": not a number: '" + value + "'");
         }

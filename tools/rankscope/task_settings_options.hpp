@@ -13,6 +13,7 @@ namespace rankscope::cli {
 class TaskSettingFlags {
 public:
     // Registers --layers --heads --d-model --epochs --batch-size --lr --weight-decay --train-count --eval-count --text
+    // --target-mse --lr-schedule --shuffle --embedding-layer-norm --input-noise
     // and --skip/--no-skip, --mlp, --layer-norm/--no-layer-norm on `command`.
     explicit TaskSettingFlags(CLI::App& command);
     // default_task_settings(task) with the given flags applied; throws rankscope::Error on bad values.
