@@ -103,7 +103,7 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
     // Doubly exponential collapse needs a few layers above round-off to be fitted: 3 or more.
     const bool deep_enough = L >= 3;
     std::string reading;
-    for (const std::string suffix : {std::string(), "/H=" + std::to_string(settings.heads)}) {
+    for (const std::string& suffix : {std::string(), "/H=" + std::to_string(settings.heads)}) {
         if (!suffix.empty() && settings.heads == 1) break;
         const auto* san = find_variant(result, "SAN" + suffix);
         if (!san) continue;

@@ -116,9 +116,9 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     };
     cells.push_back({"e3_circle", "E3: the circle, run recurrently for 300 steps",
                      "§4.2: pure attention collapses both trajectories to one point/line; skip and/or MLP let them follow the arcs.",
-                     task_cell("circle", {"--epochs", "20", "--train-count", "400"}, {}),
+                     task_cell("circle", {"--seeds", seed, "--epochs", "60"}, {}),
                      {"circle.svg"},
-                     {"circle_trajectories.csv", "task.json"}});
+                     {"circle_summary.csv", "circle_trajectories.csv", "task.json"}});
     const std::vector<std::tuple<std::string, std::string, std::vector<std::string>, std::vector<std::string>>> tasks = {
         {"sort", "Whole model ≈0.98, chance 0.1.", {"--epochs", "15", "--repeats", "2"}, {}},
         {"hull", "Whole model ≈0.9, majority 0.54.", {}, {"--train-count", "3000", "--epochs", "40"}},
