@@ -10,6 +10,7 @@
 #include "task_settings_options.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
+#include "rankscope/plots.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/summary.hpp"
 #include "rankscope/tasks.hpp"
@@ -207,27 +208,10 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
         summary_table.add({settings.task, std::get<0>(key) ? "yes" : "no", std::to_string(std::get<1>(key)),
                            std::to_string(std::get<2>(key)), format_number(cell.mean), format_number(cell.std)});
     write_csv_atomically(out / "paths_effectiveness_summary.csv", summary_table, provenance);
-    std::string plot = fmt::format(
-        "set datafile separator ','\nset xlabel 'path length k'\nset ylabel 'token accuracy'\nset yrange [0:1.05]\n"
-        "set xrange [-0.5:{}.5]\nset key bottom right\nset title '{}: ensembles of random paths (mean ± std over repeats)'\n"
-        "plot {:.6f} with lines lw 2 dt 2 lc rgb '#444444' title 'whole model (measured)', \\\n"
-        "     {:.6f} with lines lw 2 dt 3 lc rgb '#999999' title 'majority class (measured)'",
-        settings.layers, settings.task, whole, majority);
-    const std::vector<std::string> palette = {"#d95f02", "#7570b3", "#1b9e77", "#e7298a"};
-    int color = 0;
+    std::vector<std::pair<std::string, int>> series;
     for (bool mode : modes)
-        for (int n : options.n_paths) {
-            const double shift = (color - 0.5) * 0.08;
-            const std::string is = fmt::format("strcol(2) eq '{}' && $3 == {}", mode ? "yes" : "no", n);
-            plot += fmt::format(", \\\n     'paths_effectiveness_summary.csv' using ({} ? $4+{:.3f} : 1/0):5:6 with "
-                                "yerrorlines lw 2 pt 7 lc rgb '{}' title '{} paths{}'",
-                                is, shift, palette[static_cast<std::size_t>(color) % palette.size()], n,
-                                mode ? ", with sub-paths" : "");
-            ++color;
-        }
-    plot += "\n";
-    render_figure(out, {"paths_effectiveness", "E4: accuracy of path ensembles vs path length", plot},
-                  csv_provenance_lines(provenance));
+        for (int n : options.n_paths) series.emplace_back(mode ? "yes" : "no", n);
+    render_figure(out, paths_effectiveness_figure(settings.task, series), csv_provenance_lines(provenance));
 }
 
 }  // namespace
