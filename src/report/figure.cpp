@@ -221,7 +221,7 @@ std::string inline_svg(const std::string& svg_text, const std::string& id_prefix
                 if (name == "id") value = id_prefix + value;
                 else if (is_href && !value.empty() && value[0] == '#') value = "#" + id_prefix + value.substr(1);
                 else value = prefix_urls(value, id_prefix);
-                out += name + "=" + quote + value + quote;
+                out += svg.substr(j, k + 1 - j) + value + quote;  // name, '=' and spacing as written
                 j = value_end + 1;
             }
             if (j < svg.size()) out += svg[j++];
