@@ -36,6 +36,12 @@ const std::string& figure_palette_colour(int i);
 // inlined in one HTML page have unique element ids. `id_prefix` must be a valid start of an XML name
 // ([A-Za-z_][A-Za-z0-9_-]*); throws rankscope::Error otherwise, or when `svg_text` has no <svg element.
 std::string inline_svg(const std::string& svg_text, const std::string& id_prefix);
+
+// The narrowest width in CSS px at which the figure's text stays legible (kFigureFontSize units shown at >= 9.6 px):
+// 0.6 x the viewBox width. A one-panel figure (640 units) fits a 420 px screen; wider ones should sit in a container
+// that scrolls, e.g. <div style="overflow-x:auto"><div style="min-width:NNNpx">SVG</div></div>. 0 when the SVG has
+// no viewBox.
+int svg_min_display_width(const std::string& svg_text);
 // `text` as a gnuplot single-quoted string literal, quotes included: ' doubled, control characters (a newline would end
 // the command and start another, e.g. system(...)) replaced by spaces. Every piece of user text in a figure body (a
 // model folder's name, a label) goes through it.

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "rankscope/error.hpp"
@@ -54,7 +56,13 @@ std::string figure_style_preamble() {
     for (const auto& style : kStyles)
         preamble += fmt::format("set linetype {} lc rgb '{}' lw 2 pt {} ps 1.1 dt solid\n", ++n, style.colour,
                                 style.point_type);
-    preamble += fmt::format("set linetype cycle {}\n", n);
+    // Series 9-16: the same colours, dashed, with other point types (open ones, plus, cross, star), so that up to 16
+    // series keep a distinct line and marker.
+    const int second_round_points[] = {12, 10, 1, 2, 3, 14, 15, 4};
+    for (int i = 0; i < n; ++i)
+        preamble += fmt::format("set linetype {} lc rgb '{}' lw 2 pt {} ps 1.1 dt 2\n", n + i + 1, kStyles[i].colour,
+                                second_round_points[i]);
+    preamble += fmt::format("set linetype cycle {}\n", 2 * n);
     preamble += "set grid lc rgb '#dddddd' lw 1 dt solid\nset border lw 1\nset tics nomirror out scale 0.6\n"
                 "set style fill transparent solid 0.18 noborder\nset key noautotitle\n";
     return preamble;
@@ -155,6 +163,14 @@ std::string prefix_urls(const std::string& value, const std::string& prefix) {
 }
 
 }  // namespace
+
+int svg_min_display_width(const std::string& svg_text) {
+    const std::size_t at = svg_text.find("viewBox=");
+    if (at == std::string::npos || at + 9 >= svg_text.size()) return 0;
+    double x = 0, y = 0, width = 0;
+    if (std::sscanf(svg_text.c_str() + at + 9, "%lf %lf %lf", &x, &y, &width) != 3 || !(width > 0)) return 0;
+    return static_cast<int>(std::lround(0.6 * width * kFigureFontSize / 16.0));
+}
 
 std::string inline_svg(const std::string& svg_text, const std::string& id_prefix) {
     if (id_prefix.empty() || !is_name_start(id_prefix[0]) ||

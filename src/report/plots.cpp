@@ -45,7 +45,7 @@ constexpr int kRight = 28;
 constexpr int kPanelTitle = 40;    // above each panel
 constexpr int kBelowPanel = 76;    // x tick labels and x label
 constexpr int kFigureTitle = 52;   // the overall title
-constexpr int kKeyLine = 26;
+constexpr int kKeyLine = 30;
 
 }  // namespace
 
@@ -114,7 +114,7 @@ Figure PanelFigure::build() const {
     const double entry_width = 0.55 * kFigureFontSize * static_cast<double>(longest) + 90;
     const int per_line = std::max(1, static_cast<int>((width - 40) / entry_width));
     const int key_lines = key_.empty() ? 0 : (static_cast<int>(key_.size()) + per_line - 1) / per_line;
-    const int key_height = key_lines == 0 ? 0 : key_lines * kKeyLine + 18;
+    const int key_height = key_lines == 0 ? 0 : key_lines * kKeyLine + 26;
     const int height = kFigureTitle + rows_ * cell_height + key_height;
     auto x = [&](double units) { return fmt::format("{:.4f}", units / width); };
     auto y = [&](double units) { return fmt::format("{:.4f}", 1.0 - units / height); };  // units from the top
@@ -136,7 +136,7 @@ Figure PanelFigure::build() const {
                             "unset title\nunset xlabel\nunset ylabel\nunset x2label\nunset y2label\nunset border\nunset tics\n"
                             "unset grid\nunset logscale\nunset arrow\nunset label\nunset object\nset xrange [0:1]\n"
                             "set yrange [0:1]\nset key inside center center horizontal Left reverse samplen 2.5 width 1 "
-                            "spacing 1.1 maxrows {}\nplot NaN notitle",
+                            "spacing 1.0 maxrows {}\nplot NaN notitle",
                             y(height - key_height + 6), key_lines);
         for (const auto& entry : key_) body += ", \\\n     keyentry " + entry.style + " title " + gnuplot_quote(entry.title);
         body += "\n";

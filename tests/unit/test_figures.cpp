@@ -233,4 +233,7 @@ TEST(Figures, InlineSvgPrefixesEveryIdAndReference) {
     EXPECT_THROW(inline_svg(small, "1bad"), Error);
     EXPECT_THROW(inline_svg(small, "a\"b"), Error);
     EXPECT_THROW(inline_svg("<html/>", "p"), Error);
+    EXPECT_EQ(svg_min_display_width(small), 6);
+    EXPECT_EQ(svg_min_display_width(svg), static_cast<int>(std::lround(0.6 * figure.width)));
+    EXPECT_EQ(svg_min_display_width("<svg/>"), 0);
 }
