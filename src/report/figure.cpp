@@ -77,6 +77,10 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
                           "strcol('name')), never by position.\n"
                           "if (!exists(\"rankscope_suffix\")) rankscope_suffix = ''\n",
                           figure.title, figure.stem);
+    // The cairo terminals scale every font (also those a body sets, e.g. ',18') by `fontscale`: the PNG is drawn at
+    // twice the canvas size, so its fonts are doubled; the PDF's point is 1/72 inch on a canvas of 1/100 inch per
+    // unit, hence 0.72.
+    constexpr double kPngFontScale = 2.0;
     // The SVG keeps gnuplot's viewBox and no fixed width/height ("dynamic"): it scales to its container. The PNG is
     // drawn at twice the canvas size (fonts and lines doubled), the PDF at 1/100 inch per canvas unit (fonts in points,
     // 0.72 per unit), so all three have the same proportions.
@@ -84,10 +88,10 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
     const std::string terminals[] = {
         fmt::format("svg size {},{} dynamic enhanced font 'Helvetica,{}' background '#ffffff'", figure.width,
                     figure.height, font),
-        fmt::format("pngcairo size {},{} enhanced font 'Helvetica,{}' linewidth 2 background '#ffffff'",
-                    2 * figure.width, 2 * figure.height, 2 * font),
-        fmt::format("pdfcairo size {:.2f}in,{:.2f}in enhanced font 'Helvetica,{:.1f}' linewidth 1", figure.width / 100.0,
-                    figure.height / 100.0, 0.72 * font)};
+        fmt::format("pngcairo size {},{} enhanced font 'Helvetica,{}' fontscale {} linewidth 2 background '#ffffff'",
+                    2 * figure.width, 2 * figure.height, font, kPngFontScale),
+        fmt::format("pdfcairo size {:.2f}in,{:.2f}in enhanced font 'Helvetica,{}' fontscale 0.72 linewidth 1",
+                    figure.width / 100.0, figure.height / 100.0, font)};
     const struct {
         const std::string& terminal;
         const char* extension;
