@@ -10,8 +10,38 @@ namespace rankscope {
 struct Figure {
     std::string stem;     // file name without extension
     std::string title;
-    std::string body;     // gnuplot commands after the terminal/output lines: set ..., plot ...
+    std::string body;     // gnuplot commands after the terminal/output lines and the style preamble: set ..., plot ...
+    // Canvas size in SVG user units (the SVG keeps a viewBox and no fixed size, so it scales to its container); the PNG
+    // is drawn at twice this size, the PDF at 1/100 inch per unit. Fonts are kFigureFontSize units at every size, so a
+    // builder that knows its panels sizes the canvas to them (include/rankscope/plots.hpp).
+    int width = 900;
+    int height = 560;
 };
+
+// Font size of every figure, in canvas units: large enough that a one-panel figure (640 units wide) shown 420 px wide
+// keeps 10 px text.
+inline constexpr int kFigureFontSize = 16;
+
+// The gnuplot commands every figure starts with (after `reset`, before its body): the CSV layout (',' separated, '#'
+// comment lines, one header row read as column names, so that bodies select columns by name with column('name') and
+// strcol('name')); one colour-blind-safe palette (Okabe-Ito) as linetypes 1-8, each with its own point type; a light
+// grid; thicker lines. Linetype N is the Nth series of every figure.
+std::string figure_style_preamble();
+
+// The i-th colour of the palette (i from 0, cycling), as '#RRGGBB'.
+const std::string& figure_palette_colour(int i);
+
+// The <svg ...>...</svg> element of a gnuplot SVG file (XML declaration dropped), with every id="..." and every
+// reference to one (url(#...), href="#...", xlink:href="#...") prefixed by `id_prefix`, so that several figures
+// inlined in one HTML page have unique element ids. `id_prefix` must be a valid start of an XML name
+// ([A-Za-z_][A-Za-z0-9_-]*); throws rankscope::Error otherwise, or when `svg_text` has no <svg element.
+std::string inline_svg(const std::string& svg_text, const std::string& id_prefix);
+
+// The narrowest width in CSS px at which the figure's text stays legible (kFigureFontSize units shown at >= 9.6 px):
+// 0.6 x the viewBox width. A one-panel figure (640 units) fits a 420 px screen; wider ones should sit in a container
+// that scrolls, e.g. <div style="overflow-x:auto"><div style="min-width:NNNpx">SVG</div></div>. 0 when the SVG has
+// no viewBox.
+int svg_min_display_width(const std::string& svg_text);
 // `text` as a gnuplot single-quoted string literal, quotes included: ' doubled, control characters (a newline would end
 // the command and start another, e.g. system(...)) replaced by spaces. Every piece of user text in a figure body (a
 // model folder's name, a label) goes through it.

@@ -3,6 +3,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
 
@@ -18,24 +25,82 @@ std::string gnuplot_quote(const std::string& text) {
     return quoted + "'";
 }
 
+namespace {
+
+struct Style {
+    const char* colour;
+    int point_type;
+};
+// Okabe & Ito's colour-blind-safe palette, the yellow (hard to see on white) late; each colour with its own point
+// type: filled circle, square, triangle, diamond, inverted triangle, then open ones.
+const Style kStyles[] = {{"#0072B2", 7}, {"#D55E00", 5}, {"#009E73", 9},  {"#CC79A7", 13},
+                         {"#E69F00", 11}, {"#56B4E9", 6}, {"#F0E442", 4}, {"#000000", 8}};
+
+}  // namespace
+
+const std::string& figure_palette_colour(int i) {
+    static const std::vector<std::string> colours = [] {
+        std::vector<std::string> c;
+        for (const auto& style : kStyles) c.emplace_back(style.colour);
+        return c;
+    }();
+    const int n = static_cast<int>(colours.size());
+    return colours[static_cast<std::size_t>(((i % n) + n) % n)];
+}
+
+std::string figure_style_preamble() {
+    std::string preamble =
+        "set datafile separator ','\nset datafile commentschars '#'\nset datafile columnheaders\n"
+        "set datafile missing NaN\nset encoding utf8\n";
+    int n = 0;
+    for (const auto& style : kStyles)
+        preamble += fmt::format("set linetype {} lc rgb '{}' lw 2 pt {} ps 1.1 dt solid\n", ++n, style.colour,
+                                style.point_type);
+    // Series 9-16: the same colours, dashed, with other point types (open ones, plus, cross, star), so that up to 16
+    // series keep a distinct line and marker.
+    const int second_round_points[] = {12, 10, 1, 2, 3, 14, 15, 4};
+    for (int i = 0; i < n; ++i)
+        preamble += fmt::format("set linetype {} lc rgb '{}' lw 2 pt {} ps 1.1 dt 2\n", n + i + 1, kStyles[i].colour,
+                                second_round_points[i]);
+    preamble += fmt::format("set linetype cycle {}\n", 2 * n);
+    preamble += "set grid lc rgb '#dddddd' lw 1 dt solid\nset border lw 1\nset tics nomirror out scale 0.6\n"
+                "set style fill transparent solid 0.18 noborder\nset key noautotitle\n";
+    return preamble;
+}
+
 std::vector<std::string> render_figure(const std::filesystem::path& directory, const Figure& figure,
                                        const std::string& provenance_comment) {
     std::string script = provenance_comment;
     // `gnuplot <stem>.gp` writes <stem>.svg etc.; rankscope passes -e "rankscope_suffix='.tmp-PID'" so that gnuplot
     // writes temporary names, renamed into place once gnuplot has succeeded (no half-written figure under the real name).
-    script += fmt::format("# {} — re-run with: gnuplot {}.gp\nif (!exists(\"rankscope_suffix\")) rankscope_suffix = ''\n"
-                          "set datafile separator ','\nset datafile commentschars '#'\n"
-                          "set title \"{}\"\nset key outside right\nset grid\n",
-                          figure.title, figure.stem, figure.title);
+    script += fmt::format("# {} — re-run with: gnuplot {}.gp\n# Data are selected by CSV column name (column('name'), "
+                          "strcol('name')), never by position.\n"
+                          "if (!exists(\"rankscope_suffix\")) rankscope_suffix = ''\n",
+                          figure.title, figure.stem);
+    // The cairo terminals scale every font (also those a body sets, e.g. ',18') by `fontscale`: the PNG is drawn at
+    // twice the canvas size, so its fonts are doubled; the PDF's point is 1/72 inch on a canvas of 1/100 inch per
+    // unit, hence 0.72.
+    constexpr double kPngFontScale = 2.0;
+    // The SVG keeps gnuplot's viewBox and no fixed width/height ("dynamic"): it scales to its container. The PNG is
+    // drawn at twice the canvas size (fonts and lines doubled), the PDF at 1/100 inch per canvas unit (fonts in points,
+    // 0.72 per unit), so all three have the same proportions.
+    const int font = kFigureFontSize;
+    const std::string terminals[] = {
+        fmt::format("svg size {},{} dynamic enhanced font 'Helvetica,{}' background '#ffffff'", figure.width,
+                    figure.height, font),
+        fmt::format("pngcairo size {},{} enhanced font 'Helvetica,{}' fontscale {} linewidth 2 background '#ffffff'",
+                    2 * figure.width, 2 * figure.height, font, kPngFontScale),
+        fmt::format("pdfcairo size {:.2f}in,{:.2f}in enhanced font 'Helvetica,{}' fontscale 0.72 linewidth 1",
+                    figure.width / 100.0, figure.height / 100.0, font)};
     const struct {
-        const char* terminal;
+        const std::string& terminal;
         const char* extension;
-    } outputs[] = {{"svg size 900,560 dynamic enhanced font 'Helvetica,12'", "svg"},
-                   {"pngcairo size 1200,750 enhanced font 'Helvetica,12'", "png"},
-                   {"pdfcairo size 7.5in,4.7in enhanced font 'Helvetica,10'", "pdf"}};
+    } outputs[] = {{terminals[0], "svg"}, {terminals[1], "png"}, {terminals[2], "pdf"}};
+    // Each terminal starts from `reset` (the body's settings, e.g. a log scale, must not leak into the next output).
     for (const auto& output : outputs)
-        script += fmt::format("set terminal {}\nset output '{}.{}'.rankscope_suffix\n{}\nunset output\n", output.terminal,
-                              figure.stem, output.extension, figure.body);
+        script += fmt::format("\n# ---- {}\nreset\nset terminal {}\nset output '{}.{}'.rankscope_suffix\n{}{}\nunset output\n",
+                              output.extension, output.terminal, figure.stem, output.extension, figure_style_preamble(),
+                              figure.body);
     write_file_atomically((directory / (figure.stem + ".gp")).string(), script);
     const std::string suffix = ".tmp-" + std::to_string(::getpid());
     const auto log = directory / (figure.stem + ".gnuplot.log");
@@ -85,6 +150,106 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
         produced.push_back(figure.stem + "." + output.extension);
     }
     return produced;
+}
+
+namespace {
+
+bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':'; }
+
+// Prefixes the fragment of every "url(#name" in `value`.
+std::string prefix_urls(const std::string& value, const std::string& prefix) {
+    std::string result;
+    std::size_t at = 0;
+    for (std::size_t hit; (hit = value.find("url(#", at)) != std::string::npos; at = hit + 5)
+        result += value.substr(at, hit + 5 - at) + prefix;
+    return result + value.substr(at);
+}
+
+}  // namespace
+
+int svg_min_display_width(const std::string& svg_text) {
+    const std::size_t at = svg_text.find("viewBox=");
+    if (at == std::string::npos || at + 9 >= svg_text.size()) return 0;
+    double x = 0, y = 0, width = 0;
+    if (std::sscanf(svg_text.c_str() + at + 9, "%lf %lf %lf", &x, &y, &width) != 3 || !(width > 0)) return 0;
+    return static_cast<int>(std::lround(0.6 * width * kFigureFontSize / 16.0));
+}
+
+std::string inline_svg(const std::string& svg_text, const std::string& id_prefix) {
+    if (id_prefix.empty() || !is_name_start(id_prefix[0]) ||
+        !std::all_of(id_prefix.begin(), id_prefix.end(), [](char c) { return is_name_char(c) && c != ':' && c != '.'; }))
+        throw Error("an SVG id prefix must match [A-Za-z_][A-Za-z0-9_-]*: '" + id_prefix + "'");
+    const std::size_t start = svg_text.find("<svg");
+    if (start == std::string::npos) throw Error("not an SVG document (no <svg element)");
+    std::size_t end = svg_text.rfind("</svg>");
+    end = end == std::string::npos || end < start ? svg_text.size() : end + 6;
+    const std::string svg = svg_text.substr(start, end - start);
+    // A small scanner over the markup: inside a tag, attribute values are rewritten (id, *href="#...", url(#...));
+    // text, comments and CDATA are copied unchanged.
+    std::string out;
+    out.reserve(svg.size() + svg.size() / 8);
+    std::size_t i = 0;
+    while (i < svg.size()) {
+        if (svg[i] != '<') {
+            const std::size_t next = svg.find('<', i);
+            out += svg.substr(i, next == std::string::npos ? std::string::npos : next - i);
+            i = next == std::string::npos ? svg.size() : next;
+            continue;
+        }
+        for (const char* skip_to : {"<!--", "<![CDATA[", "<?"}) {
+            const std::string opening = skip_to;
+            if (svg.compare(i, opening.size(), opening) == 0) {
+                const std::string closing = opening == "<!--" ? "-->" : opening == "<?" ? "?>" : "]]>";
+                const std::size_t close = svg.find(closing, i);
+                const std::size_t stop = close == std::string::npos ? svg.size() : close + closing.size();
+                out += svg.substr(i, stop - i);
+                i = stop;
+                goto next_markup;
+            }
+        }
+        {
+            // A tag: copy its name, then attribute by attribute.
+            std::size_t j = i + 1;
+            while (j < svg.size() && svg[j] != '>' && !std::isspace(static_cast<unsigned char>(svg[j])) && svg[j] != '/') ++j;
+            out += svg.substr(i, j - i);
+            while (j < svg.size() && svg[j] != '>') {
+                if (std::isspace(static_cast<unsigned char>(svg[j])) || svg[j] == '/') {
+                    out += svg[j++];
+                    continue;
+                }
+                std::size_t name_end = j;
+                while (name_end < svg.size() && svg[name_end] != '=' && svg[name_end] != '>' &&
+                       !std::isspace(static_cast<unsigned char>(svg[name_end])))
+                    ++name_end;
+                const std::string name = svg.substr(j, name_end - j);
+                std::size_t k = name_end;
+                while (k < svg.size() && std::isspace(static_cast<unsigned char>(svg[k]))) ++k;
+                if (k >= svg.size() || svg[k] != '=') {  // an attribute without a value
+                    out += name;
+                    j = name_end;
+                    continue;
+                }
+                ++k;
+                while (k < svg.size() && std::isspace(static_cast<unsigned char>(svg[k]))) ++k;
+                if (k >= svg.size() || (svg[k] != '"' && svg[k] != '\'')) throw Error("malformed SVG attribute " + name);
+                const char quote = svg[k];
+                const std::size_t value_end = svg.find(quote, k + 1);
+                if (value_end == std::string::npos) throw Error("unterminated SVG attribute " + name);
+                std::string value = svg.substr(k + 1, value_end - k - 1);
+                const bool is_href = name == "href" || (name.size() > 5 && name.compare(name.size() - 5, 5, ":href") == 0);
+                if (name == "id") value = id_prefix + value;
+                else if (is_href && !value.empty() && value[0] == '#') value = "#" + id_prefix + value.substr(1);
+                else value = prefix_urls(value, id_prefix);
+                out += svg.substr(j, k + 1 - j) + value + quote;  // name, '=' and spacing as written
+                j = value_end + 1;
+            }
+            if (j < svg.size()) out += svg[j++];
+            i = j;
+        }
+    next_markup:;
+    }
+    return out;
 }
 
 }  // namespace rankscope

@@ -94,15 +94,34 @@ class HostilePaths(unittest.TestCase):
         self.assert_nothing_executed()
 
     def test_a_figure_gnuplot_fails_on_leaves_no_file(self):
-        # E2's box plot needs more than 3 draws per length: gnuplot stops with "x range is invalid" after creating its
-        # output. The figure is drawn under a temporary name, so no 0-byte or partial paths.svg is left behind (and an
-        # older paths.svg under the real name is removed, since the CSV beside it has just changed).
-        out = os.path.join(self.weird, "few draws")
+        # gnuplot fails on one figure (here a stand-in gnuplot first in PATH that, for paths.gp only, writes half an
+        # output file and exits 1, as gnuplot does when a plot command fails after `set output`; every other script goes
+        # to the real gnuplot). The figure is drawn under a temporary name, so no 0-byte or partial paths.svg is left
+        # behind (and an older paths.svg under the real name is removed, since the CSV beside it has just changed).
+        out = os.path.join(self.weird, "failing gnuplot")
         os.makedirs(out)
         with open(os.path.join(out, "paths.svg"), "w") as f:
             f.write("<svg>stale</svg>")
-        result = self.run_in_sandbox("model", "--model", self.model, "--text", self.text, "--samples", "2", "--tokens",
-                                     "16", "--draws", "3", "--out", out)
+        fake_bin = os.path.join(self.sandbox, "fake-bin")
+        os.makedirs(fake_bin, exist_ok=True)
+        real = shutil.which("gnuplot")
+        self.assertIsNotNone(real, "gnuplot is needed by the figures")
+        with open(os.path.join(fake_bin, "gnuplot"), "w") as f:
+            f.write(f"""#!/usr/bin/python3
+import os, sys
+args = sys.argv[1:]
+if args and args[-1] == "paths.gp":
+    suffix = args[args.index("-e") + 1].split("=", 1)[1].strip("'")
+    open("paths.svg" + suffix, "w").write("<svg")
+    sys.exit("x range is invalid")
+os.execv({real!r}, [{real!r}] + args)
+""")
+        os.chmod(os.path.join(fake_bin, "gnuplot"), 0o755)
+        env = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ.get("PATH", ""))
+        result = subprocess.run([os.path.abspath(BINARY), "model", "--model", self.model, "--text", self.text,
+                                 "--samples", "2", "--tokens", "16", "--draws", "3", "--out", out],
+                                capture_output=True, text=True, cwd=self.sandbox, env=env)
+        self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("gnuplot could not draw paths", result.stderr)
         self.assertFalse(os.path.exists(os.path.join(out, "paths.svg")))
         self.assertFalse(any(".tmp-" in name for name in os.listdir(out)), os.listdir(out))

@@ -12,6 +12,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/findings.hpp"
 #include "rankscope/figure.hpp"
+#include "rankscope/plots.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/progress.hpp"
 #include "rankscope/tokenizer.hpp"
@@ -171,53 +172,19 @@ void run_model(const ModelOptions& options) {
     write_findings(out, real_model_findings(result), provenance);
 
     // Figures: residual vs layer per variant with ±1 std bands, one panel per weights kind; E2 box plots.
-    std::string plot = fmt::format("set xlabel 'layer'\nset ylabel 'relative residual (composite, mean centre)'\n"
-                                   "set yrange [0:1.05]\nset key top right\nset style fill transparent solid 0.15 noborder\n"
-                                   "set multiplot layout 1,{}\n", weight_kinds.size());
-    const std::vector<std::string> palette = {"#d95f02", "#7570b3", "#1b9e77", "#e7298a"};
-    for (const auto& kind : weight_kinds) {
-        plot += fmt::format("set title {}\nplot ", gnuplot_quote(name + " (" + kind + ")"));
-        for (std::size_t v = 0; v < options.variants.size(); ++v) {
-            const std::string condition =
-                fmt::format("strcol(2) eq '{}' && strcol(3) eq {}", kind, gnuplot_quote(variant_label(options.variants[v])));
-            plot += fmt::format("{}'residual.csv' using 4:({} ? $7-$8 : 1/0):({} ? $7+$8 : 1/0) with filledcurves lc rgb "
-                                "'{}' notitle, \\\n     'residual.csv' using 4:({} ? $7 : 1/0) with linespoints lw 2 "
-                                "lc rgb '{}' title {}",
-                                v ? ", \\\n     " : "", condition, condition, palette[v % palette.size()], condition,
-                                palette[v % palette.size()], gnuplot_quote(options.variants[v]));
-        }
-        plot += "\n";
-    }
-    plot += "unset multiplot";
-    auto figures = render_figure(out, {"residual", "Rank collapse under the paper's surgery (E1)", plot},
+    std::vector<std::string> variant_labels;
+    for (const auto& variant : options.variants) variant_labels.push_back(variant_label(variant));
+    auto figures = render_figure(out, residual_figure(name, weight_kinds, variant_labels, options.variants),
                                  csv_provenance_lines(provenance));
-    std::string box = fmt::format("set logscale y\nset format y '10^{{%L}}'\nset xlabel 'path length k'\n"
-                                  "set ylabel 'rank-1 relative residual of A_{{l_k}}...A_{{l_1}}'\nset style fill solid 0.4\n"
-                                  "set boxwidth 0.35\nset key top right\nplot ");
-    for (std::size_t k = 0; k < weight_kinds.size(); ++k)
-        // x is an offset per weights kind; the 4th column (length) is the boxplot factor, one box per length.
-        box += fmt::format("{}'paths.csv' every ::1 using ({}):(strcol(2) eq '{}' ? ($8 > 0 ? $8 : 1e-17) : 1/0):(0.35):3 "
-                           "with boxplot lc {} title '{}'",
-                           k ? ", \\\n     " : "", k == 0 ? -0.2 : 0.2, weight_kinds[k], k + 1, weight_kinds[k]);
-    auto box_figures = render_figure(out, {"paths", "Attention products along random paths (E2)", box},
+    auto box_figures = render_figure(out,
+                                     paths_figure("Attention products along random paths (E2), " + name,
+                                                  {"relative_residual_frobenius", "relative_residual"}, weight_kinds,
+                                                  FloatFloor::float32),
                                      csv_provenance_lines(provenance));
     figures.insert(figures.end(), box_figures.begin(), box_figures.end());
     if (use_lite && options.iterate_steps > 0) {
         write_csv_atomically(out / "iterate.csv", iterate_table, provenance);
-        std::string iterate_plot = "set xlabel 'applications of the pretrained layer-1 attention'\n"
-                                   "set ylabel 'relative residual (composite, mean centre)'\nset logscale y\nset format y '10^{%L}'\n"
-                                   "set key bottom left\nplot ";
-        const std::vector<std::string> palette = {"#d95f02", "#1b9e77", "#7570b3", "#e7298a"};
-        int color = 0;
-        for (const auto& kind : weight_kinds)
-            for (const std::string variant : {"attention", "attention+skip"}) {
-                iterate_plot += fmt::format("{}'iterate.csv' using (strcol(2) eq '{}' && strcol(3) eq '{}' ? $4 : 1/0):($5 > 0 ? $5 : 1e-17) "
-                                            "with linespoints lw 2 pt 7 lc rgb '{}' title '{} ({})'",
-                                            color ? ", \\\n     " : "", kind, variant, palette[color % 4], variant, kind);
-                ++color;
-            }
-        iterate_plot += "\n";
-        auto iterate_figures = render_figure(out, {"iterate", "USE lite: one real attention layer applied repeatedly", iterate_plot},
+        auto iterate_figures = render_figure(out, iterate_figure(weight_kinds, FloatFloor::float32),
                                              csv_provenance_lines(provenance));
         figures.insert(figures.end(), iterate_figures.begin(), iterate_figures.end());
     }

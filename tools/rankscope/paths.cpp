@@ -11,6 +11,7 @@
 #include "rankscope/e6_path_counts.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
+#include "rankscope/plots.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/paths.hpp"
 #include "rankscope/progress.hpp"
@@ -84,15 +85,9 @@ void run_count(const PathsOptions& options) {
         write_csv_atomically(out / "path_counts.csv", table, provenance);
         write_json_atomically(out / "path_counts.json", {{"architectures", document}}, provenance);
         // x = k/L so that architectures of different depth share one axis; y = share of paths of that length.
-        std::string plot = "set xlabel 'relative path length k / L'\nset ylabel 'share of paths'\nset style data linespoints\n"
-                           "set key top left\nplot ";
-        for (std::size_t i = 0; i < document.size(); ++i)
-            plot += fmt::format("{}'path_counts.csv' using ($4/$2):(strcol(1) eq '{}' ? $6 : 1/0) lw 2 title '{}'",
-                                i ? ", \\\n     " : "", document[i]["architecture"].get<std::string>(),
-                                document[i]["architecture"].get<std::string>());
-        if (!options.alpha.empty())
-            plot += ", \\\n     'path_counts.csv' using ($4/$2):7 lw 2 dt 2 title 'custom, alpha-weighted'";
-        render_figure(out, {"path_counts", "Distribution of path lengths", plot}, csv_provenance_lines(provenance));
+        std::vector<std::string> architectures;
+        for (const auto& entry : document) architectures.push_back(entry["architecture"].get<std::string>());
+        render_figure(out, path_counts_figure(architectures, !options.alpha.empty()), csv_provenance_lines(provenance));
         if (options.network.layers == 0)  // the built-in table: judged against the paper
             write_findings(out, path_count_findings(path_count_tables(known_architectures())), provenance);
         write_manifest(out, provenance, {{"outputs", {"path_counts.csv", "path_counts.json"}}});
@@ -159,11 +154,9 @@ void run_sample(PathsOptions options) {
     const std::filesystem::path out = options.common.out.empty() ? "out/paths" : options.common.out;
     std::filesystem::create_directories(out);
     write_csv_atomically(out / "paths.csv", table, provenance);
-    const std::string plot =
-        "set logscale y\nset format y '10^{%L}'\nset xlabel 'path length k (layers multiplied)'\n"
-        "set ylabel 'rank-1 relative residual (composite)'\nset style fill solid 0.4\nset boxwidth 0.5\nunset key\n"
-        "plot 'paths.csv' using (0):(column(6) > 0 ? column(6) : 1e-17):(0.5):1 with boxplot lc 3";
-    const auto figures = render_figure(out, {"paths", "Attention products along random paths", plot},
+    const auto figures = render_figure(out,
+                                       paths_figure("Attention products along random paths", {"relative_residual"}, {},
+                                                    options.patterns_file.empty() ? FloatFloor::float64 : FloatFloor::float32),
                                        csv_provenance_lines(provenance));
     write_manifest(out, provenance, {{"inputs", {source}}, {"outputs", {"paths.csv"}}, {"figures", figures}});
     fmt::print("{:>6} {:>14}\n", "length", "median residual");

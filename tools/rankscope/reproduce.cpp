@@ -277,18 +277,21 @@ std::string checks_table(const std::vector<std::pair<std::string, Check>>& check
     return html + "</table></div>\n";
 }
 
-// TEMPORARY until the figures branch lands (inline_svg with unique ids).
-std::string inline_svg_placeholder(const std::string& svg, const std::string&) {
-    const auto start = svg.find("<svg");
-    return start == std::string::npos ? std::string() : svg.substr(start);
-}
-
 // The figure as inline SVG (element ids made unique per figure) with links to its PNG, PDF and gnuplot script.
 std::string figure_html(const std::filesystem::path& directory, const std::string& cell, const std::string& figure) {
     const auto path = directory / figure;
     if (!std::filesystem::exists(path)) return "";
     const std::string stem = std::filesystem::path(figure).stem().string();
-    std::string html = "<div class=\"figure\"><div class=\"scroll\">" + inline_svg_placeholder(read_text(path), cell + "-" + stem + "-") + "</div>";
+    std::string svg;
+    try {
+        const std::string text = read_text(path);
+        // Wide figures keep a legible size on a narrow screen and scroll sideways instead of shrinking.
+        svg = fmt::format("<div style=\"min-width:{}px\">{}</div>", svg_min_display_width(text),
+                          inline_svg(text, cell + "-" + stem + "-"));
+    } catch (const Error& error) {
+        svg = "<p class=\"incomplete\">" + html_escape(figure + ": " + error.one_line()) + "</p>";
+    }
+    std::string html = "<div class=\"figure\"><div class=\"scroll\">" + svg + "</div>";
     html += "<p class=\"meta\">";
     for (const std::string extension : {".png", ".pdf", ".gp"})
         if (std::filesystem::exists(directory / (stem + extension)))
@@ -307,7 +310,7 @@ h1,h2{font-family:'Helvetica Neue',Helvetica,Arial,sans-serif;font-weight:600}
 h1{font-size:1.9rem;margin-bottom:.2rem} h2{font-size:1.3rem;margin-top:2.4rem;border-bottom:1px solid #ddd}
 .meta{color:#555;font-size:.9rem} code{background:#f4f4f4;padding:0 .25em;border-radius:3px;font-size:.88em;overflow-wrap:anywhere}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
-.figure svg{width:100%;min-width:600px;height:auto;border:1px solid #eee;margin:.6rem 0}
+.figure svg{width:100%;height:auto;border:1px solid #eee;margin:.6rem 0}
 .incomplete,.reduced{background:#fff3e0;border-left:3px solid #D55E00;padding:.4rem .8rem}
 .paper{background:#f7f7fb;border-left:3px solid #0072B2;padding:.4rem .8rem;font-size:.93rem}
 table{border-collapse:collapse;font-size:.88rem;margin:.6rem 0} td,th{padding:.2rem .6rem;border-bottom:1px solid #eee;text-align:left;vertical-align:top}

@@ -13,6 +13,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/findings.hpp"
 #include "rankscope/figure.hpp"
+#include "rankscope/plots.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/summary.hpp"
 #include "rankscope/tasks.hpp"
@@ -180,10 +181,14 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
             "'circle_trajectories.csv' using {}:(column('y')) with linespoints pt 7 ps 0.35 pi 5 lc rgb '#0072B2' "
             "title 'token 1', "
             "'circle_trajectories.csv' using {}:(column('y')) with linespoints pt 5 ps 0.35 pi 5 lc rgb '#D55E00' "
-            "title 'token 2'\n",
+            "title 'token 2', "
+            // Both arcs again on top, so that a trajectory lying on its arc does not hide it.
+            "'circle_trajectories.csv' using {}:(column('target_y')) with lines lc rgb '#555555' dt 2 lw 1.2 notitle, "
+            "'circle_trajectories.csv' using {}:(column('target_y')) with lines lc rgb '#555555' dt 2 lw 1.2 notitle\n",
             rows(seed_is + " && column('token') == 0", "target_x"),
             rows(seed_not + " && column('token') == 0", "x"), rows(seed_not + " && column('token') == 1", "x"),
-            rows(seed_is + " && column('token') == 0", "x"), rows(seed_is + " && column('token') == 1", "x"));
+            rows(seed_is + " && column('token') == 0", "x"), rows(seed_is + " && column('token') == 1", "x"),
+            rows(seed_is + " && column('token') == 0", "target_x"), rows(seed_is + " && column('token') == 1", "target_x"));
     }
     plot += "unset multiplot\n";
     render_figure(out, {"circle", "E3: the circle, run recurrently", plot}, csv_provenance_lines(provenance));
@@ -260,27 +265,10 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
                            std::to_string(cell.length), format_number(cell.accuracy.mean), format_number(cell.accuracy.std)});
     write_csv_atomically(out / "paths_effectiveness_summary.csv", summary_table, provenance);
     // Figure: accuracy vs path length, mean ± std over repeats, with the measured whole-model and majority lines.
-    std::string plot = fmt::format(
-        "set datafile separator ','\nset xlabel 'path length k'\nset ylabel 'token accuracy'\nset yrange [0:1.05]\n"
-        "set xrange [-0.5:{}.5]\nset key bottom right\nset title '{}: ensembles of random paths (mean ± std over repeats)'\n"
-        "plot {:.6f} with lines lw 2 dt 2 lc rgb '#444444' title 'whole model (measured)', \\\n"
-        "     {:.6f} with lines lw 2 dt 3 lc rgb '#999999' title 'majority class (measured)'",
-        settings.layers, settings.task, whole, majority);
-    const std::vector<std::string> palette = {"#d95f02", "#7570b3", "#1b9e77", "#e7298a"};
-    int color = 0;
+    std::vector<std::pair<std::string, int>> series;
     for (bool mode : modes)
-        for (int n : options.n_paths) {
-            const double shift = (color - 0.5) * 0.08;
-            const std::string is = fmt::format("strcol(2) eq '{}' && $3 == {}", mode ? "yes" : "no", n);
-            plot += fmt::format(", \\\n     'paths_effectiveness_summary.csv' using ({} ? $4+{:.3f} : 1/0):5:6 with "
-                                "yerrorlines lw 2 pt 7 lc rgb '{}' title '{} paths{}'",
-                                is, shift, palette[static_cast<std::size_t>(color) % palette.size()], n,
-                                mode ? ", with sub-paths" : "");
-            ++color;
-        }
-    plot += "\n";
-    render_figure(out, {"paths_effectiveness", "E4: accuracy of path ensembles vs path length", plot},
-                  csv_provenance_lines(provenance));
+        for (int n : options.n_paths) series.emplace_back(mode ? "yes" : "no", n);
+    render_figure(out, paths_effectiveness_figure(settings.task, series), csv_provenance_lines(provenance));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/findings.hpp"
 #include "rankscope/figure.hpp"
+#include "rankscope/plots.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/theory.hpp"
 
@@ -117,46 +118,13 @@ void run_theory_command(TheoryOptions options) {
     // Figures, drawn from theory_summary.csv. theory: relative residual per layer (log scale), one panel per head
     // count, one colour per architecture variant. theory_bounds: for the variants with a bound, the measured
     // exact-centre residual (solid) beside the per-layer bound c_l r_(l-1)^3 (dashed).
-    const std::vector<std::string> palette = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d"};
-    auto colour_of = [&](const std::string& name) {
-        const std::string base = name.substr(0, name.find('/'));
-        for (std::size_t i = 0; i < variants.size(); ++i)
-            if (variants[i].name == base) return palette[i % palette.size()];
-        return palette[0];
-    };
-    std::string plot = "set logscale y\nset format y '10^{%L}'\nset xlabel 'layer'\nset yrange [1e-17:2]\n"
-                       "set key bottom left font ',9'\nset multiplot layout 1,2\n";
-    std::string bounds_plot = "set logscale y\nset format y '10^{%L}'\nset xlabel 'layer'\n"
-                              "set ylabel 'exact-centre residual ||res||_{1,inf}'\nset key outside right font ',9'\nplot ";
-    bool first_bound = true;
-    for (int heads : {1, options.heads}) {
-        if (heads == options.heads && heads == 1 && plot.find("plot") != std::string::npos) break;
-        plot += fmt::format("set title '{} head{}'\nset ylabel 'relative residual (composite, mean centre)'\nplot ",
-                            heads, heads > 1 ? "s" : "");
-        bool first = true;
-        for (const auto& variant : variants) {
-            if (variant.config.heads != heads) continue;
-            plot += fmt::format("{}'theory_summary.csv' using 2:(strcol(1) eq '{}' ? $3 : 1/0) with linespoints lw 2 "
-                                "lc rgb '{}' title '{}'",
-                                first ? "" : ", \\\n     ", variant.name, colour_of(variant.name), variant.name);
-            first = false;
-            if (variant.has_bound()) {
-                bounds_plot += fmt::format(
-                    "{3}'theory_summary.csv' using 2:(strcol(1) eq '{0}' ? $4 : 1/0) with linespoints lw 2 lc rgb '{1}' "
-                    "dt {2} title '{0} measured', \\\n     'theory_summary.csv' using 2:(strcol(1) eq '{0}' && $5 > 0 ? "
-                    "$5 : 1/0) with lines lw 1 lc rgb '{1}' dt 2 title '{0} bound c r^3'",
-                    variant.name, colour_of(variant.name), heads > 1 ? 4 : 1, first_bound ? "" : ", \\\n     ");
-                first_bound = false;
-            }
-        }
-        plot += "\n";
+    std::vector<std::string> variant_names, bounded_names;
+    for (const auto& variant : variants) {
+        variant_names.push_back(variant.name);
+        if (variant.has_bound()) bounded_names.push_back(variant.name);
     }
-    plot += "unset multiplot";
-    render_figure(out, {"theory_bounds", "Measured residual vs the per-layer bound (Theorems 2.2/2.3, Corollary 3.2)",
-                        bounds_plot},
-                  csv_provenance_lines(provenance));
-    const auto figures = render_figure(out, {"theory", "Rank collapse of random SAN variants", plot},
-                                       csv_provenance_lines(provenance));
+    render_figure(out, theory_bounds_figure(bounded_names), csv_provenance_lines(provenance));
+    const auto figures = render_figure(out, theory_figure(variant_names), csv_provenance_lines(provenance));
     write_findings(out, theory_findings(result, settings), provenance);
     write_manifest(out, provenance, {{"outputs", {"theory.csv", "theory_summary.csv", "theory.json", "findings.json", "verdicts.csv"}}, {"figures", figures}});
 

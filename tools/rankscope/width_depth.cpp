@@ -11,6 +11,7 @@
 #include "rankscope/e5_width_depth.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
+#include "rankscope/plots.hpp"
 #include "rankscope/paths.hpp"
 #include "rankscope/tasks.hpp"
 #include "task_settings_options.hpp"
@@ -77,28 +78,11 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
                            {"base_settings", base.to_json()}, {"models", summary}},
                           provenance);
 
-    const std::vector<std::string> palette = {"#d95f02", "#7570b3", "#1b9e77", "#e7298a", "#66a61e"};
-    std::string residual_plot, path_plot;
-    for (std::size_t i = 0; i < options.layers.size(); ++i) {
-        const std::string is = fmt::format("$2 == {}", options.layers[i]);
-        const std::string color = palette[i % palette.size()];
-        const std::string label = fmt::format("L={} (d={})", options.layers[i], models.rows[i][3]);
-        residual_plot += fmt::format("{}'width_depth_residual.csv' using ({} ? $5 : 1/0):6 with linespoints lw 2 pt 7 "
-                                     "lc rgb '{}' title '{}, accuracy {:.3f}'",
-                                     i ? ", \\\n     " : "plot ", is, color, label, std::stod(models.rows[i][5]));
-        path_plot += fmt::format("{}'width_depth_paths.csv' using ({} ? $4 : 1/0):6 with linespoints lw 2 pt 7 lc rgb '{}' "
-                                 "title '{}'",
-                                 i ? ", \\\n     " : "plot ", is, color, label);
-    }
-    const std::string plot = fmt::format(
-        "set multiplot layout 1,2\nset key top right font ',9'\n"
-        "set title '{0}: relative residual per layer'\nset xlabel 'relative depth l / L'\n"
-        "set ylabel 'relative residual (composite, mean centre)'\nset yrange [0:*]\n{1}\n"
-        "set title 'path-length distribution (C(L,k) H^k / (H+1)^L)'\nset xlabel 'path length k'\nset ylabel 'share of paths'\n"
-        "set yrange [0:*]\n{2}\nunset multiplot\n",
-        base.task, residual_plot, path_plot);
-    render_figure(out, {"width_depth", fmt::format("E5: equal parameter counts, {}", base.task), plot},
-                  csv_provenance_lines(provenance));
+    std::vector<std::pair<int, std::string>> depths;
+    for (std::size_t i = 0; i < options.layers.size(); ++i)
+        depths.emplace_back(options.layers[i], fmt::format("L={} (d={}), accuracy {:.3f}", options.layers[i], models.rows[i][3],
+                                                           std::stod(models.rows[i][5])));
+    render_figure(out, width_depth_figure(base.task, depths), csv_provenance_lines(provenance));
     write_manifest(out, provenance, {{"subcommand", "width-depth"}, {"task", base.task}});
 }
 

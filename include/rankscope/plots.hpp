@@ -1,0 +1,100 @@
+#pragma once
+// The bodies of rankscope's figures, built from the CSV files' column NAMES (gnuplot's column('name') and
+// strcol('name'), with the header row read by `set datafile columnheaders` in figure_style_preamble()), never from
+// column positions. Every figure shares one layout: panels of equal size in a grid, an overall title, and one key for
+// the whole figure in its own strip below the panels (a key never squeezes a panel). Ranges come from the data
+// (gnuplot `stats`), layer/length axes have integer ticks, log axes mark the float round-off floor.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rankscope/figure.hpp"
+
+namespace rankscope {
+
+// ---- expressions over a CSV row, by column name ----------------------------------------------------------------
+std::string csv_number(const std::string& column);                               // column('column')
+std::string csv_text(const std::string& column);                                 // strcol('column')
+std::string text_is(const std::string& column, const std::string& value);        // strcol('column') eq 'value'
+std::string number_is(const std::string& column, double value);                  // column('column') == value
+std::string all_of(const std::vector<std::string>& conditions);                  // (a) && (b) ...; "1" when empty
+std::string only_if(const std::string& condition, const std::string& value);     // (condition ? value : NaN)
+
+// The round-off floor marked on a log axis: float32 eps 1.19e-7, float64 eps 2.22e-16.
+enum class FloatFloor { none, float32, float64 };
+
+// ---- the shared layout, for figures not built below (e.g. the circle figure) -------------------------------------
+struct KeyEntry {
+    std::string title;
+    std::string style;  // gnuplot style of the sample, e.g. "with linespoints lt 1" or "with lines lt 8 dt 2"
+};
+class PanelFigure {
+public:
+    // rows x cols panels of panel_width x panel_height canvas units each (plus margins for tick labels and titles).
+    PanelFigure(std::string stem, std::string title, int rows, int cols, int panel_width = 500, int panel_height = 330);
+    // Commands run once before the panels (e.g. `stats` for ranges shared by all panels).
+    void add_preface(const std::string& commands);
+    // One panel: commands ending with its `plot`; panels fill the grid row by row. The panel's margins are set before
+    // the commands; settings carry over to the next panel (set or unset what differs).
+    void add_panel(const std::string& commands);
+    // The figure's key, drawn once below the panels.
+    void add_key_entry(const std::string& title, const std::string& style);
+    Figure build() const;
+
+private:
+    std::string stem_, title_, preface_;
+    int rows_, cols_, panel_width_, panel_height_;
+    std::vector<std::string> panels_;
+    std::vector<KeyEntry> key_;
+};
+
+// Axis helpers (gnuplot commands). `name` is a unique gnuplot identifier for the stats variables (e.g. "x1").
+// Integer ticks (step 1, or a larger integer step for long axes) over the data range of `expression` in `csv`, with
+// half a unit of margin each side.
+std::string integer_axis(const std::string& axis, const std::string& csv, const std::string& expression,
+                         const std::string& name);
+// y from 0 to max(minimum_top, data max x 1.05) of `expression` in `csv`.
+std::string y_from_zero(const std::string& csv, const std::string& expression, double minimum_top, const std::string& name);
+// Log y over the positive values of `expression` in `csv`, with a factor-2 margin; the float floor drawn as a dashed
+// labelled line (and kept inside the range) when the data come within 100x of it. Defines the gnuplot variable
+// `<name>_bottom` (the axis bottom, where zeros are drawn: use log_value()).
+std::string log_y(const std::string& csv, const std::string& expression, FloatFloor floor, const std::string& name);
+// `expression` where it is positive, else the axis bottom defined by log_y(..., name).
+std::string log_value(const std::string& expression, const std::string& name);
+
+// ---- the figures -------------------------------------------------------------------------------------------------
+// theory.svg from theory_summary.csv (variant, layer, relative_residual_mean): one panel per head count (variant
+// names "X" for one head, "X/H=n" for n heads), one colour per architecture X; float64 floor.
+Figure theory_figure(const std::vector<std::string>& variants);
+// theory_bounds.svg from theory_summary.csv (variant, layer, residual_mean, bound_step_mean): measured (solid) and
+// the per-layer bound (dashed) for the variants with a bound.
+Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants);
+
+// residual.svg (E1) from residual.csv (weights, variant, layer, mean, std): one panel per weights kind, mean ± 1 std
+// band per variant. `variants` are the CSV's variant values, `titles` their legend names (same length).
+Figure residual_figure(const std::string& model, const std::vector<std::string>& weight_kinds,
+                       const std::vector<std::string>& variants, const std::vector<std::string>& titles);
+
+// paths.svg (E2) from paths.csv (length, [weights], and each of `metric_columns`): box plots of each metric per path
+// length k, one panel per metric column (e.g. {"relative_residual", "relative_residual_frobenius"}), one box colour per
+// weights kind. `weight_kinds` empty: the CSV has no weights column (rankscope paths sample). `title` is the
+// figure's overall title.
+Figure paths_figure(const std::string& title, const std::vector<std::string>& metric_columns,
+                    const std::vector<std::string>& weight_kinds, FloatFloor floor);
+
+// iterate.svg from iterate.csv (weights, variant, step, mean): USE lite's layer-1 attention applied repeatedly.
+Figure iterate_figure(const std::vector<std::string>& weight_kinds, FloatFloor floor);
+
+// path_counts.svg from path_counts.csv (architecture, layers, length, share, alpha_share).
+Figure path_counts_figure(const std::vector<std::string>& architectures, bool alpha_weighted);
+
+// paths_effectiveness.svg (E4) from paths_effectiveness_summary.csv (sub_path, n_paths, k, mean, std) and the
+// reference accuracies in paths_effectiveness.csv (metric = whole_model_accuracy / majority_accuracy, value).
+// `series`: (sub_path "yes"/"no", n_paths) per line.
+Figure paths_effectiveness_figure(const std::string& task, const std::vector<std::pair<std::string, int>>& series);
+
+// width_depth.svg (E5) from width_depth_residual.csv (layers, relative_depth, mean) and width_depth_paths.csv
+// (layers, k, share). `depths`: (layers, legend title) per model.
+Figure width_depth_figure(const std::string& task, const std::vector<std::pair<int, std::string>>& depths);
+
+}  // namespace rankscope

@@ -1,0 +1,405 @@
+#include "rankscope/plots.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "rankscope/error.hpp"
+
+namespace rankscope {
+
+// ---- expressions ------------------------------------------------------------------------------------------------
+
+std::string csv_number(const std::string& column) { return "column(" + gnuplot_quote(column) + ")"; }
+std::string csv_text(const std::string& column) { return "strcol(" + gnuplot_quote(column) + ")"; }
+std::string text_is(const std::string& column, const std::string& value) {
+    return csv_text(column) + " eq " + gnuplot_quote(value);
+}
+std::string number_is(const std::string& column, double value) {
+    return fmt::format("{} == {}", csv_number(column), value);
+}
+std::string all_of(const std::vector<std::string>& conditions) {
+    if (conditions.empty()) return "1";
+    std::string result;
+    for (const auto& c : conditions) result += (result.empty() ? "(" : " && (") + c + ")";
+    return result;
+}
+std::string only_if(const std::string& condition, const std::string& value) {
+    return "((" + condition + ") ? " + value + " : NaN)";
+}
+
+namespace {
+
+std::string file(const std::string& csv) { return gnuplot_quote(csv); }
+
+const char* floor_value(FloatFloor floor) { return floor == FloatFloor::float32 ? "1.19e-7" : "2.22e-16"; }
+const char* floor_label(FloatFloor floor) {
+    return floor == FloatFloor::float32 ? "float32 round-off" : "float64 round-off";
+}
+
+// Canvas units (SVG user units) of the layout around each panel.
+constexpr int kLeft = 112;          // y tick labels and y label
+constexpr int kRight = 28;
+constexpr int kPanelTitle = 40;    // above each panel
+constexpr int kBelowPanel = 76;    // x tick labels and x label
+constexpr int kFigureTitle = 52;   // the overall title
+constexpr int kKeyLine = 30;
+
+}  // namespace
+
+// ---- axes -------------------------------------------------------------------------------------------------------
+
+std::string integer_axis(const std::string& axis, const std::string& csv, const std::string& expression,
+                         const std::string& name) {
+    return fmt::format(
+        "undefine {1}_*\nstats [*:*][*:*] {2} using ({3}) name '{1}' nooutput\n"
+        "{1}_step = ceil(({1}_max - {1}_min) / 10.0)\nif ({1}_step < 1) {1}_step = 1\n"
+        "set {0}range [{1}_min - 0.5:{1}_max + 0.5]\nset {0}tics {1}_min, {1}_step\nset m{0}tics 1\nset format {0} '%.0f'\n",
+        axis, name, file(csv), expression);
+}
+
+std::string y_from_zero(const std::string& csv, const std::string& expression, double minimum_top, const std::string& name) {
+    return fmt::format("undefine {0}_*\nstats [*:*][*:*] {1} using ({2}) name '{0}' nooutput\n"
+                       "{0}_top = {0}_max * 1.05 > {3} ? {0}_max * 1.05 : {3}\nset yrange [0:{0}_top]\nset format y '%g'\n",
+                       name, file(csv), expression, minimum_top);
+}
+
+std::string log_y(const std::string& csv, const std::string& expression, FloatFloor floor, const std::string& name) {
+    std::string s = fmt::format("undefine {0}_*\nstats [*:*][*:*] {1} using (({2}) > 0 ? ({2}) : NaN) name '{0}' nooutput\n"
+                                "if (!exists('{0}_min')) {0}_min = 1e-3; {0}_max = 1\n",
+                                name, file(csv), expression);
+    if (floor == FloatFloor::none) {
+        s += fmt::format("{0}_bottom = {0}_min / 2\n", name);
+    } else {
+        s += fmt::format("{0}_floor = {1}\n{0}_near = {0}_min < 100 * {0}_floor\n"
+                         "{0}_bottom = {0}_min / 2\nif ({0}_near && {0}_floor / 10 < {0}_bottom) {0}_bottom = {0}_floor / 10\n"
+                         "if ({0}_near) {{\n"
+                         "    set arrow from graph 0, first {0}_floor to graph 1, first {0}_floor nohead lc rgb '#444444' "
+                         "lw 1.5 dt 2 front\n"
+                         "    set label {2} at graph 0.02, first {0}_floor left offset 0,0.7 tc rgb '#444444' front\n}}\n",
+                         name, floor_value(floor), gnuplot_quote(floor_label(floor)));
+    }
+    s += fmt::format("{0}_top = {0}_max * 2\nset logscale y\nset yrange [{0}_bottom:{0}_top]\n"
+                     "if ({0}_top / {0}_bottom > 200) {{ set format y '10^{{%L}}' }} else {{ set format y '%g' }}\n",
+                     name);
+    return s;
+}
+
+std::string log_value(const std::string& expression, const std::string& name) {
+    return fmt::format("(({0}) > 0 ? ({0}) : {1}_bottom)", expression, name);
+}
+
+// ---- the layout -------------------------------------------------------------------------------------------------
+
+PanelFigure::PanelFigure(std::string stem, std::string title, int rows, int cols, int panel_width, int panel_height)
+    : stem_(std::move(stem)), title_(std::move(title)), rows_(rows), cols_(cols), panel_width_(panel_width),
+      panel_height_(panel_height) {
+    if (rows < 1 || cols < 1) throw Error("a figure needs at least one panel");
+}
+
+void PanelFigure::add_preface(const std::string& commands) { preface_ += commands; }
+void PanelFigure::add_panel(const std::string& commands) { panels_.push_back(commands); }
+void PanelFigure::add_key_entry(const std::string& title, const std::string& style) { key_.push_back({title, style}); }
+
+Figure PanelFigure::build() const {
+    if (static_cast<int>(panels_.size()) > rows_ * cols_) throw Error("more panels than the figure's grid holds: " + stem_);
+    const int cell_width = kLeft + panel_width_ + kRight;
+    const int cell_height = kPanelTitle + panel_height_ + kBelowPanel;
+    const int width = cols_ * cell_width;
+    // The key: entries side by side, as many per line as fit the width (estimated from the longest title).
+    std::size_t longest = 0;
+    for (const auto& entry : key_) longest = std::max(longest, entry.title.size());
+    const double entry_width = 0.55 * kFigureFontSize * static_cast<double>(longest) + 90;
+    const int per_line = std::max(1, static_cast<int>((width - 40) / entry_width));
+    const int key_lines = key_.empty() ? 0 : (static_cast<int>(key_.size()) + per_line - 1) / per_line;
+    const int key_height = key_lines == 0 ? 0 : key_lines * kKeyLine + 26;
+    const int height = kFigureTitle + rows_ * cell_height + key_height;
+    auto x = [&](double units) { return fmt::format("{:.4f}", units / width); };
+    auto y = [&](double units) { return fmt::format("{:.4f}", 1.0 - units / height); };  // units from the top
+
+    std::string body = preface_;
+    body += "set multiplot title " + gnuplot_quote(title_) + fmt::format(" font ',{}'\n", kFigureFontSize + 2);
+    body += "unset key\n";
+    for (std::size_t p = 0; p < panels_.size(); ++p) {
+        const int row = static_cast<int>(p) / cols_, col = static_cast<int>(p) % cols_;
+        const double left = col * cell_width + kLeft, top = kFigureTitle + row * cell_height + kPanelTitle;
+        body += fmt::format("# ---- panel {}\nset lmargin at screen {}\nset rmargin at screen {}\nset tmargin at screen {}\n"
+                            "set bmargin at screen {}\n{}\n",
+                            p + 1, x(left), x(left + panel_width_), y(top), y(top + panel_height_), panels_[p]);
+    }
+    if (!key_.empty()) {
+        // The key in a strip of its own across the whole width: an empty plot whose only content is the key.
+        body += fmt::format("# ---- key\nset lmargin at screen 0.01\nset rmargin at screen 0.99\nset tmargin at screen {}\n"
+                            "set bmargin at screen 0.005\n"
+                            "unset title\nunset xlabel\nunset ylabel\nunset x2label\nunset y2label\nunset border\nunset tics\n"
+                            "unset grid\nunset logscale\nunset arrow\nunset label\nunset object\nset xrange [0:1]\n"
+                            "set yrange [0:1]\nset key inside center center horizontal Left reverse samplen 2.5 width 1 "
+                            "spacing 1.0 maxrows {}\nplot NaN notitle",
+                            y(height - key_height + 6), key_lines);
+        for (const auto& entry : key_) body += ", \\\n     keyentry " + entry.style + " title " + gnuplot_quote(entry.title);
+        body += "\n";
+    }
+    body += "unset multiplot\n";
+    Figure figure;
+    figure.stem = stem_;
+    figure.title = title_;
+    figure.body = body;
+    figure.width = width;
+    figure.height = height;
+    return figure;
+}
+
+// ---- the figures ------------------------------------------------------------------------------------------------
+
+namespace {
+
+std::string join_plots(const std::vector<std::string>& plots) {
+    std::string s = "plot ";
+    for (std::size_t i = 0; i < plots.size(); ++i) s += (i ? ", \\\n     " : "") + plots[i];
+    return s + "\n";
+}
+
+std::string ylabel(const std::string& text, bool shown) {
+    return shown ? "set ylabel " + gnuplot_quote(text) + "\n" : "unset ylabel\n";
+}
+
+std::string base_variant(const std::string& name) { return name.substr(0, name.find("/H=")); }
+
+}  // namespace
+
+Figure theory_figure(const std::vector<std::string>& variants) {
+    // Panels by head count (the "/H=n" suffix), colours by architecture.
+    std::vector<std::string> panel_keys, bases;
+    std::map<std::string, std::vector<std::string>> by_panel;
+    for (const auto& v : variants) {
+        const std::size_t slash = v.find("/H=");
+        const std::string heads = slash == std::string::npos ? "1" : v.substr(slash + 3);
+        if (!by_panel.count(heads)) panel_keys.push_back(heads);
+        by_panel[heads].push_back(v);
+        if (std::find(bases.begin(), bases.end(), base_variant(v)) == bases.end()) bases.push_back(base_variant(v));
+    }
+    auto style_of = [&](const std::string& v) {
+        return static_cast<int>(std::find(bases.begin(), bases.end(), base_variant(v)) - bases.begin()) + 1;
+    };
+    const std::string csv = "theory_summary.csv";
+    PanelFigure figure("theory", "Rank collapse of random SAN variants (mean over seeds, float64)", 1,
+                       static_cast<int>(std::max<std::size_t>(1, panel_keys.size())));
+    figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
+                       log_y(csv, csv_number("relative_residual_mean"), FloatFloor::float64, "res"));
+    for (std::size_t p = 0; p < panel_keys.size(); ++p) {
+        std::vector<std::string> plots;
+        for (const auto& v : by_panel[panel_keys[p]])
+            plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("layer"),
+                                        only_if(text_is("variant", v), log_value(csv_number("relative_residual_mean"), "res")),
+                                        style_of(v)));
+        figure.add_panel("set title " + gnuplot_quote(panel_keys[p] == "1" ? "1 head" : panel_keys[p] + " heads") +
+                         "\nset xlabel 'layer'\n" + ylabel("relative residual (composite, mean centre)", p == 0) +
+                         join_plots(plots));
+    }
+    for (std::size_t b = 0; b < bases.size(); ++b)
+        figure.add_key_entry(bases[b], fmt::format("with linespoints lt {}", b + 1));
+    return figure.build();
+}
+
+Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants) {
+    const std::string csv = "theory_summary.csv";
+    PanelFigure figure("theory_bounds", "Measured residual vs the per-layer bound (Theorems 2.2/2.3, Corollary 3.2)", 1, 1,
+                       640, 380);
+    // The range covers both the measured residuals and the (positive) bounds.
+    const std::string larger = fmt::format("({1} == {1} && {1} > {0} ? {1} : {0})", csv_number("residual_mean"),
+                                           csv_number("bound_step_mean"));
+    figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
+                       log_y(csv, csv_number("residual_mean"), FloatFloor::float64, "res") +
+                       fmt::format("undefine big_*\nstats [*:*][*:*] {} using ({}) name 'big' nooutput\n"
+                                   "if (exists('big_max') && 2 * big_max > res_top) {{ res_top = 2 * big_max; "
+                                   "set yrange [res_bottom:res_top] }}\n"
+                                   "if (res_top / res_bottom > 200) {{ set format y '10^{{%L}}' }}\n",
+                                   file(csv), larger));
+    std::vector<std::string> plots;
+    for (std::size_t i = 0; i < bounded_variants.size(); ++i) {
+        const std::string is = text_is("variant", bounded_variants[i]);
+        plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("layer"),
+                                    only_if(is, log_value(csv_number("residual_mean"), "res")), i + 1));
+        plots.push_back(fmt::format("{} using ({}):{} with lines lt {} dt 2", file(csv), csv_number("layer"),
+                                    only_if(all_of({is, csv_number("bound_step_mean") + " > 0"}), csv_number("bound_step_mean")),
+                                    i + 1));
+        figure.add_key_entry(bounded_variants[i], fmt::format("with linespoints lt {}", i + 1));
+    }
+    figure.add_key_entry("measured ||res||_{1,∞}", "with lines lc rgb '#000000' lw 2");
+    figure.add_key_entry("bound c_l r_{l-1}^3", "with lines lc rgb '#000000' lw 2 dt 2");
+    figure.add_panel("unset title\nset xlabel 'layer'\n" + ylabel("exact-centre residual ||res||_{1,∞}", true) +
+                     join_plots(plots));
+    return figure.build();
+}
+
+Figure residual_figure(const std::string& model, const std::vector<std::string>& weight_kinds,
+                       const std::vector<std::string>& variants, const std::vector<std::string>& titles) {
+    if (titles.size() != variants.size()) throw Error("residual_figure: one title per variant");
+    const std::string csv = "residual.csv";
+    PanelFigure figure("residual", "Rank collapse under the paper's surgery (E1), " + model, 1,
+                       static_cast<int>(std::max<std::size_t>(1, weight_kinds.size())));
+    // One y range for all panels: from 0 to the top of the highest band (never clipped).
+    figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
+                       y_from_zero(csv, csv_number("mean") + " + " + csv_number("std"), 1.05, "res"));
+    for (std::size_t k = 0; k < weight_kinds.size(); ++k) {
+        std::vector<std::string> bands, lines;
+        for (std::size_t v = 0; v < variants.size(); ++v) {
+            const std::string is = all_of({text_is("weights", weight_kinds[k]), text_is("variant", variants[v])});
+            bands.push_back(fmt::format("{} using ({}):{}:{} with filledcurves lt {}", file(csv), csv_number("layer"),
+                                        only_if(is, csv_number("mean") + " - " + csv_number("std")),
+                                        only_if(is, csv_number("mean") + " + " + csv_number("std")), v + 1));
+            lines.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("layer"),
+                                        only_if(is, csv_number("mean")), v + 1));
+        }
+        bands.insert(bands.end(), lines.begin(), lines.end());
+        figure.add_panel("set title " + gnuplot_quote(weight_kinds[k] == "init" ? "random init" : weight_kinds[k]) +
+                         "\nset xlabel 'layer'\n" + ylabel("relative residual (composite, mean centre)", k == 0) +
+                         join_plots(bands));
+    }
+    for (std::size_t v = 0; v < variants.size(); ++v)
+        figure.add_key_entry(titles[v], fmt::format("with linespoints lt {}", v + 1));
+    figure.add_key_entry("± 1 std over samples", "with filledcurves lc rgb '#000000'");
+    return figure.build();
+}
+
+Figure paths_figure(const std::string& title, const std::vector<std::string>& metric_columns,
+                    const std::vector<std::string>& weight_kinds, FloatFloor floor) {
+    if (metric_columns.empty()) throw Error("paths_figure: no metric column");
+    const std::string csv = "paths.csv";
+    PanelFigure figure("paths", title, 1, static_cast<int>(metric_columns.size()));
+    figure.add_preface(integer_axis("x", csv, csv_number("length"), "len") +
+                       "set style boxplot nooutliers\nset style fill transparent solid 0.3 border\n");
+    const std::vector<std::string> kinds = weight_kinds.empty() ? std::vector<std::string>{""} : weight_kinds;
+    const double box = 0.7 / static_cast<double>(kinds.size());
+    for (std::size_t m = 0; m < metric_columns.size(); ++m) {
+        const std::string& metric = metric_columns[m];
+        const std::string range = fmt::format("m{}", m);
+        std::vector<std::string> plots;
+        // One box per (weights kind, length): x is the length (offset per kind), so the axis has one integer label per
+        // length, not one per box. Median ± quartiles, whiskers 1.5 IQR; outliers as small points.
+        for (std::size_t k = 0; k < kinds.size(); ++k) {
+            const double offset = (static_cast<double>(k) - (kinds.size() - 1) / 2.0) * box;
+            const std::string is = kinds[k].empty() ? "1" : text_is("weights", kinds[k]);
+            plots.push_back(fmt::format("for [k=int(len_min):int(len_max)] {} using (k + {:.3f}):{}:({:.3f}) with boxplot "
+                                        "lt {} lw 1.5",
+                                        file(csv), offset,
+                                        only_if(all_of({is, csv_number("length") + " == k"}),
+                                                log_value(csv_number(metric), range)),
+                                        box * 0.85, k + 1));
+        }
+        const bool frobenius = metric.find("frobenius") != std::string::npos;
+        const std::string panel_title = metric == "relative_residual" ? "composite norm ||·||_{1,∞} (the paper's)"
+                                        : frobenius                   ? "Frobenius norm (a true distance, ≤ 1)"
+                                                                      : metric;
+        figure.add_panel(log_y(csv, csv_number(metric), floor, range) + "set title " + gnuplot_quote(panel_title) +
+                         "\nset xlabel 'path length k (attention matrices multiplied)'\n" +
+                         ylabel("rank-1 relative residual of A_{l_k}…A_{l_1}", m == 0) + join_plots(plots) +
+                         "unset arrow\nunset label\n");
+    }
+    if (!weight_kinds.empty())
+        for (std::size_t k = 0; k < weight_kinds.size(); ++k)
+            figure.add_key_entry(weight_kinds[k] == "init" ? "random init" : weight_kinds[k],
+                                 fmt::format("with boxes lt {} fs transparent solid 0.3 border", k + 1));
+    return figure.build();
+}
+
+Figure iterate_figure(const std::vector<std::string>& weight_kinds, FloatFloor floor) {
+    const std::string csv = "iterate.csv";
+    PanelFigure figure("iterate", "USE lite: one real attention layer applied repeatedly", 1, 1, 640, 380);
+    figure.add_preface(integer_axis("x", csv, csv_number("step"), "step") + log_y(csv, csv_number("mean"), floor, "res"));
+    std::vector<std::string> plots;
+    int style = 0;
+    for (const auto& kind : weight_kinds)
+        for (const std::string variant : {"attention", "attention+skip"}) {
+            ++style;
+            plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("step"),
+                                        only_if(all_of({text_is("weights", kind), text_is("variant", variant)}),
+                                                log_value(csv_number("mean"), "res")),
+                                        style));
+            figure.add_key_entry(fmt::format("{} ({})", variant, kind == "init" ? "random init" : kind),
+                                 fmt::format("with linespoints lt {}", style));
+        }
+    figure.add_panel("unset title\nset xlabel 'applications of the layer-1 attention'\n" +
+                     ylabel("relative residual (composite, mean centre)", true) + join_plots(plots));
+    return figure.build();
+}
+
+Figure path_counts_figure(const std::vector<std::string>& architectures, bool alpha_weighted) {
+    const std::string csv = "path_counts.csv";
+    PanelFigure figure("path_counts", "Distribution of path lengths", 1, 1, 640, 380);
+    const std::string x = "(" + csv_number("length") + " / " + csv_number("layers") + ")";
+    figure.add_preface("set xrange [-0.02:1.02]\nset xtics 0.2\nset format x '%g'\n" +
+                       y_from_zero(csv, csv_number("share"), 0, "share"));
+    std::vector<std::string> plots;
+    for (std::size_t i = 0; i < architectures.size(); ++i) {
+        plots.push_back(fmt::format("{} using {}:{} with linespoints lt {}", file(csv), x,
+                                    only_if(text_is("architecture", architectures[i]), csv_number("share")), i + 1));
+        figure.add_key_entry(architectures[i], fmt::format("with linespoints lt {}", i + 1));
+    }
+    if (alpha_weighted) {
+        const int lt = static_cast<int>(architectures.size()) + 1;
+        plots.push_back(fmt::format("{} using {}:{} with linespoints lt {} dt 2", file(csv), x,
+                                    only_if(csv_text("alpha_share") + " ne ''", csv_number("alpha_share")), lt));
+        figure.add_key_entry("α-weighted", fmt::format("with linespoints lt {} dt 2", lt));
+    }
+    figure.add_panel("unset title\nset xlabel 'relative path length k / L'\n" + ylabel("share of paths", true) +
+                     join_plots(plots));
+    return figure.build();
+}
+
+Figure paths_effectiveness_figure(const std::string& task, const std::vector<std::pair<std::string, int>>& series) {
+    const std::string csv = "paths_effectiveness_summary.csv", reference = "paths_effectiveness.csv";
+    PanelFigure figure("paths_effectiveness", "E4: accuracy of path ensembles vs path length, " + task, 1, 1, 640, 380);
+    std::string preface = integer_axis("x", csv, csv_number("k"), "k") +
+                          y_from_zero(csv, csv_number("mean") + " + " + csv_number("std"), 1.05, "acc");
+    // The measured reference accuracies, read from the run's own CSV.
+    for (const auto& [name, metric] : std::vector<std::pair<std::string, std::string>>{
+             {"whole", "whole_model_accuracy"}, {"majority", "majority_accuracy"}})
+        preface += fmt::format("undefine {0}_*\nstats [*:*][*:*] {1} using {2} name '{0}' nooutput\n"
+                               "if (!exists('{0}_mean')) {0}_mean = NaN\n",
+                               name, file(reference), only_if(text_is("metric", metric), csv_number("value")));
+    figure.add_preface(preface);
+    std::vector<std::string> plots = {"whole_mean with lines lc rgb '#000000' lw 2 dt 2",
+                                      "majority_mean with lines lc rgb '#777777' lw 2 dt 3"};
+    figure.add_key_entry("whole model (measured)", "with lines lc rgb '#000000' lw 2 dt 2");
+    figure.add_key_entry("majority class (measured)", "with lines lc rgb '#777777' lw 2 dt 3");
+    for (std::size_t i = 0; i < series.size(); ++i) {
+        // Series side by side around each k so that their error bars do not hide each other.
+        const double shift = (static_cast<double>(i) - (series.size() - 1) / 2.0) * 0.08;
+        const std::string is = all_of({text_is("sub_path", series[i].first), number_is("n_paths", series[i].second)});
+        plots.push_back(fmt::format("{} using ({} + {:.3f}):{}:({}) with yerrorlines lt {}", file(csv), csv_number("k"),
+                                    shift, only_if(is, csv_number("mean")), csv_number("std"), i + 1));
+        figure.add_key_entry(fmt::format("{} paths{}", series[i].second, series[i].first == "yes" ? ", with sub-paths" : ""),
+                             fmt::format("with yerrorlines lt {}", i + 1));
+    }
+    figure.add_panel("set title 'random path ensembles, mean ± std over repeats'\nset xlabel 'path length k'\n" +
+                     ylabel("token accuracy", true) + join_plots(plots));
+    return figure.build();
+}
+
+Figure width_depth_figure(const std::string& task, const std::vector<std::pair<int, std::string>>& depths) {
+    const std::string residual = "width_depth_residual.csv", paths = "width_depth_paths.csv";
+    PanelFigure figure("width_depth", "E5: equal parameter counts, " + task, 1, 2);
+    std::vector<std::string> residual_plots, path_plots;
+    for (std::size_t i = 0; i < depths.size(); ++i) {
+        residual_plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(residual),
+                                             csv_number("relative_depth"),
+                                             only_if(number_is("layers", depths[i].first), csv_number("mean")), i + 1));
+        path_plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(paths), csv_number("k"),
+                                         only_if(number_is("layers", depths[i].first), csv_number("share")), i + 1));
+        figure.add_key_entry(depths[i].second, fmt::format("with linespoints lt {}", i + 1));
+    }
+    figure.add_panel("set title 'relative residual per layer'\nset xlabel 'relative depth l / L'\n"
+                     "set xrange [-0.03:1.03]\nset xtics 0.25\nset format x '%g'\n" +
+                     y_from_zero(residual, csv_number("mean"), 0, "res") +
+                     ylabel("relative residual (composite, mean centre)", true) + join_plots(residual_plots));
+    figure.add_panel("set title 'path-length distribution C(L,k) H^k / (H+1)^L'\n" +
+                     integer_axis("x", paths, csv_number("k"), "k") + "set xlabel 'path length k'\n" +
+                     y_from_zero(paths, csv_number("share"), 0, "share") + ylabel("share of paths", true) +
+                     join_plots(path_plots));
+    return figure.build();
+}
+
+}  // namespace rankscope

@@ -1,0 +1,239 @@
+// Figures: builders select CSV columns by name (a CSV with its columns permuted draws the same figure), no script
+// selects a column by position, and inline_svg gives several inlined gnuplot SVGs unique, resolving element ids.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "rankscope/error.hpp"
+#include "rankscope/figure.hpp"
+#include "rankscope/plots.hpp"
+
+using namespace rankscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / ("rankscope-figures-" + std::to_string(::getpid())) / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+std::string read_all(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// A CSV as rankscope writes it ('#' provenance lines, one header row), with the columns in the order `order`.
+void write_csv(const fs::path& path, const std::vector<std::string>& columns,
+               const std::vector<std::vector<std::string>>& rows, const std::vector<std::size_t>& order) {
+    std::ofstream out(path);
+    out << "# produced by: the figure test\n# seed: 0\n";
+    for (std::size_t i = 0; i < order.size(); ++i) out << (i ? "," : "") << columns[order[i]];
+    out << "\n";
+    for (const auto& row : rows) {
+        for (std::size_t i = 0; i < order.size(); ++i) out << (i ? "," : "") << row[order[i]];
+        out << "\n";
+    }
+}
+
+std::vector<std::size_t> identity(std::size_t n) {
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
+    return order;
+}
+
+int count_paths(const std::string& svg) {
+    int n = 0;
+    for (std::size_t at = 0; (at = svg.find("<path", at)) != std::string::npos; ++at) ++n;
+    return n;
+}
+
+// No column by position: no $1, $(2), column(3), strcol(4) — only column('name') / strcol('name').
+void expect_columns_by_name(const std::string& body, const std::string& what) {
+    EXPECT_FALSE(std::regex_search(body, std::regex(R"(\$\(?[0-9])"))) << what << ":\n" << body;
+    EXPECT_FALSE(std::regex_search(body, std::regex(R"((column|strcol|stringcolumn)\(\s*[0-9])"))) << what;
+    EXPECT_FALSE(std::regex_search(body, std::regex(R"(using\s+[0-9])"))) << what;
+    EXPECT_NE(body.find("column('"), std::string::npos) << what;
+}
+
+// The residual.csv of E1 (weights, variant, layer, mean, std among other columns), including a value above 1.
+const std::vector<std::string> kResidualColumns = {"model", "weights", "variant", "layer", "norm", "center",
+                                                   "mean",  "std",     "min",     "max",   "n"};
+std::vector<std::vector<std::string>> residual_rows() {
+    std::vector<std::vector<std::string>> rows;
+    const std::map<std::string, std::vector<double>> curves = {{"SAN", {0.7, 1.18, 0.45}}, {"SAN+skip", {0.7, 0.3, 0.25}}};
+    for (const std::string weights : {"init", "pretrained"})
+        for (const auto& [variant, values] : curves)
+            for (std::size_t layer = 0; layer < values.size(); ++layer) {
+                const double v = weights == "init" ? values[layer] / 2 : values[layer];
+                rows.push_back({"m", weights, variant, std::to_string(layer), "composite", "mean", std::to_string(v), "0.05",
+                                "0", "1.2", "8"});
+            }
+    return rows;
+}
+
+}  // namespace
+
+TEST(Figures, EveryBuilderSelectsColumnsByName) {
+    const std::vector<std::pair<std::string, Figure>> figures = {
+        {"theory", theory_figure({"SAN", "SAN+skip", "SAN/H=4", "SAN+skip/H=4"})},
+        {"theory_bounds", theory_bounds_figure({"SAN", "SAN/H=4"})},
+        {"residual", residual_figure("m", {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"})},
+        {"paths", paths_figure("E2", {"relative_residual", "relative_residual_frobenius"}, {"init", "pretrained"},
+                               FloatFloor::float32)},
+        {"paths sample", paths_figure("E2", {"relative_residual"}, {}, FloatFloor::float64)},
+        {"iterate", iterate_figure({"init", "pretrained"}, FloatFloor::float32)},
+        {"path_counts", path_counts_figure({"BERT-base", "GPT-3"}, true)},
+        {"paths_effectiveness", paths_effectiveness_figure("sort", {{"no", 5}, {"yes", 20}})},
+        {"width_depth", width_depth_figure("sort", {{2, "L=2"}, {6, "L=6"}})},
+    };
+    for (const auto& [what, figure] : figures) {
+        expect_columns_by_name(figure.body, what);
+        EXPECT_GT(figure.width, 0);
+        EXPECT_GT(figure.height, 0);
+        // One key strip, never a key inside a panel; an overall title.
+        EXPECT_NE(figure.body.find("set multiplot title"), std::string::npos) << what;
+    }
+    // The style every figure starts with reads the header row as column names.
+    EXPECT_NE(figure_style_preamble().find("set datafile columnheaders"), std::string::npos);
+}
+
+TEST(Figures, PathsFigureDrawsOnePanelPerMetricColumn) {
+    const Figure one = paths_figure("E2", {"relative_residual"}, {"init"}, FloatFloor::float32);
+    const Figure two = paths_figure("E2", {"relative_residual", "relative_residual_frobenius"}, {"init"}, FloatFloor::float32);
+    auto panels = [](const std::string& body) {
+        int n = 0;
+        for (std::size_t at = 0; (at = body.find("# ---- panel", at)) != std::string::npos; ++at) ++n;
+        return n;
+    };
+    EXPECT_EQ(panels(one.body), 1);
+    EXPECT_EQ(panels(two.body), 2);
+    EXPECT_NE(two.body.find("column('relative_residual_frobenius')"), std::string::npos);
+    EXPECT_GT(two.width, one.width);
+}
+
+// The decisive check: the same data with the CSV columns in another order draw the identical figure.
+TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
+    const Figure figure = residual_figure("m", {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"});
+    const fs::path a = fresh_dir("residual-a"), b = fresh_dir("residual-b");
+    write_csv(a / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
+    write_csv(b / "residual.csv", kResidualColumns, residual_rows(), {10, 7, 3, 0, 9, 6, 2, 5, 1, 8, 4});
+    ASSERT_EQ(render_figure(a, figure, "# test\n").size(), 3u) << "gnuplot must be installed and draw the figure";
+    ASSERT_EQ(render_figure(b, figure, "# test\n").size(), 3u);
+    const std::string svg_a = read_all(a / "residual.svg"), svg_b = read_all(b / "residual.svg");
+    EXPECT_GT(count_paths(svg_a), 20);
+    EXPECT_EQ(svg_a, svg_b);
+    // The y range comes from the data: the 1.18 point (+ std) is inside the plot, so the axis reaches 1.2.
+    EXPECT_NE(svg_a.find(">1.2<"), std::string::npos);
+
+    // E2 box plots with two metric panels, columns permuted.
+    const std::vector<std::string> columns = {"model", "weights", "length", "draw", "sample", "layers", "heads",
+                                              "relative_residual", "relative_residual_frobenius"};
+    std::vector<std::vector<std::string>> rows;
+    for (const std::string weights : {"init", "pretrained"})
+        for (int length = 1; length <= 3; ++length)
+            for (int draw = 0; draw < 6; ++draw) {
+                const double v = (weights == "init" ? 1e-3 : 0.5) * std::pow(0.1, length) * (1 + 0.1 * draw);
+                rows.push_back({"m", weights, std::to_string(length), std::to_string(draw), "0", "0-1", "0-0",
+                                std::to_string(2 * v), std::to_string(v)});
+            }
+    const Figure paths = paths_figure("E2", {"relative_residual", "relative_residual_frobenius"}, {"init", "pretrained"},
+                                      FloatFloor::float32);
+    const fs::path c = fresh_dir("paths-c"), d = fresh_dir("paths-d");
+    write_csv(c / "paths.csv", columns, rows, identity(columns.size()));
+    write_csv(d / "paths.csv", columns, rows, {8, 2, 0, 7, 5, 1, 3, 6, 4});
+    ASSERT_EQ(render_figure(c, paths, "# test\n").size(), 3u);
+    ASSERT_EQ(render_figure(d, paths, "# test\n").size(), 3u);
+    const std::string svg_c = read_all(c / "paths.svg");
+    EXPECT_EQ(svg_c, read_all(d / "paths.svg"));
+    EXPECT_GT(count_paths(svg_c), 20);
+    // One integer label per path length on the x axis of each panel, not one per box ("1 1 2 2"); (">1<" also
+    // occurs in the y label's subscript l_1).
+    auto occurrences = [&](const std::string& label) {
+        std::size_t n = 0;
+        for (std::size_t at = 0; (at = svg_c.find(label, at)) != std::string::npos; ++at) ++n;
+        return n;
+    };
+    EXPECT_EQ(occurrences(">2<"), 2u);
+    EXPECT_EQ(occurrences(">3<"), 2u);
+    EXPECT_GE(occurrences(">1<"), 2u);
+    // The data reach within 100x of float32 eps: the floor is drawn and labelled.
+    EXPECT_NE(svg_c.find("float32 round-off"), std::string::npos);
+}
+
+TEST(Figures, InlineSvgPrefixesEveryIdAndReference) {
+    const Figure figure = residual_figure("m", {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"});
+    const fs::path dir = fresh_dir("inline");
+    write_csv(dir / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
+    ASSERT_EQ(render_figure(dir, figure, "# test\n").size(), 3u);
+    const std::string svg = read_all(dir / "residual.svg");
+    const std::regex id_pattern(R"(\sid\s*=\s*["']([^"']*)["'])");
+    const std::regex reference_pattern(R"(url\(#([^)]*)\)|href\s*=\s*["']#([^"']*)["'])");
+    auto ids_of = [&](const std::string& text) {
+        std::vector<std::string> ids;
+        for (std::sregex_iterator it(text.begin(), text.end(), id_pattern), end; it != end; ++it) ids.push_back((*it)[1]);
+        return ids;
+    };
+    auto references_of = [&](const std::string& text) {
+        std::vector<std::string> refs;
+        for (std::sregex_iterator it(text.begin(), text.end(), reference_pattern), end; it != end; ++it)
+            refs.push_back((*it)[1].matched ? (*it)[1].str() : (*it)[2].str());
+        return refs;
+    };
+    // The real gnuplot SVG has ids and references to them (point symbols <use xlink:href='#gpPt..'>).
+    ASSERT_GT(ids_of(svg).size(), 5u);
+    ASSERT_GT(references_of(svg).size(), 0u);
+
+    const std::string first = inline_svg(svg, "fig1-"), second = inline_svg(svg, "fig2-");
+    for (const auto& copy : {first, second}) {
+        EXPECT_EQ(copy.rfind("<svg", 0), 0u) << "starts at the <svg element (no XML declaration)";
+        EXPECT_EQ(copy.substr(copy.size() - 6), "</svg>");
+    }
+    const std::string page = "<html><body>" + first + second + "</body></html>";
+    const auto ids = ids_of(page);
+    const std::set<std::string> unique(ids.begin(), ids.end());
+    EXPECT_EQ(unique.size(), ids.size()) << "an id repeats across the two inlined copies";
+    EXPECT_EQ(ids.size(), 2 * ids_of(svg).size());
+    for (const auto& [copy, prefix] : {std::pair{first, std::string("fig1-")}, std::pair{second, std::string("fig2-")}}) {
+        const auto own = ids_of(copy);
+        const std::set<std::string> own_ids(own.begin(), own.end());
+        const auto refs = references_of(copy);
+        EXPECT_EQ(refs.size(), references_of(svg).size());
+        for (const auto& ref : refs) {
+            EXPECT_EQ(ref.rfind(prefix, 0), 0u) << ref;
+            EXPECT_TRUE(own_ids.count(ref)) << "unresolved reference #" << ref;
+        }
+        for (const auto& id : own) EXPECT_EQ(id.rfind(prefix, 0), 0u) << id;
+    }
+    // Only ids and references change: the rest of the markup is as gnuplot wrote it.
+    std::string restored = first;
+    for (std::size_t at; (at = restored.find("fig1-")) != std::string::npos;) restored.erase(at, 5);
+    EXPECT_NE(svg.find(restored), std::string::npos);
+
+    // A hand-written case with double quotes, url() in a style and href without xlink.
+    const std::string small =
+        "<?xml version=\"1.0\"?>\n<svg viewBox=\"0 0 10 10\"><defs><clipPath id=\"c\"><rect/></clipPath>"
+        "<linearGradient id='g'/></defs><g style=\"clip-path:url(#c)\" fill=\"url(#g)\"><use href=\"#c\"/>"
+        "<a href=\"https://example.org/#x\">id=\"text\"</a></g></svg>\n";
+    EXPECT_EQ(inline_svg(small, "p_"),
+              "<svg viewBox=\"0 0 10 10\"><defs><clipPath id=\"p_c\"><rect/></clipPath><linearGradient id='p_g'/></defs>"
+              "<g style=\"clip-path:url(#p_c)\" fill=\"url(#p_g)\"><use href=\"#p_c\"/>"
+              "<a href=\"https://example.org/#x\">id=\"text\"</a></g></svg>");
+    EXPECT_THROW(inline_svg(small, "1bad"), Error);
+    EXPECT_THROW(inline_svg(small, "a\"b"), Error);
+    EXPECT_THROW(inline_svg("<html/>", "p"), Error);
+    EXPECT_EQ(svg_min_display_width(small), 6);
+    EXPECT_EQ(svg_min_display_width(svg), static_cast<int>(std::lround(0.6 * figure.width)));
+    EXPECT_EQ(svg_min_display_width("<svg/>"), 0);
+}
