@@ -88,7 +88,7 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
     const std::string terminals[] = {
         fmt::format("svg size {},{} dynamic enhanced font 'Helvetica,{}' background '#ffffff'", figure.width,
                     figure.height, font),
-        fmt::format("pngcairo size {},{} enhanced font 'Helvetica,{}' fontscale {} linewidth 2 background '#ffffff'",
+        fmt::format("pngcairo size {},{} enhanced font 'Helvetica,{}' fontscale {} linewidth 2 pointscale 2 background '#ffffff'",
                     2 * figure.width, 2 * figure.height, font, kPngFontScale),
         fmt::format("pdfcairo size {:.2f}in,{:.2f}in enhanced font 'Helvetica,{}' fontscale 0.72 linewidth 1",
                     figure.width / 100.0, figure.height / 100.0, font)};
