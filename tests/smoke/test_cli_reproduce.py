@@ -79,11 +79,6 @@ class Reproduce(unittest.TestCase):
             root = ElementTree.parse(os.path.join(self.out, svg)).getroot()
             self.assertGreater(sum(1 for element in root.iter() if element.tag.endswith("path")), 10, svg)
 
-    # Figure scripts not yet built by the library's figure builders (include/rankscope/plots.hpp), which still select
-    # columns by position. The E3 circle figure is being rewritten with the E3 experiment (issue 11); once it selects
-    # by name this test fails until its entry is removed here.
-    POSITIONAL_SCRIPTS = {"e3_circle/circle.gp"}
-
     def test_figure_scripts_select_columns_by_name(self):
         positional = re.compile(r"\$\(?[0-9]|\b(column|strcol|stringcolumn)\(\s*[0-9]|\busing\s+[0-9]")
         scripts = sorted(p.relative_to(self.out).as_posix() for p in pathlib.Path(self.out).rglob("*.gp"))
@@ -92,12 +87,9 @@ class Reproduce(unittest.TestCase):
             with open(os.path.join(self.out, script)) as f:
                 text = f.read()
             uses_position = [line for line in text.splitlines() if not line.startswith("#") and positional.search(line)]
-            if script in self.POSITIONAL_SCRIPTS:
-                self.assertTrue(uses_position, f"{script} selects columns by name now: remove it from POSITIONAL_SCRIPTS")
-            else:
-                self.assertEqual(uses_position, [], script)
-                self.assertIn("set datafile columnheaders", text, script)
-                self.assertIn("set multiplot title", text, script)
+            self.assertEqual(uses_position, [], script)
+            self.assertIn("set datafile columnheaders", text, script)
+            self.assertRegex(text, r"set multiplot[^\n]* title", script)  # an overall title
 
     def test_report_links_resolve(self):
         with open(os.path.join(self.out, "report.html")) as f:
