@@ -17,7 +17,7 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
     add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)", IntRange(1, 48));
     add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)", IntRange(1, 64));
     add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)", IntRange(1, 2048));
-    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50, circle 70)", IntRange(0, 100000));
+    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50; circle at most 400, stopping at --target-mse)", IntRange(0, 100000));
     add("--batch-size", "Sequences per step (30; memorize 8)", IntRange(1, 100000));
     add("--lr", "Adam learning rate (1e-3; memorize 3e-4)", RealRange(0, 1, true));
     add("--weight-decay", "Adam weight decay (0)", RealRange(0, 1));
@@ -25,7 +25,7 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
         IntRange(1, 1000000));
     add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50; 0 = all)",
         IntRange(0, 100000));
-    add("--input-noise", "Circle: std of the noise added to the training inputs, targets rotated with it (0)", RealRange(0, 1));
+    add("--input-noise", "Circle: std of the noise added to the training inputs, targets rotated with it (circle 0.03)", RealRange(0, 1));
     add("--target-mse", "Stop training at this one-step training MSE (circle 3.5e-8; 0 = run all epochs)", RealRange(0, 1));
     command.add_option_function<std::string>(
                "--lr-schedule", [values = values_](const std::string& v) { (*values)["--lr-schedule"] = v; },
