@@ -38,6 +38,8 @@ std::unique_ptr<Tokenizer> load_use_lite_tokenizer(const std::string& directory)
 
 // L2-normalised sentence embeddings [N, 512], one sentence per forward (as the package embeds a batch).
 at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, const std::vector<std::string>& sentences);
+// The cosine of every pair of sentence embeddings [n, n], float64 (the embeddings are unit rows: their Gram matrix).
+at::Tensor embedding_cosines(const at::Tensor& embeddings);
 
 // The "iterate" experiment: the pretrained layer-1 attention sublayer (LN → attention → output projection), without
 // its skip and without the MLP, applied `steps` times to the layer-0 output of real text. Returns per step (0 = the

@@ -249,6 +249,11 @@ at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, 
     return torch::stack(rows);
 }
 
+at::Tensor embedding_cosines(const at::Tensor& embeddings) {
+    const at::Tensor rows = embeddings.to(torch::kDouble);
+    return torch::matmul(rows, rows.t());
+}
+
 std::vector<at::Tensor> iterate_attention(EncoderModel& model, const ModelBatch& batch, int steps, bool keep_skip) {
     torch::NoGradGuard no_grad;
     auto& use = as_use_lite(model);

@@ -26,7 +26,7 @@ void run_embed(const EmbedOptions& options) {
     auto model = load_use_lite(directory);
     auto tokenizer = load_use_lite_tokenizer(directory);
     const at::Tensor embeddings = sentence_embeddings(*model, *tokenizer, options.sentences).to(torch::kDouble);
-    const at::Tensor cosine = torch::matmul(embeddings, embeddings.t());  // rows are unit vectors
+    const at::Tensor cosine = embedding_cosines(embeddings);
     const auto n = static_cast<std::int64_t>(options.sentences.size());
     if (!options.common.out.empty()) {
         const std::filesystem::path out = options.common.out;
