@@ -104,8 +104,9 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
             f.check({"E4", "Long paths add little", "Fig. 4: accuracy does not grow with path length beyond 2",
                      fmt::format("best ensemble of length ≥ 3: {} (k = {}), vs {} at length ≤ 2", quote_number(best_long),
                                  best_long_k, quote_number(best_short)),
-                     fmt::format("≤ best short + {}{}", kLittle, learned_note), judge(learned, best_long <= best_short + kLittle),
-                     setting});
+                     fmt::format("≤ best short + {}{}; needs the short ensembles ≥ {} above majority", kLittle, learned_note,
+                                 kLittle),
+                     judge(learned && best_short >= majority + kLittle, best_long <= best_short + kLittle), setting});
             reading += fmt::format("The best longer ensemble reaches {} (k = {}).", quote_number(best_long), best_long_k);
         }
     }

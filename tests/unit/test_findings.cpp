@@ -213,6 +213,10 @@ TEST(FindingsE4, ShortPathShareVerdictFollowsTheData) {
     EXPECT_EQ(find_check(f, "Short paths").verdict, Verdict::NotReproduced);  // (0.34 − 0.1)/(0.95 − 0.1) = 0.28
     EXPECT_NE(find_check(f, "Short paths").measured.find("0.282"), std::string::npos) << find_check(f, "Short paths").measured;
     EXPECT_EQ(find_check(f, "solves the task").verdict, Verdict::Reproduced);
+    // Short ensembles at the majority level: "long paths add little" cannot be judged against them.
+    result.by_length[1].accuracy.mean = 0.12;
+    result.by_length[2].accuracy.mean = 0.12;
+    EXPECT_EQ(find_check(path_effectiveness_findings(result, settings), "Long paths add little").verdict, Verdict::NotComparable);
     result.by_length[1].accuracy.mean = 0.9;
     f = path_effectiveness_findings(result, settings);
     EXPECT_EQ(find_check(f, "Short paths").verdict, Verdict::Reproduced);

@@ -144,6 +144,26 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
 }
 
 // What --quick leaves out or shrinks, for the report's banner (computed from the two plans, not written by hand).
+// What this run cannot check at all, whatever its scale: built-in configurations have no pretrained weights.
+std::vector<std::string> uncovered_claims(const ReproduceOptions& options) {
+    std::vector<std::string> lines;
+    std::vector<std::string> builtin;
+    for (const auto& cell : plan(options))
+        if (cell.name.rfind("e1_", 0) == 0 && cell.title.find("(random init)") != std::string::npos) builtin.push_back(cell.name.substr(3));
+    if (!builtin.empty())
+        lines.push_back(fmt::format("{}: random init only (no pretrained checkpoint is installed; pass --model DIR with a "
+                                    "downloaded Hugging Face folder). The paper's pretrained E1/E2 claims (collapse after "
+                                    "3–5 layers, the transformer at 0.3–0.5, ALBERT without MLP, E2 0.35 → 5e-5) are checked "
+                                    "only on USE lite, whose 2 layers make them not comparable.",
+                                    fmt::join(builtin, ", ")));
+    return lines;
+}
+
+struct RunLimits {
+    std::vector<std::string> reduced;    // --quick: reduced or skipped, computed from the two plans
+    std::vector<std::string> uncovered;  // claims this run cannot check
+};
+
 std::vector<std::string> quick_differences(const ReproduceOptions& options) {
     if (!options.quick) return {};
     ReproduceOptions full = options;
@@ -207,7 +227,7 @@ void seal_cell(const std::filesystem::path& directory) {
 // needs, and every listed file still has its recorded size and SHA-256. Otherwise why not ("not run yet" when there
 // is no manifest at all).
 std::string cell_reuse_problem(const std::filesystem::path& directory, const std::vector<std::string>& arguments,
-                               const Cell& cell) {
+                               const Cell& cell, const std::string& git_sha) {
     const auto manifest_path = directory / "manifest.json";
     if (!std::filesystem::exists(manifest_path)) return "not run yet";
     try {
@@ -215,6 +235,9 @@ std::string cell_reuse_problem(const std::filesystem::path& directory, const std
         const auto argv = manifest.at("argv").get<std::vector<std::string>>();
         if (argv.empty() || std::vector<std::string>(argv.begin() + 1, argv.end()) != arguments)
             return "its manifest records another command";
+        // Another build may judge or compute differently: its findings are not this version's.
+        if (manifest.value("git_sha", std::string()) != git_sha)
+            return "it was written by another rankscope build (git " + manifest.value("git_sha", std::string("?")) + ")";
         if (!manifest.value("complete", false) || !manifest.contains("files"))
             return "its manifest lists no verified outputs (an interrupted or older run)";
         std::set<std::string> listed;
@@ -300,7 +323,8 @@ std::string figure_html(const std::filesystem::path& directory, const std::strin
 }
 
 void write_report(const std::filesystem::path& out, const std::vector<Cell>& cells, const std::vector<CellState>& states,
-                  const std::string& status, const Provenance& provenance, const std::vector<std::string>& reduced) {
+                  const std::string& status, const Provenance& provenance, const RunLimits& limits) {
+    const auto& reduced = limits.reduced;
     std::string html = R"(<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rankscope report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -331,6 +355,11 @@ a{color:#1b6e9e}
         html += "<div class=\"reduced\" id=\"reduced-settings\"><strong>Below paper scale (--quick).</strong> Verdicts that need "
                 "the paper's depth, data or training read <em>not comparable at these settings</em>. Reduced or skipped:<ul>";
         for (const auto& line : reduced) html += "<li>" + html_escape(line) + "</li>";
+        html += "</ul></div>\n";
+    }
+    if (!limits.uncovered.empty()) {
+        html += "<div class=\"reduced\" id=\"uncovered-claims\"><strong>Not checked by this run.</strong><ul>";
+        for (const auto& line : limits.uncovered) html += "<li>" + html_escape(line) + "</li>";
         html += "</ul></div>\n";
     }
     // Every cell's findings, read once.
@@ -416,8 +445,8 @@ struct RunState {
 };
 
 void write_state(const std::filesystem::path& out, const std::vector<Cell>& cells, const RunState& state,
-                 const Provenance& provenance, const std::vector<std::string>& reduced) {
-    write_report(out, cells, state.cells, state.status, provenance, reduced);
+                 const Provenance& provenance, const RunLimits& limits) {
+    write_report(out, cells, state.cells, state.status, provenance, limits);
     nlohmann::json cell_list = nlohmann::json::array();
     for (const auto& c : state.cells)
         cell_list.push_back({{"cell", c.name},
@@ -436,30 +465,30 @@ void run_reproduce(const ReproduceOptions& options) {
     std::filesystem::create_directories(out);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     const auto cells = plan(options);
-    const auto reduced = quick_differences(options);
+    const RunLimits limits{quick_differences(options), uncovered_claims(options)};
     // SIGINT/SIGTERM: forwarded to the running cell; this process then marks the run interrupted and stops.
     defer_interrupts(true);
     RunState state;
     for (const auto& cell : cells) state.cells.push_back({cell.name, "pending", -1.0, ""});
-    write_state(out, cells, state, provenance, reduced);  // before any cell: the report names THIS run, marked incomplete
+    write_state(out, cells, state, provenance, limits);  // before any cell: the report names THIS run, marked incomplete
     Progress progress("reproduce", static_cast<long>(cells.size()));
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const Cell& cell = cells[i];
         CellState& cell_state = state.cells[i];
         if (const int signal_number = pending_interrupt()) {
             state.status = "interrupted";
-            write_state(out, cells, state, provenance, reduced);
+            write_state(out, cells, state, provenance, limits);
             throw Interrupted(signal_number, "reproduce, before cell " + cell.name);
         }
         progress.set_label("reproduce " + cell.name);
         const auto directory = out / cell.name;
         auto arguments = cell.arguments;
         arguments.insert(arguments.end(), {"--threads", std::to_string(provenance.threads), "--out", directory.string()});
-        const std::string problem = cell_reuse_problem(directory, arguments, cell);
+        const std::string problem = cell_reuse_problem(directory, arguments, cell, provenance.git_sha);
         if (problem.empty()) {
             cell_state.status = "reused";
             cell_state.note = "every output verified by size and SHA-256";
-            write_state(out, cells, state, provenance, reduced);
+            write_state(out, cells, state, provenance, limits);
             progress.advance();
             continue;
         }
@@ -472,7 +501,7 @@ void run_reproduce(const ReproduceOptions& options) {
                 std::filesystem::remove(entry.path());
         cell_state.status = "running";
         cell_state.note = problem == "not run yet" ? "" : "recomputed: " + problem;
-        write_state(out, cells, state, provenance, reduced);
+        write_state(out, cells, state, provenance, limits);
 
         std::vector<std::string> argv = {self};
         argv.insert(argv.end(), arguments.begin(), arguments.end());
@@ -486,24 +515,24 @@ void run_reproduce(const ReproduceOptions& options) {
         } catch (const Interrupted& interrupted) {
             cell_state.status = "interrupted";
             state.status = "interrupted";
-            write_state(out, cells, state, provenance, reduced);
+            write_state(out, cells, state, provenance, limits);
             throw Interrupted(interrupted.signal_number(), "reproduce, cell " + cell.name + " stopped");
         }
         cell_state.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (!result.ok()) {
             cell_state.status = "failed";
             state.status = "failed";
-            write_state(out, cells, state, provenance, reduced);
+            write_state(out, cells, state, provenance, limits);
             throw Error("experiment " + cell.name + " failed (" + result.describe() + "); see its log",
                         process.stdout_file.string());
         }
         seal_cell(directory);
         cell_state.status = "ran";
-        write_state(out, cells, state, provenance, reduced);
+        write_state(out, cells, state, provenance, limits);
         progress.advance();
     }
     state.status = "complete";
-    write_state(out, cells, state, provenance, reduced);
+    write_state(out, cells, state, provenance, limits);
     fmt::print("{:<28} {:>9}\n", "experiment", "seconds");
     for (const auto& c : state.cells)
         fmt::print("{:<28} {:>9}\n", c.name, c.status == "reused" ? std::string("reused") : fmt::format("{:.1f}", c.seconds));
