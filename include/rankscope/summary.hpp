@@ -18,5 +18,7 @@ struct Summary {
 Summary summarize(const std::vector<double>& values);
 // The same over every element of a tensor (any shape and floating type).
 Summary summarize(const at::Tensor& values);
+// The middle value (mean of the two middle values for an even count); NaN for an empty list.
+double median(std::vector<double> values);
 
 }  // namespace rankscope

@@ -9,6 +9,7 @@
 
 #include "rankscope/e1.hpp"
 #include "rankscope/paths.hpp"
+#include "rankscope/summary.hpp"
 
 namespace rankscope {
 namespace {
@@ -40,13 +41,6 @@ std::string arrows(const std::vector<double>& values) {
     std::string text;
     for (std::size_t i = 0; i < values.size(); ++i) text += (i ? " → " : "") + quote_number(values[i]);
     return text;
-}
-
-double median(std::vector<double> values) {
-    if (values.empty()) return NAN;
-    std::sort(values.begin(), values.end());
-    const std::size_t n = values.size();
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 struct PathMedians {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "rankscope/error.hpp"
+#include "rankscope/summary.hpp"
 #include "rankscope/tasks.hpp"
 
 namespace rankscope {
@@ -172,28 +173,15 @@ std::vector<const CircleRun*> runs_of(const CircleResult& result, const std::str
     return runs;
 }
 
-std::string join(const std::vector<std::string>& parts, const std::string& separator = ", ") {
-    std::string text;
-    for (std::size_t i = 0; i < parts.size(); ++i) text += (i ? separator : "") + parts[i];
-    return text;
-}
-
 template <class F>
 std::string list(const std::vector<const CircleRun*>& runs, F f) {
     std::vector<std::string> parts;
     for (const auto* r : runs) parts.push_back(f(*r));
-    return join(parts);
+    return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 std::string merge_text(const CircleRun& r) {
     return r.rollout.merge_step < 0 ? std::string("none") : std::to_string(r.rollout.merge_step);
-}
-
-double median(std::vector<double> values) {
-    if (values.empty()) return NAN;
-    std::sort(values.begin(), values.end());
-    const std::size_t n = values.size();
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 bool trained_ok(const CircleRun& r, double rmse_limit) { return std::isfinite(r.train_rmse) && r.train_rmse < rmse_limit; }
@@ -228,7 +216,7 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
     const std::string setting_text = fmt::format(
         "{} points, seeds {{{}}}, at most {} epochs (batch {}, Adam lr {:g} {}, {}, stop at training MSE {:g}), "
         "input noise {:g}, {} steps; input LayerNorm {}",
-        result.points, join(seed_names), t.epochs, t.batch_size, t.learning_rate, t.lr_schedule,
+        result.points, fmt::join(seed_names, ", "), t.epochs, t.batch_size, t.learning_rate, t.lr_schedule,
         t.shuffle ? "reshuffled every epoch" : "in order", t.target_mse, t.input_noise, settings.steps,
         t.embedding_layer_norm ? "on" : "off");
 
@@ -248,7 +236,7 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
     }
     f.check({"E3", "The model is trained to predict the next point on each arc (precondition of the rollout)",
              "trained with MSE; the figure presumes an accurate one-step map (no error is reported)",
-             "worst one-step RMSE over seeds: " + join(worst, "; "),
+             fmt::format("worst one-step RMSE over seeds: {}", fmt::join(worst, "; ")),
              fmt::format("RMSE < {} × step length = {} in every variant and seed (rankscope's precondition, not a claim of "
                          "the paper: unmet reads not comparable)",
                          quote_number(settings.small_error, 2), quote_number(rmse_limit, 2)),
@@ -336,7 +324,7 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
                          quote_number(result.step_length, 2));
         sentences.push_back(s);
     }
-    f.reading = join(sentences, ". ") + ".";
+    f.reading = fmt::format("{}.", fmt::join(sentences, ". "));
 
     f.notes.push_back("Every variant has no LayerNorm inside the layer and SAN has no skip anywhere (the official code's "
                       "'pure attention' circle model kept an in-layer skip and LayerNorm). The input projection 2 → d is " +
@@ -369,7 +357,7 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
                                                    outcome(r, settings.arc_distance), quote_number(r.train_rmse, 2),
                                                    quote_number(r.heldout_rmse, 2)));
             }
-            f.notes.push_back("Runs against the paper's shape: " + join(failures, "; ") + ".");
+            f.notes.push_back(fmt::format("Runs against the paper's shape: {}.", fmt::join(failures, "; ")));
             break;
         }
     return f;

@@ -23,6 +23,13 @@ Summary summarize(const std::vector<double>& values) {
     return s;
 }
 
+double median(std::vector<double> values) {
+    if (values.empty()) return NAN;
+    std::sort(values.begin(), values.end());
+    const std::size_t n = values.size();
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 Summary summarize(const at::Tensor& values) {
     const at::Tensor flat = values.to(at::kDouble).contiguous().view(-1);
     return summarize(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));

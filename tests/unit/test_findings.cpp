@@ -8,6 +8,7 @@
 #include "rankscope/e4_path_effectiveness.hpp"
 #include "rankscope/e6_path_counts.hpp"
 #include "rankscope/findings.hpp"
+#include "rankscope/summary.hpp"
 #include "rankscope/theory.hpp"
 
 namespace rankscope {
@@ -19,6 +20,12 @@ const Check& find_check(const Findings& f, const std::string& claim_part) {
     ADD_FAILURE() << "no check whose claim contains '" << claim_part << "'";
     static Check none;
     return none;
+}
+
+TEST(Findings, MedianOfOddEvenAndEmptyLists) {
+    EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
+    EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+    EXPECT_TRUE(std::isnan(median({})));
 }
 
 TEST(Findings, QuoteNumber) {
