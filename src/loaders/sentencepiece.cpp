@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "rankscope/build_info.hpp"  // RANKSCOPE_SOURCE_DIR
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
@@ -174,11 +175,13 @@ std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& s
 }
 
 std::string default_rte_path() {
-    // The repository's copy: from the repository root, or beside the program's build folder (build/bin/rankscope).
+    // The repository's copy: from the repository root, beside the program's build folder (build/bin/rankscope), or in
+    // the source tree this program was built from (any build folder, e.g. build/sanitize).
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
     for (const auto& candidate : {std::filesystem::path("data/RTE/train.tsv"), self / ".." / ".." / "data/RTE/train.tsv",
-                                  self / ".." / "data/RTE/train.tsv"})
+                                  self / ".." / "data/RTE/train.tsv",
+                                  std::filesystem::path(RANKSCOPE_SOURCE_DIR) / "data/RTE/train.tsv"})
         if (std::filesystem::is_regular_file(candidate, ec)) return candidate.lexically_normal().string();
     return "";
 }
