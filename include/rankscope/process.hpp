@@ -9,7 +9,8 @@
 //
 // The program and its arguments go to the child as an argument vector (posix_spawn), so a path holding quotes, `$()`,
 // backticks, spaces or newlines is just bytes. While a child runs, SIGINT/SIGTERM sent to this process are forwarded
-// to it; run_process then throws Interrupted once the child has exited.
+// to it; run_process then throws Interrupted once the child has exited. Each child's environment gets
+// RANKSCOPE_PARENT_PID, with which rankscope's own programs stop when this process dies (parent_watch.hpp).
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -1,6 +1,8 @@
 // Child processes by posix_spawn with an argument vector: no shell, no quoting (see rankscope/process.hpp).
 #include "rankscope/process.hpp"
 
+#include "rankscope/parent_watch.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -144,10 +146,18 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     std::vector<char*> arguments;
     for (const auto& word : argv) arguments.push_back(const_cast<char*>(word.c_str()));
     arguments.push_back(nullptr);
+    // Our environment plus RANKSCOPE_PARENT_PID, so that a rankscope child stops when we die (parent_watch.hpp).
+    const std::string variable_prefix = std::string(kParentPidVariable) + "=";
+    const std::string parent_pid = variable_prefix + std::to_string(::getpid());
+    std::vector<char*> environment;
+    for (char** entry = environ; *entry != nullptr; ++entry)
+        if (std::strncmp(*entry, variable_prefix.c_str(), variable_prefix.size()) != 0) environment.push_back(*entry);
+    environment.push_back(const_cast<char*>(parent_pid.c_str()));
+    environment.push_back(nullptr);
     pid_t pid = 0;
     const int spawned = options.search_path
-                            ? ::posix_spawnp(&pid, program.c_str(), &actions, &spawn.attributes, arguments.data(), environ)
-                            : ::posix_spawn(&pid, program.c_str(), &actions, &spawn.attributes, arguments.data(), environ);
+                            ? ::posix_spawnp(&pid, program.c_str(), &actions, &spawn.attributes, arguments.data(), environment.data())
+                            : ::posix_spawn(&pid, program.c_str(), &actions, &spawn.attributes, arguments.data(), environment.data());
     if (spawned != 0) {
         if (spawned == ENOENT && !directory.empty() && !std::filesystem::is_directory(directory))
             throw Error("cannot run " + program + ": no such working directory", directory);

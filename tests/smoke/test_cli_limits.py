@@ -106,6 +106,28 @@ class Limits(unittest.TestCase):
         line = self.assert_one_line_error(run("measure", os.path.join(self.directory, "none.npy"), check=False), "none.npy")
         self.assertIn("no such file", line)
 
+    def test_inputs_rejected_after_parsing_leave_no_out_folder(self):
+        # These inputs pass the flag checks and are rejected only when read, after a command may have created --out
+        # (task creates it for its checkpoints): a failed run removes the folders it created that hold no file.
+        empty = os.path.join(self.directory, "empty.txt")
+        open(empty, "w").close()
+        bad_npy = os.path.join(self.directory, "bad.npy")
+        with open(bad_npy, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + b"\x00" * 8)
+        for args, names in [(["task", "memorize", "--text", empty, "--epochs", "1"], "empty.txt"),
+                            (["model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", empty], "empty.txt"),
+                            (["theory", "--input", bad_npy], "bad.npy"),
+                            (["paths", "sample", "--patterns", bad_npy], "bad.npy")]:
+            with self.subTest(args=args):
+                out = os.path.join(self.directory, "new", "out")
+                self.assert_one_line_error(run(*args, "--out", out, check=False), names)
+                self.assertFalse(os.path.exists(os.path.dirname(out)), f"{args} left {os.path.dirname(out)}")
+        # A folder that existed before the run is never removed, even when empty.
+        existing = os.path.join(self.directory, "existing")
+        os.mkdir(existing)
+        self.assert_one_line_error(run("theory", "--input", bad_npy, "--out", existing, check=False), "bad.npy")
+        self.assertTrue(os.path.isdir(existing))
+
     def test_nonfinite_results_are_errors_unless_allowed(self):
         zeros = os.path.join(self.directory, "zeros.npy")
         np.save(zeros, np.zeros((5, 4)))

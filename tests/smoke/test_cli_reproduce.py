@@ -203,10 +203,8 @@ def processes_mentioning(text):
 
 
 class InterruptAndResume(unittest.TestCase):
-    def test_sigint_midway_then_resume(self):
-        require(RTE)
-        sandbox = tempfile.mkdtemp(prefix="rankscope-resume-")
-        out = os.path.join(sandbox, "resume run")
+    def start_and_wait_for_e1_cell(self, sandbox, out):
+        """Starts `reproduce --quick --seed 1` and returns (process, args) once the e1_use-lite cell computes."""
         args = [os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--seed", "1", "--out", out]
         process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sandbox)
         manifest_path = os.path.join(out, "manifest.json")
@@ -225,6 +223,33 @@ class InterruptAndResume(unittest.TestCase):
         self.assertIsNotNone(running, "the run never reached the e1_use-lite cell")
         time.sleep(1.0)  # the cell's process is computing
         self.assertTrue(processes_mentioning(os.path.join(out, "e1_use-lite")), "no cell process")
+        return process, args
+
+    def test_sigkill_of_the_parent_stops_the_cell(self):
+        # SIGKILL cannot be caught or forwarded: the cell asked the kernel for SIGTERM when its parent dies.
+        require(RTE)
+        sandbox = tempfile.mkdtemp(prefix="rankscope-kill-")
+        out = os.path.join(sandbox, "killed run")
+        process, _ = self.start_and_wait_for_e1_cell(sandbox, out)
+        process.kill()
+        process.communicate(timeout=60)
+        self.assertEqual(process.returncode, -signal.SIGKILL)
+        deadline = time.time() + 15
+        while time.time() < deadline and processes_mentioning(out):
+            time.sleep(0.1)
+        self.assertEqual(processes_mentioning(out), [], "the cell outlived its killed parent")
+        self.assertFalse(os.path.exists(os.path.join(out, "e1_use-lite", "manifest.json")),
+                         "the stopped cell must not look finished")
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertFalse(json.load(f)["complete"])
+        shutil.rmtree(sandbox)
+
+    def test_sigint_midway_then_resume(self):
+        require(RTE)
+        sandbox = tempfile.mkdtemp(prefix="rankscope-resume-")
+        out = os.path.join(sandbox, "resume run")
+        manifest_path = os.path.join(out, "manifest.json")
+        process, args = self.start_and_wait_for_e1_cell(sandbox, out)
         process.send_signal(signal.SIGINT)  # to the parent alone, as `kill -INT` would
         stdout, stderr = process.communicate(timeout=60)
         self.assertEqual(process.returncode, 130, stderr)

@@ -13,7 +13,10 @@
 #include <string>
 #include <unordered_map>
 
+#include "rankscope/parent_watch.hpp"
+
 int main(int argc, char** argv) {
+    rankscope::stop_with_parent();
     const std::string command = argc > 1 ? argv[1] : "";
     if (command == "train" && argc == 5) {
         // Options as a map, not one "--input=... --model_prefix=..." string: that string is split at spaces, so a path

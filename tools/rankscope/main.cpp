@@ -13,6 +13,7 @@
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/parent_watch.hpp"
 #include "rankscope/process.hpp"
 
 namespace {
@@ -111,9 +112,42 @@ int run_guarded(const std::function<void()>& run, int argc, char** argv) {
     }
 }
 
+// After a failed run: removes `directory` and its subfolders when they hold no file at all (only folders this run
+// created: the caller checks that `directory` did not exist before). Never removes a file.
+bool remove_if_empty_tree(const std::filesystem::path& directory) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(std::filesystem::symlink_status(directory, error))) return false;
+    bool empty = true;
+    for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+        if (entry.is_directory(error) && !entry.is_symlink(error) && remove_if_empty_tree(entry.path())) continue;
+        empty = false;
+    }
+    return !error && empty && std::filesystem::remove(directory, error);
+}
+
+// The outermost folder that the chosen subcommand's --out would create (`a` for a new `a/b/out`), or "" when --out
+// is not given or exists already.
+std::filesystem::path new_out_folder(const CLI::App& app) {
+    auto missing = [](const std::filesystem::path& path) {
+        std::error_code error;
+        return !std::filesystem::exists(std::filesystem::symlink_status(path, error));
+    };
+    for (const CLI::App* command : app.get_subcommands()) {
+        const CLI::Option* out = command->get_option_no_throw("--out");
+        if (out == nullptr || out->count() == 0) continue;
+        std::filesystem::path path = std::filesystem::absolute(out->as<std::string>()).lexically_normal();
+        if (path.has_parent_path() && path.filename().empty()) path = path.parent_path();  // "a/out/" -> "a/out"
+        if (path.empty() || !missing(path)) return {};
+        while (path.has_parent_path() && path.parent_path() != path && missing(path.parent_path())) path = path.parent_path();
+        return path;
+    }
+    return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    rankscope::stop_with_parent();
     configure_allocator();
     rankscope::install_interrupt_handlers();
     rankscope::cli::remember_command_line(argc, argv);
@@ -133,5 +167,9 @@ int main(int argc, char** argv) {
         print_error(cli_error_line(error.what()));
         return 2;
     }
-    return run_guarded(run, argc, argv);
+    // A run rejected before writing anything (bad input found after --out was created) leaves no empty folder behind.
+    const std::filesystem::path created_out = new_out_folder(app);
+    const int status = run_guarded(run, argc, argv);
+    if (status != 0 && !created_out.empty()) remove_if_empty_tree(created_out);
+    return status;
 }
