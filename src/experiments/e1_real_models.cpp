@@ -36,24 +36,48 @@ at::Tensor residual_over_real_tokens(const at::Tensor& hidden, const at::Tensor&
 
 }  // namespace
 
+namespace {
+
+// The hooks E1 reads from a variant's forward: the embeddings' output and every layer's output. A recorder limited to
+// them keeps 1 + L hidden states instead of every activation and attention map.
+std::vector<std::string> residual_hooks(int layers) {
+    std::vector<std::string> hooks = {"hook_embed"};
+    for (int l = 0; l < layers; ++l) hooks.push_back(block_hook(l, "hook_resid_post"));
+    return hooks;
+}
+
+// One row per layer (0 = embeddings) from a forward recorded in `sink`.
+void append_residual_rows(const Recorder& sink, const EncoderModel& model, const ModelBatch& batch,
+                          const std::string& model_name, const std::string& weights, const std::string& variant,
+                          std::vector<ResidualRow>& rows) {
+    for (int l = 0; l <= model.config().layers; ++l) {
+        const at::Tensor hidden = sink.get(l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"));
+        if (!torch::isfinite(hidden).all().item<bool>())
+            throw Error("non-finite hidden state at layer " + std::to_string(l) + " (" + variant + ")", model_name);
+        const Summary s = summarize(residual_over_real_tokens(hidden, batch.attention_mask));
+        rows.push_back({model_name, weights, variant, l, s.mean, s.std, s.min, s.max, s.n});
+    }
+}
+
+Surgery variant_surgery(const std::string& variant, bool official_compat, LayerNormSurgery layer_norm) {
+    Surgery surgery = surgery_for_variant(variant, official_compat);
+    surgery.layer_norm = layer_norm;
+    return surgery;
+}
+
+bool is_unmodified(const Surgery& surgery) { return !surgery.remove_attention_skip && !surgery.remove_mlp; }
+
+}  // namespace
+
 std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                                            const std::string& weights, const std::vector<std::string>& variants,
                                            bool official_compat, Recorder* recorder, LayerNormSurgery layer_norm) {
     std::vector<ResidualRow> rows;
     for (const auto& variant : variants) {
-        Recorder local;
-        Recorder& sink = recorder ? *recorder : local;
-        Surgery surgery = surgery_for_variant(variant, official_compat);
-        surgery.layer_norm = layer_norm;
-        model.forward(batch, surgery, &sink);
-        for (int l = 0; l <= model.config().layers; ++l) {
-            const at::Tensor hidden = sink.get(l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"));
-            if (!torch::isfinite(hidden).all().item<bool>())
-                throw Error("non-finite hidden state at layer " + std::to_string(l) + " (" + variant + ")", model_name);
-            const at::Tensor values = residual_over_real_tokens(hidden, batch.attention_mask);
-            const Summary s = summarize(values);
-            rows.push_back({model_name, weights, variant, l, s.mean, s.std, s.min, s.max, s.n});
-        }
+        Recorder filtered(residual_hooks(model.config().layers));
+        Recorder& sink = recorder && &variant == &variants.back() ? *recorder : filtered;
+        model.forward(batch, variant_surgery(variant, official_compat, layer_norm), &sink);
+        append_residual_rows(sink, model, batch, model_name, weights, variant, rows);
     }
     return rows;
 }
@@ -87,15 +111,27 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
             }
         }
     }
-    run.residual = residual_by_layer(model, batch, model_name, weights, settings.variants, settings.official_compat,
-                                     nullptr, settings.layer_norm);
-    for (auto& row : run.residual) row.variant = variant_label(row.variant, settings.layer_norm);
-    // The unmodified model (apart from the LayerNorm surgery): E2's attention maps and the skip ratio.
+    // E1: one forward per variant. The "transformer" variant is the unmodified model (apart from the LayerNorm
+    // surgery): its forward is recorded in full and also gives E2's attention maps and the skip ratio, so the
+    // unmodified model runs once; without that variant it runs once more after the others.
     Recorder local;
     Recorder& sink = recorder ? *recorder : local;
-    Surgery unmodified;
-    unmodified.layer_norm = settings.layer_norm;
-    model.forward(batch, unmodified, &sink);
+    bool unmodified_recorded = false;
+    for (const auto& variant : settings.variants) {
+        const Surgery surgery = variant_surgery(variant, settings.official_compat, settings.layer_norm);
+        const bool unmodified = is_unmodified(surgery) && !unmodified_recorded;
+        Recorder filtered(residual_hooks(model.config().layers));
+        Recorder& variant_sink = unmodified ? sink : filtered;
+        model.forward(batch, surgery, &variant_sink);
+        append_residual_rows(variant_sink, model, batch, model_name, weights, variant_label(variant, settings.layer_norm),
+                             run.residual);
+        unmodified_recorded = unmodified_recorded || unmodified;
+    }
+    if (!unmodified_recorded) {
+        Surgery unmodified;
+        unmodified.layer_norm = settings.layer_norm;
+        model.forward(batch, unmodified, &sink);
+    }
     std::vector<at::Tensor> patterns;
     for (int l = 0; l < model.config().layers; ++l) {
         patterns.push_back(sink.get(block_hook(l, "attn.hook_pattern")));

@@ -107,6 +107,7 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
     if (patterns.empty()) throw Error("no attention patterns to sample paths from");
     const int L = static_cast<int>(patterns.size());
     const std::int64_t B = patterns[0].size(0), H = patterns[0].size(1);
+    // 1. The draws, in one fixed order from one generator (the samples do not depend on the thread count).
     std::mt19937_64 generator(seed);
     std::vector<PathProductSample> samples;
     std::vector<int> order(static_cast<std::size_t>(L));
@@ -120,22 +121,35 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
             std::shuffle(order.begin(), order.end(), generator);
             s.layers.assign(order.begin(), order.begin() + k);
             std::sort(s.layers.begin(), s.layers.end());
-            at::Tensor real;  // the sample's real token positions, when there is padding
-            if (attention_mask.defined() && !attention_mask[s.sample].all().item<bool>())
-                real = attention_mask[s.sample].nonzero().squeeze(1);
+            for (std::size_t i = 0; i < s.layers.size(); ++i)
+                s.heads.push_back(static_cast<int>(std::uniform_int_distribution<std::int64_t>(0, H - 1)(generator)));
+            samples.push_back(std::move(s));
+        }
+    // Each sample's real token positions (undefined when it has no padding).
+    std::vector<at::Tensor> real_tokens(static_cast<std::size_t>(B));
+    if (attention_mask.defined())
+        for (std::int64_t b = 0; b < B; ++b)
+            if (!attention_mask[b].all().item<bool>()) real_tokens[static_cast<std::size_t>(b)] = attention_mask[b].nonzero().squeeze(1);
+    // 2. The products and their rank-1 residuals, independent of each other: in parallel. Inside the parallel region
+    // ATen runs each small matmul on the calling thread.
+    at::parallel_for(0, static_cast<std::int64_t>(samples.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+            PathProductSample& s = samples[static_cast<std::size_t>(i)];
+            const at::Tensor& real = real_tokens[static_cast<std::size_t>(s.sample)];
             at::Tensor product;
-            for (int layer : s.layers) {
-                const int head = static_cast<int>(std::uniform_int_distribution<std::int64_t>(0, H - 1)(generator));
-                s.heads.push_back(head);
-                at::Tensor a = patterns[static_cast<std::size_t>(layer)][s.sample][head].to(at::kDouble);
+            for (std::size_t j = 0; j < s.layers.size(); ++j) {
+                at::Tensor a = patterns[static_cast<std::size_t>(s.layers[j])][s.sample][s.heads[j]].to(at::kDouble);
                 if (real.defined()) a = a.index_select(0, real).index_select(1, real);
                 product = product.defined() ? torch::matmul(a, product) : a;  // later layer on the left
             }
             const Matrix matrix = to_matrix(product);
-            s.relative_residual = relative_residual(matrix, Norm::Composite, Center::Rank1);
-            s.relative_residual_frobenius = relative_residual(matrix, Norm::Frobenius, Center::Rank1);
-            samples.push_back(std::move(s));
+            // The rank-1 residual does not depend on the norm: one eigen-solve for both norms.
+            const Matrix rest = residual(matrix, Norm::Frobenius, Center::Rank1);
+            const double composite = matrix_norm(matrix, Norm::Composite), frobenius = matrix_norm(matrix, Norm::Frobenius);
+            s.relative_residual = composite > 0 ? matrix_norm(rest, Norm::Composite) / composite : 0.0;
+            s.relative_residual_frobenius = frobenius > 0 ? matrix_norm(rest, Norm::Frobenius) / frobenius : 0.0;
         }
+    });
     return samples;
 }
 
