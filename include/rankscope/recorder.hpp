@@ -9,6 +9,7 @@
 // blocks.{l}.attn.hook_pattern ([batch, heads, n, n]). A recorder lives for one run (RAII); nothing global.
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ public:
     // Only these names are kept; names that the forward never produced are reported by check_filter_matched().
     explicit Recorder(std::vector<std::string> keep) : keep_(std::move(keep)) {}
 
+    // Stores reduce(value) instead of value under `name` (e.g. a per-sample measure of a hidden state), so that the
+    // activation itself is freed as soon as the forward moves on. A reduced name is kept even under a filter.
+    using Reduction = std::function<at::Tensor(const at::Tensor&)>;
+    void reduce(const std::string& name, Reduction reduction);
+
     void put(const std::string& name, const at::Tensor& value);
     bool has(const std::string& name) const { return values_.count(name) != 0; }
     // Throws rankscope::Error naming the hook when absent.
@@ -31,6 +37,7 @@ public:
 
 private:
     std::vector<std::string> keep_;
+    std::map<std::string, Reduction> reductions_;
     std::map<std::string, at::Tensor> values_;
 };
 

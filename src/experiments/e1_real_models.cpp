@@ -1,6 +1,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
@@ -34,27 +35,52 @@ at::Tensor residual_over_real_tokens(const at::Tensor& hidden, const at::Tensor&
     return torch::cat(values);
 }
 
-}  // namespace
-
-namespace {
-
-// The hooks E1 reads from a variant's forward: the embeddings' output and every layer's output. A recorder limited to
-// them keeps 1 + L hidden states instead of every activation and attention map.
-std::vector<std::string> residual_hooks(int layers) {
-    std::vector<std::string> hooks = {"hook_embed"};
-    for (int l = 0; l < layers; ++l) hooks.push_back(block_hook(l, "hook_resid_post"));
-    return hooks;
+// ‖M_b‖_F over each sample's real tokens [B]: padding rows are zeroed first.
+at::Tensor frobenius_over_real_tokens(const at::Tensor& m, const at::Tensor& attention_mask) {
+    const at::Tensor rows = attention_mask.to(torch::kDouble).unsqueeze(-1);
+    return (m.to(torch::kDouble) * rows).flatten(1).norm(2, {1});
 }
 
-// One row per layer (0 = embeddings) from a forward recorded in `sink`.
-void append_residual_rows(const Recorder& sink, const EncoderModel& model, const ModelBatch& batch,
+// The hidden state E1 reads at layer l: the embeddings' output (l = 0) or layer l's output.
+std::string hidden_hook(int l) { return l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"); }
+
+// E1's measure of one hidden state: the per-sample relative residual [B], after a finiteness check.
+at::Tensor measure_hidden(const at::Tensor& hidden, int layer, const ModelBatch& batch, const std::string& model_name,
+                          const std::string& variant) {
+    if (!torch::isfinite(hidden).all().item<bool>())
+        throw Error("non-finite hidden state at layer " + std::to_string(layer) + " (" + variant + ")", model_name);
+    return residual_over_real_tokens(hidden, batch.attention_mask);
+}
+
+// A recorder that measures while the forward runs, so no activation outlives its layer: each hidden state E1 reads
+// becomes its per-sample relative residual [B]; with `branches`, each layer's skip branch (hook_resid_pre) and
+// attention branch (hook_attn_out) become their per-sample Frobenius norms [B]; with `patterns`, the attention maps
+// are kept (E2). Everything else the forward records is dropped.
+Recorder measuring_recorder(int layers, const ModelBatch& batch, const std::string& model_name, const std::string& variant,
+                            bool branches, bool patterns) {
+    std::vector<std::string> keep;
+    for (int l = 0; l <= layers; ++l) keep.push_back(hidden_hook(l));
+    for (int l = 0; patterns && l < layers; ++l) keep.push_back(block_hook(l, "attn.hook_pattern"));
+    Recorder recorder(keep);
+    for (int l = 0; l <= layers; ++l)
+        recorder.reduce(hidden_hook(l), [l, &batch, model_name, variant](const at::Tensor& hidden) {
+            return measure_hidden(hidden, l, batch, model_name, variant);
+        });
+    for (int l = 0; branches && l < layers; ++l)
+        for (const char* branch : {"hook_resid_pre", "hook_attn_out"})
+            recorder.reduce(block_hook(l, branch),
+                            [&batch](const at::Tensor& m) { return frobenius_over_real_tokens(m, batch.attention_mask); });
+    return recorder;
+}
+
+// One row per layer (0 = embeddings) from a forward recorded in `sink`, by a measuring recorder (`measured`) or by
+// a caller's recorder that kept the hidden states themselves.
+void append_residual_rows(const Recorder& sink, bool measured, const EncoderModel& model, const ModelBatch& batch,
                           const std::string& model_name, const std::string& weights, const std::string& variant,
                           std::vector<ResidualRow>& rows) {
     for (int l = 0; l <= model.config().layers; ++l) {
-        const at::Tensor hidden = sink.get(l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"));
-        if (!torch::isfinite(hidden).all().item<bool>())
-            throw Error("non-finite hidden state at layer " + std::to_string(l) + " (" + variant + ")", model_name);
-        const Summary s = summarize(residual_over_real_tokens(hidden, batch.attention_mask));
+        const at::Tensor& recorded = sink.get(hidden_hook(l));
+        const Summary s = summarize(measured ? recorded : measure_hidden(recorded, l, batch, model_name, variant));
         rows.push_back({model_name, weights, variant, l, s.mean, s.std, s.min, s.max, s.n});
     }
 }
@@ -74,10 +100,11 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
                                            bool official_compat, Recorder* recorder, LayerNormSurgery layer_norm) {
     std::vector<ResidualRow> rows;
     for (const auto& variant : variants) {
-        Recorder filtered(residual_hooks(model.config().layers));
-        Recorder& sink = recorder && &variant == &variants.back() ? *recorder : filtered;
+        const bool to_caller = recorder && &variant == &variants.back();
+        Recorder measuring = measuring_recorder(model.config().layers, batch, model_name, variant, false, false);
+        Recorder& sink = to_caller ? *recorder : measuring;
         model.forward(batch, variant_surgery(variant, official_compat, layer_norm), &sink);
-        append_residual_rows(sink, model, batch, model_name, weights, variant, rows);
+        append_residual_rows(sink, !to_caller, model, batch, model_name, weights, variant, rows);
     }
     return rows;
 }
@@ -85,16 +112,6 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
 std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm) {
     return layer_norm == LayerNormSurgery::Keep ? variant : variant + " (LN " + to_string(layer_norm) + ")";
 }
-
-namespace {
-
-// ‖M_b‖_F over each sample's real tokens [B]: padding rows are zeroed first.
-at::Tensor frobenius_over_real_tokens(const at::Tensor& m, const at::Tensor& attention_mask) {
-    const at::Tensor rows = attention_mask.to(torch::kDouble).unsqueeze(-1);
-    return (m.to(torch::kDouble) * rows).flatten(1).norm(2, {1});
-}
-
-}  // namespace
 
 WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                           const std::string& weights, const RealModelSettings& settings, Recorder* recorder) {
@@ -112,34 +129,45 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         }
     }
     // E1: one forward per variant. The "transformer" variant is the unmodified model (apart from the LayerNorm
-    // surgery): its forward is recorded in full and also gives E2's attention maps and the skip ratio, so the
-    // unmodified model runs once; without that variant it runs once more after the others.
-    Recorder local;
-    Recorder& sink = recorder ? *recorder : local;
-    bool unmodified_recorded = false;
+    // surgery): its forward also gives E2's attention maps and the skip ratio, so the unmodified model runs once;
+    // without that variant it runs once more after the others. Activations are measured as the forward records them
+    // (measuring_recorder), unless the caller asked for the unmodified model's activations.
+    const int L = model.config().layers;
+    const bool sample_paths = settings.draws > 0;
+    std::optional<Recorder> unmodified_measured;  // the unmodified forward's recorder, when ours
+    const Recorder* unmodified_sink = nullptr;
+    auto run_forward = [&](const Surgery& surgery, const std::string& variant, bool unmodified, bool rows) {
+        const bool to_caller = unmodified && recorder != nullptr;
+        Recorder measuring = measuring_recorder(L, batch, model_name, variant, unmodified, unmodified && sample_paths);
+        Recorder& sink = to_caller ? *recorder : measuring;
+        model.forward(batch, surgery, &sink);
+        if (rows) append_residual_rows(sink, !to_caller, model, batch, model_name, weights, variant, run.residual);
+        if (!unmodified) return;
+        if (!to_caller) unmodified_measured.emplace(std::move(measuring));
+        unmodified_sink = to_caller ? recorder : &*unmodified_measured;
+    };
     for (const auto& variant : settings.variants) {
         const Surgery surgery = variant_surgery(variant, settings.official_compat, settings.layer_norm);
-        const bool unmodified = is_unmodified(surgery) && !unmodified_recorded;
-        Recorder filtered(residual_hooks(model.config().layers));
-        Recorder& variant_sink = unmodified ? sink : filtered;
-        model.forward(batch, surgery, &variant_sink);
-        append_residual_rows(variant_sink, model, batch, model_name, weights, variant_label(variant, settings.layer_norm),
-                             run.residual);
-        unmodified_recorded = unmodified_recorded || unmodified;
+        run_forward(surgery, variant_label(variant, settings.layer_norm), is_unmodified(surgery) && !unmodified_sink, true);
     }
-    if (!unmodified_recorded) {
+    if (!unmodified_sink) {
         Surgery unmodified;
         unmodified.layer_norm = settings.layer_norm;
-        model.forward(batch, unmodified, &sink);
+        run_forward(unmodified, "unmodified", true, false);
     }
+    const bool measured = unmodified_sink != recorder;
     std::vector<at::Tensor> patterns;
-    for (int l = 0; l < model.config().layers; ++l) {
-        patterns.push_back(sink.get(block_hook(l, "attn.hook_pattern")));
-        const at::Tensor skip = frobenius_over_real_tokens(sink.get(block_hook(l, "hook_resid_pre")), batch.attention_mask);
-        const at::Tensor attention = frobenius_over_real_tokens(sink.get(block_hook(l, "hook_attn_out")), batch.attention_mask);
+    for (int l = 0; l < L; ++l) {
+        if (sample_paths) patterns.push_back(unmodified_sink->get(block_hook(l, "attn.hook_pattern")));
+        at::Tensor skip = unmodified_sink->get(block_hook(l, "hook_resid_pre"));
+        at::Tensor attention = unmodified_sink->get(block_hook(l, "hook_attn_out"));
+        if (!measured) {
+            skip = frobenius_over_real_tokens(skip, batch.attention_mask);
+            attention = frobenius_over_real_tokens(attention, batch.attention_mask);
+        }
         run.skip_ratio.push_back((skip / (skip + attention)).mean().item<double>());
     }
-    run.paths = sample_path_products(patterns, settings.draws, settings.seed, batch.attention_mask);
+    if (sample_paths) run.paths = sample_path_products(patterns, settings.draws, settings.seed, batch.attention_mask);
     return run;
 }
 

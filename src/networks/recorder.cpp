@@ -6,7 +6,13 @@
 
 namespace rankscope {
 
+void Recorder::reduce(const std::string& name, Reduction reduction) { reductions_[name] = std::move(reduction); }
+
 void Recorder::put(const std::string& name, const at::Tensor& value) {
+    if (const auto reduction = reductions_.find(name); reduction != reductions_.end()) {
+        values_[name] = reduction->second(value.detach());
+        return;
+    }
     if (!keep_.empty() && std::find(keep_.begin(), keep_.end(), name) == keep_.end()) return;
     values_[name] = value.detach();
 }
