@@ -86,6 +86,21 @@ class ModelCommand(unittest.TestCase):
             "--weights", "pretrained", "--variants", "SAN,transformer", "--out", out)
         self.assertEqual(len(read_csv(os.path.join(out, "residual.csv"))), 2 * 4)
 
+    def test_draws_zero_skips_e2(self):
+        # --draws 0: E1 and the skip ratio as usual, no path products, no paths.csv, no E2 figure, no E2 verdict.
+        out = os.path.join(self.directory, "no-e2")
+        result = run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--samples", "3",
+                     "--tokens", "16", "--weights", "pretrained", "--draws", "0", "--out", out)
+        self.assertIn("residual.csv, skip_ratio.csv", result.stdout)
+        self.assertEqual(len(read_csv(os.path.join(out, "residual.csv"))), 4 * 4)
+        self.assertEqual(len(read_csv(os.path.join(out, "skip_ratio.csv"))), 3)
+        self.assertFalse(os.path.exists(os.path.join(out, "paths.csv")))
+        self.assertFalse(os.path.exists(os.path.join(out, "paths.svg")))
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertNotIn("paths.csv", json.load(f)["outputs"])
+        with open(os.path.join(out, "verdicts.csv")) as f:
+            self.assertNotIn("E2,", f.read())
+
     def test_bad_inputs(self):
         folder = os.path.join(self.directory, "broken")
         os.makedirs(folder, exist_ok=True)

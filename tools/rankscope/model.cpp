@@ -167,7 +167,8 @@ void run_model(const ModelOptions& options) {
             path_table.add({name, kind, std::to_string(s.length), std::to_string(s.draw), std::to_string(s.sample),
                             layers, heads, format_number(s.relative_residual), format_number(s.relative_residual_frobenius)});
         }
-    write_csv_atomically(out / "paths.csv", path_table, provenance);
+    const bool sampled_paths = options.draws > 0;
+    if (sampled_paths) write_csv_atomically(out / "paths.csv", path_table, provenance);
     write_csv_atomically(out / "skip_ratio.csv", skip_table, provenance);
     write_findings(out, real_model_findings(result), provenance);
 
@@ -176,12 +177,16 @@ void run_model(const ModelOptions& options) {
     for (const auto& variant : options.variants) variant_labels.push_back(variant_label(variant));
     auto figures = render_figure(out, residual_figure(name, weight_kinds, variant_labels, options.variants),
                                  csv_provenance_lines(provenance));
-    auto box_figures = render_figure(out,
-                                     paths_figure("Attention products along random paths (E2), " + name,
-                                                  {"relative_residual_frobenius", "relative_residual"}, weight_kinds,
-                                                  FloatFloor::float32),
-                                     csv_provenance_lines(provenance));
-    figures.insert(figures.end(), box_figures.begin(), box_figures.end());
+    if (sampled_paths) {
+        auto box_figures = render_figure(out,
+                                         paths_figure("Attention products along random paths (E2), " + name,
+                                                      {"relative_residual_frobenius", "relative_residual"}, weight_kinds,
+                                                      FloatFloor::float32),
+                                         csv_provenance_lines(provenance));
+        figures.insert(figures.end(), box_figures.begin(), box_figures.end());
+    }
+    std::vector<std::string> outputs = {"residual.csv", "skip_ratio.csv", "findings.json", "verdicts.csv"};
+    if (sampled_paths) outputs.insert(outputs.begin() + 1, "paths.csv");
     if (use_lite && options.iterate_steps > 0) {
         write_csv_atomically(out / "iterate.csv", iterate_table, provenance);
         auto iterate_figures = render_figure(out, iterate_figure(weight_kinds, FloatFloor::float32),
@@ -190,7 +195,7 @@ void run_model(const ModelOptions& options) {
     }
     write_manifest(out, provenance,
                    {{"inputs", {options.model, from_ids ? options.inputs : text_path}},
-                    {"outputs", {"residual.csv", "paths.csv", "skip_ratio.csv", "findings.json", "verdicts.csv"}},
+                    {"outputs", outputs},
                     {"figures", figures},
                     {"samples", options.samples},
                     {"tokens", options.tokens}});
@@ -203,7 +208,7 @@ void run_model(const ModelOptions& options) {
                 if (r.weights == kind && r.variant == variant_label(variant)) line += fmt::format(" {:.3f}", r.mean);
             fmt::print("{:<10} {:<12}{}\n", kind, variant, line);
         }
-    fmt::print("wrote {}/residual.csv, paths.csv, manifest.json{}\n", out.string(), figures.empty() ? "" : " and figures");
+    fmt::print("wrote {}/{}, manifest.json{}\n", out.string(), fmt::join(outputs, ", "), figures.empty() ? "" : " and figures");
 }
 
 }  // namespace
@@ -239,7 +244,9 @@ std::function<void()> setup_model(CLI::App& command) {
     command.add_option("--compat", options->compat, "official: reproduce the official code's ALBERT no-MLP defect")
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "official"}));
-    command.add_option("--draws", options->draws, "E2 draws per path length")->capture_default_str()->transform(IntRange(1, 100000));
+    command.add_option("--draws", options->draws, "E2 draws per path length (0: no E2, no attention maps kept)")
+        ->capture_default_str()
+        ->transform(IntRange(0, 100000));
     command.add_option("--layer-norm", options->layer_norm,
                        "The layers' LayerNorms in every variant: keep; remove (identity); freeze (one mean and std per "
                        "sample, the paper's affine model: no token-dependent division)")
