@@ -34,6 +34,7 @@ test-sanitize: deps
 
 bench: build
 	/usr/bin/python3 bench/compare_torch.py $(BUILD)
+	/usr/bin/python3 bench/end_to_end.py $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,128 @@
+"""Whole analyses, rankscope against plain python3-torch in the same run (make bench), with the ratios.
+
+    /usr/bin/python3 bench/end_to_end.py [BUILD_DIR] [REPEATS]
+
+1. The E1 grid: BERT-base at init, 32 x 128 token ids, the four surgeries, the composite relative residual of every
+   layer (`rankscope model --weights init --inputs ... --draws 0`) against bench/e1_grid_torch.py at 1 thread
+   (python3-torch's default on this machine) and at 2 threads. Wall time and peak RSS of each process.
+2. E2 path sampling: 12 lengths x 100 draws of attention products of BERT-base at init and their rank-1 residuals
+   (`rankscope paths sample --patterns`) against bench/e2_paths_torch.py.
+3. The machine's single-precision GEMM peak, measured here with python3-torch's BLAS (OpenBLAS in Debian; the best
+   BLAS this machine has), at 1 and 2 threads; the share of it that the E1 grid's matrix products reach over the whole
+   rankscope run (a lower bound: the run's wall time includes everything else).
+Each command runs REPEATS times (default 3), the commands in turn; medians are reported.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
+from common import write_safetensors  # noqa: E402
+
+build = sys.argv[1] if len(sys.argv) > 1 else "build"
+repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+rankscope = os.path.join(build, "bin", "rankscope")
+python = "/usr/bin/python3"
+
+
+def timed(command):
+    """Wall seconds and peak RSS (MB) of one process."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    error = process.stderr.read().decode()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"failed ({process.returncode}): {' '.join(command)}\n{error}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def compare(commands):
+    """{name: (median seconds, max peak MB)}, the commands run in turn `repeats` times."""
+    runs = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            runs[name].append(timed(command))
+    return {name: (statistics.median(s for s, _ in r), max(m for _, m in r)) for name, r in runs.items()}
+
+
+def gemm_gflops(threads, m=4096, k=768, n=3072, seconds=2.0):
+    torch.set_num_threads(threads)
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    for _ in range(3):
+        a @ b
+    start, count = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+    return 2.0 * m * k * n * count / (time.perf_counter() - start) / 1e9
+
+
+def e1_grid_flops(batch=32, tokens=128, d=768, ffn=3072, layers=12):
+    """Multiply-adds x 2 of the grid's matrix products: SAN and SAN+skip run attention only, the others the MLP too."""
+    rows = batch * tokens
+    attention = 4 * 2 * rows * d * d + 2 * 2 * rows * tokens * d  # q, k, v, output projections; scores and mixing
+    mlp = 2 * 2 * rows * d * ffn
+    return layers * (2 * attention + 2 * (attention + mlp))
+
+
+work = tempfile.mkdtemp(prefix="rankscope-bench-")
+rng = np.random.default_rng(0)
+inputs = os.path.join(work, "inputs.safetensors")
+write_safetensors(inputs, {"input_ids": rng.integers(1000, 28996, size=(32, 128)).astype(np.int64)})
+small = os.path.join(work, "small.safetensors")
+write_safetensors(small, {"input_ids": rng.integers(1000, 28996, size=(4, 128)).astype(np.int64)})
+
+# 1. The E1 grid.
+grid = compare({
+    "rankscope (2 threads)": [rankscope, "model", "--model", "bert-base-cased", "--weights", "init", "--inputs", inputs,
+                              "--draws", "0", "--threads", "2", "--out", os.path.join(work, "e1")],
+    "torch, 1 thread (default)": [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "1",
+                                  os.path.join(work, "e1_torch.csv")],
+    "torch, 2 threads": [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "2", os.path.join(work, "e1_torch.csv")],
+})
+
+# 2. E2 on BERT-base's attention maps at init (4 samples: the work per product does not depend on the batch).
+patterns = os.path.join(work, "patterns.safetensors")
+subprocess.run([rankscope, "model", "--model", "bert-base-cased", "--weights", "init", "--inputs", small, "--draws", "1",
+                "--variants", "transformer", "--dump", patterns, "--out", os.path.join(work, "dump")],
+               check=True, capture_output=True)
+paths = compare({
+    "rankscope (2 threads)": [rankscope, "paths", "sample", "--patterns", patterns, "--draws", "100", "--threads", "2",
+                              "--out", os.path.join(work, "e2")],
+    "torch, 1 thread (default)": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "1"],
+    "torch, 2 threads": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "2"],
+})
+
+# 3. The GEMM peak and the grid's share of it.
+peak = {threads: gemm_gflops(threads) for threads in (1, 2)}
+best_peak = max(peak.values())
+grid_seconds = grid["rankscope (2 threads)"][0]
+share = e1_grid_flops() / grid_seconds / 1e9 / best_peak
+
+report = {"repeats": repeats, "e1_grid": grid, "e2_paths": paths, "gemm_peak_gflops": peak,
+          "e1_grid_gflop": e1_grid_flops() / 1e9, "e1_grid_share_of_peak": share}
+print(f"rankscope against plain python3-torch; medians of {repeats} runs each, commands in turn; 2 cores")
+for title, table in [("E1 grid: BERT-base init, 32 x 128 tokens, 4 surgeries x 12 layers", grid),
+                     ("E2 sampling: 12 lengths x 100 draws, rank-1 residual of each product", paths)]:
+    print(f"\n{title}")
+    print(f"{'':<28}{'wall s':>8}{'peak MB':>9}{'rankscope faster by':>21}")
+    ours = table["rankscope (2 threads)"][0]
+    for name, (seconds, megabytes) in table.items():
+        ratio = "" if name.startswith("rankscope") else f"{seconds / ours:.2f}x"
+        print(f"{name:<28}{seconds:>8.2f}{megabytes:>9.0f}{ratio:>21}")
+print(f"\nSGEMM 4096 x 768 x 3072 (python3-torch's BLAS): {peak[1]:.0f} GFLOP/s at 1 thread, {peak[2]:.0f} at 2")
+print(f"E1 grid: {e1_grid_flops() / 1e9:.0f} GFLOP of matrix products in {grid_seconds:.2f} s = "
+      f"{e1_grid_flops() / grid_seconds / 1e9:.0f} GFLOP/s, {100 * share:.0f}% of the measured peak over the whole run")
+with open(os.path.join(work, "bench.json"), "w") as f:
+    json.dump(report, f, indent=1)
+print(f"(raw numbers: {os.path.join(work, 'bench.json')})")
