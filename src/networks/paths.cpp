@@ -1,5 +1,6 @@
 #include "rankscope/paths.hpp"
 
+#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -102,6 +103,33 @@ const std::vector<NamedArchitecture>& known_architectures() {
     return table;
 }
 
+namespace {
+
+// Holds OpenBLAS's thread pool at one thread for its lifetime, when the BLAS in use is OpenBLAS (looked up at run
+// time: another BLAS needs nothing).
+class SingleThreadedBlas {
+public:
+    SingleThreadedBlas() {
+        set_ = reinterpret_cast<void (*)(int)>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+        auto get = reinterpret_cast<int (*)()>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+        if (set_ && get) {
+            previous_ = get();
+            set_(1);
+        }
+    }
+    ~SingleThreadedBlas() {
+        if (set_ && previous_ > 0) set_(previous_);
+    }
+    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+private:
+    void (*set_)(int) = nullptr;
+    int previous_ = 0;
+};
+
+}  // namespace
+
 std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,
                                                     std::uint64_t seed, const at::Tensor& attention_mask) {
     if (patterns.empty()) throw Error("no attention patterns to sample paths from");
@@ -130,8 +158,10 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
     if (attention_mask.defined())
         for (std::int64_t b = 0; b < B; ++b)
             if (!attention_mask[b].all().item<bool>()) real_tokens[static_cast<std::size_t>(b)] = attention_mask[b].nonzero().squeeze(1);
-    // 2. The products and their rank-1 residuals, independent of each other: in parallel. Inside the parallel region
-    // ATen runs each small matmul on the calling thread.
+    // 2. The products and their rank-1 residuals, independent of each other: in parallel, one product per task, each
+    // product on the calling thread (ATen runs ops inside a parallel region serially; OpenBLAS's own thread pool is
+    // held at one thread meanwhile, else its workers and ours wait on each other).
+    const SingleThreadedBlas single_threaded_blas;
     at::parallel_for(0, static_cast<std::int64_t>(samples.size()), 1, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) {
             PathProductSample& s = samples[static_cast<std::size_t>(i)];
@@ -140,7 +170,7 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
             for (std::size_t j = 0; j < s.layers.size(); ++j) {
                 at::Tensor a = patterns[static_cast<std::size_t>(s.layers[j])][s.sample][s.heads[j]].to(at::kDouble);
                 if (real.defined()) a = a.index_select(0, real).index_select(1, real);
-                product = product.defined() ? torch::matmul(a, product) : a;  // later layer on the left
+                product = product.defined() ? at::mm(a, product) : a;  // later layer on the left
             }
             const Matrix matrix = to_matrix(product);
             // The rank-1 residual does not depend on the norm: one eigen-solve for both norms.
