@@ -7,6 +7,7 @@
 namespace rankscope {
 
 void Recorder::put(const std::string& name, const at::Tensor& value) {
+    interrupt_.poll();
     if (!keep_.empty() && std::find(keep_.begin(), keep_.end(), name) == keep_.end()) return;
     values_[name] = value.detach();
 }
