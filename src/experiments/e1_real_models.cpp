@@ -38,14 +38,17 @@ at::Tensor residual_over_real_tokens(const at::Tensor& hidden, const at::Tensor&
 
 std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                                            const std::string& weights, const std::vector<std::string>& variants,
-                                           bool official_compat, Recorder* recorder, LayerNormSurgery layer_norm) {
+                                           bool official_compat, Recorder* recorder, LayerNormSurgery layer_norm,
+                                           const InterruptPoll& interrupt) {
     std::vector<ResidualRow> rows;
     for (const auto& variant : variants) {
         Recorder local;
         Recorder& sink = recorder ? *recorder : local;
+        sink.set_interrupt(interrupt);
         Surgery surgery = surgery_for_variant(variant, official_compat);
         surgery.layer_norm = layer_norm;
         model.forward(batch, surgery, &sink);
+        sink.set_interrupt({});
         for (int l = 0; l <= model.config().layers; ++l) {
             const at::Tensor hidden = sink.get(l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"));
             if (!torch::isfinite(hidden).all().item<bool>())
@@ -73,11 +76,13 @@ at::Tensor frobenius_over_real_tokens(const at::Tensor& m, const at::Tensor& att
 }  // namespace
 
 WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
-                          const std::string& weights, const RealModelSettings& settings, Recorder* recorder) {
+                          const std::string& weights, const RealModelSettings& settings, Recorder* recorder,
+                          const InterruptPoll& interrupt) {
     WeightsRun run;
     run.weights = weights;
     if (settings.iterate_steps > 0) {
         for (bool keep_skip : {false, true}) {
+            interrupt.poll();
             const auto states = iterate_attention(model, batch, settings.iterate_steps, keep_skip);
             for (std::size_t step = 0; step < states.size(); ++step) {
                 const Summary s =
@@ -88,14 +93,16 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         }
     }
     run.residual = residual_by_layer(model, batch, model_name, weights, settings.variants, settings.official_compat,
-                                     nullptr, settings.layer_norm);
+                                     nullptr, settings.layer_norm, interrupt);
     for (auto& row : run.residual) row.variant = variant_label(row.variant, settings.layer_norm);
     // The unmodified model (apart from the LayerNorm surgery): E2's attention maps and the skip ratio.
     Recorder local;
     Recorder& sink = recorder ? *recorder : local;
+    sink.set_interrupt(interrupt);
     Surgery unmodified;
     unmodified.layer_norm = settings.layer_norm;
     model.forward(batch, unmodified, &sink);
+    sink.set_interrupt({});  // nothing stays attached to the caller's recorder
     std::vector<at::Tensor> patterns;
     for (int l = 0; l < model.config().layers; ++l) {
         patterns.push_back(sink.get(block_hook(l, "attn.hook_pattern")));
@@ -103,6 +110,7 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         const at::Tensor attention = frobenius_over_real_tokens(sink.get(block_hook(l, "hook_attn_out")), batch.attention_mask);
         run.skip_ratio.push_back((skip / (skip + attention)).mean().item<double>());
     }
+    interrupt.poll();
     run.paths = sample_path_products(patterns, settings.draws, settings.seed, batch.attention_mask);
     return run;
 }
