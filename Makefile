@@ -12,7 +12,7 @@ deps:
 	@bash scripts/install-deps.sh
 
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DRANKSCOPE_BUILD_PYTHON=ON > /dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
