@@ -48,6 +48,8 @@ def to_engine(x: Any, name: str = "x") -> Tuple[np.ndarray, bool]:
     array = np.asarray(x)
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
+    if any(stride < 0 for stride in array.strides):  # x[::-1]: ATen has no negative strides, so a copy
+        array = np.ascontiguousarray(array)
     return array, False
 
 

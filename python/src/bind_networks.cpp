@@ -219,7 +219,7 @@ void bind_networks(py::module_& m) {
                 const at::Tensor p = tensor_view(patterns[l], name);
                 if (p.dim() != 4 || !at::isFloatingType(p.scalar_type()))
                     throw Error("expected a float [batch, heads, n, n] tensor", name);
-                tensors.push_back(p.to(at::kDouble));
+                tensors.push_back(p);  // float32 stays float32, as the command reads a recorded run
             }
             at::Tensor mask;
             if (!attention_mask.is_none()) mask = tensor_view(py::array::ensure(attention_mask), "attention_mask").to(at::kLong);

@@ -60,6 +60,11 @@ def test_paper_measure_on_float32_and_torch_matches_numpy_and_keeps_the_kind(bat
     np.testing.assert_allclose(rs.relative_residual(t.clone().requires_grad_(True)).numpy(), expected, rtol=1e-12)
     strided = np.asfortranarray(batch)
     np.testing.assert_allclose(rs.relative_residual(strided), relative_residual_reference(batch), rtol=1e-12)
+    reversed_rows = batch[:, :, ::-1]  # negative strides (copied: ATen has none)
+    np.testing.assert_allclose(rs.relative_residual(reversed_rows), relative_residual_reference(reversed_rows),
+                               rtol=1e-12)
+    big_endian = batch.astype(">f8")
+    np.testing.assert_allclose(rs.relative_residual(big_endian), relative_residual_reference(batch), rtol=1e-12)
     half = batch.astype(np.float16)
     np.testing.assert_allclose(rs.relative_residual(half), relative_residual_reference(half.astype(np.float64)),
                                rtol=1e-12)

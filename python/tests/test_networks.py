@@ -184,6 +184,11 @@ def test_path_products_equal_the_command_and_numpy(tmp_path, rng):
     net = rs.San(rs.SanConfig(layers=4, heads=3, d_model=12, tokens=7), seed=2)
     _, hooks = net.forward(rng.normal(size=(3, 7, 12)))
     patterns = [hooks[f"blocks.{l}.attn.hook_pattern"] for l in range(4)]
+    # A recorded run in float32 (as `model --dump` writes): the same float32 arithmetic on both sides.
+    patterns32 = [p.astype(np.float32) for p in patterns]
+    write_safetensors(tmp_path / "p32.safetensors", {f"blocks.{l}.attn.hook_pattern": p for l, p in enumerate(patterns32)})
+    run_cli("paths", "sample", "--patterns", tmp_path / "p32.safetensors", "--draws", 5, "--out", tmp_path / "f32")
+    assert_table_equals_csv(rs.sample_path_products(patterns32, draws=5), tmp_path / "f32" / "paths.csv")
     write_safetensors(tmp_path / "p.safetensors", {f"blocks.{l}.attn.hook_pattern": p for l, p in enumerate(patterns)})
     run_cli("paths", "sample", "--patterns", tmp_path / "p.safetensors", "--draws", 6, "--seed", 4, "--out", tmp_path)
     table = rs.sample_path_products(patterns, draws=6, seed=4)
