@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os as _os
 
-from . import _find, _rankscope
+from . import _find
 from ._rankscope import Error, configure_allocator, get_threads, set_threads, version
 from .findings import Check, Findings, read_findings, verdicts
 from .measures import (CENTERS, NORMS, ExactCenter, attention_measures, center_of, effective_rank, exact_center,

@@ -95,7 +95,7 @@ PYBIND11_MODULE(_rankscope, module) {
             mallopt(M_TRIM_THRESHOLD, INT_MAX);
         },
         "Keeps freed memory in the process (glibc mallopt), as the command line does at start: freshly touched pages "
-        "cost ~8 us each on these VMs, so large tensors allocate ~2x faster. Affects the whole Python process.");
+        "cost ~8 us each on these VMs (LIBTORCH.md). Affects the whole Python process.");
     module.def(
         "_data_address",
         [](const py::array& array) { return reinterpret_cast<std::uintptr_t>(tensor_view(array).data_ptr()); },

@@ -1,6 +1,5 @@
 """Measures on numpy arrays and torch tensors: each against its definition computed here with numpy, and `measure`
 against the command line's measures.csv on the same data."""
-import os
 import warnings
 
 import numpy as np

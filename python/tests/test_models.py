@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import rankscope as rs
-from conftest import FIXTURES, RTE, assert_table_equals_csv, cli_error, read_safetensors, relative_residual_reference, \
+from conftest import FIXTURES, assert_table_equals_csv, cli_error, read_safetensors, relative_residual_reference, \
     run_cli, write_safetensors
 
 FIXTURE_MODELS = ["bert-tiny", "albert-tiny", "xlnet-tiny"]

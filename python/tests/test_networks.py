@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import rankscope as rs
-from conftest import assert_table_equals_csv, composite_norm, read_csv_rows, relative_residual_reference, run_cli, \
+from conftest import assert_table_equals_csv, composite_norm, relative_residual_reference, run_cli, \
     write_safetensors
 
 
