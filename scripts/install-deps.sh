@@ -12,6 +12,7 @@ DEBIAN_PACKAGES=(
   gnuplot-nox
   chromium
   python3-torch python3-numpy
+  pybind11-dev python3-pytest python3-matplotlib python3-pandas python3-venv
 )
 
 missing=()

@@ -2,12 +2,15 @@
 // E1 (SPEC.md §4): the relative residual of a real architecture after the embeddings and after each layer, for the
 // paper's four surgeries; E2 on the same run: products of attention matrices along random paths.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "rankscope/findings.hpp"
+#include "rankscope/interrupt.hpp"
 #include "rankscope/models.hpp"
 #include "rankscope/paths.hpp"
+#include "rankscope/table.hpp"
 
 namespace rankscope {
 
@@ -23,10 +26,12 @@ struct ResidualRow {
 
 // Runs each variant on the batch and summarises every layer; `recorder` (optional) receives the activations of the
 // LAST variant run. `layer_norm` applies the LayerNorm surgery (keep, remove, freeze) to every variant.
+// `interrupt` is polled at every hook point of every forward.
 std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                                            const std::string& weights, const std::vector<std::string>& variants,
                                            bool official_compat, Recorder* recorder = nullptr,
-                                           LayerNormSurgery layer_norm = LayerNormSurgery::Keep);
+                                           LayerNormSurgery layer_norm = LayerNormSurgery::Keep,
+                                           const InterruptPoll& interrupt = {});
 
 struct IterateRow {
     std::string variant;  // "attention" or "attention+skip"
@@ -57,7 +62,8 @@ struct WeightsRun {
 };
 // Runs the variants, E2 and α on `model`; `recorder` (optional) receives the unmodified model's activations.
 WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
-                          const std::string& weights, const RealModelSettings& settings, Recorder* recorder = nullptr);
+                          const std::string& weights, const RealModelSettings& settings, Recorder* recorder = nullptr,
+                          const InterruptPoll& interrupt = {});
 
 struct RealModelResult {
     std::string model;          // display name
@@ -75,5 +81,47 @@ Findings real_model_findings(const RealModelResult& result);
 
 // Label of a variant under a LayerNorm surgery: "SAN" with keep, "SAN (LN remove)" otherwise.
 std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm);
+
+// ---- one `rankscope model` run, shared by the command line and the Python module (e1_model_runs.cpp) ---------------
+// What a model argument names: a Hugging Face folder (config.json + model.safetensors: BERT, ALBERT, XLNet), USE lite
+// ("use-lite", or a folder holding model.json + vocab.json), or a built-in configuration (bert-base-cased,
+// albert-base-v2, xlnet-base-cased: random init only).
+struct ModelSource {
+    enum Kind { HuggingFace, UseLite, BuiltIn };
+    Kind kind = HuggingFace;
+    std::string argument;   // as given
+    std::string name;       // "use-lite", the folder's name, or the built-in configuration's name
+    std::string directory;  // the folder read (USE lite: its dist folder); "" for a built-in configuration
+    HfConfig config;
+    std::string model_type() const { return kind == UseLite ? "use_lite" : config.model_type; }
+};
+// Throws Error naming the argument when it is none of the three.
+ModelSource resolve_model_source(const std::string& argument);
+// `weights`: "pretrained" (read from the folder) or "init" (the library's from_config init from `seed`). A built-in
+// configuration has no pretrained weights: an Error saying so.
+std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed);
+// "both" → {"init", "pretrained"}; "init" / "pretrained" → itself; a built-in configuration with anything but "init"
+// is the Error make_model would throw, raised before any work.
+std::vector<std::string> weight_kinds(const ModelSource& source, const std::string& weights);
+// The sentences of `text_path` packed into `samples` × `tokens` real tokens with the source's tokenizer (the folder's
+// vocab.txt or spiece.model, USE lite's vocab.json, or for a built-in configuration a 4000-piece SentencePiece model
+// trained on the text into `tokenizer_directory`). Checks `tokens` against the model's positions and the ids against
+// its vocabulary.
+ModelBatch text_batch(const ModelSource& source, const std::string& text_path, int samples, int tokens,
+                      const std::string& tokenizer_directory);
+// Every weights kind in turn on the same batch (E1, E2, α, and for USE lite the iterate experiment). `dump`
+// (optional) receives the unmodified model's activations of the LAST kind. `interrupt` is polled at every hook point.
+RealModelResult run_real_model_experiment(const ModelSource& source, const ModelBatch& batch,
+                                          const std::vector<std::string>& weights, const RealModelSettings& settings,
+                                          Recorder* dump = nullptr, const InterruptPoll& interrupt = {});
+// A NaN/Inf relative residual (E1) or path product (E2) is an Error naming model, weights, variant and layer (or the
+// path), unless allowed.
+void check_real_model_finite(const RealModelResult& result, bool allow_nonfinite);
+
+// The tables `rankscope model` writes:
+Table residual_table(const RealModelResult& result);       // residual.csv (norm "composite", center "mean")
+Table path_products_table(const RealModelResult& result);  // paths.csv (layers, heads as "2 5 7")
+Table skip_ratio_table(const RealModelResult& result);     // skip_ratio.csv
+Table iterate_table(const RealModelResult& result);        // iterate.csv (USE lite; no rows otherwise)
 
 }  // namespace rankscope

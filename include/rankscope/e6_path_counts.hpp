@@ -6,6 +6,7 @@
 
 #include "rankscope/findings.hpp"
 #include "rankscope/paths.hpp"
+#include "rankscope/table.hpp"
 
 namespace rankscope {
 
@@ -15,6 +16,12 @@ struct ArchitecturePaths {
     double mean_length = 0;
 };
 std::vector<ArchitecturePaths> path_count_tables(const std::vector<NamedArchitecture>& architectures);
+// One architecture ("custom", `paths count --layers L --heads H [--alpha ...]`); with α (one per layer, each in
+// [0, 1]) the rows carry the α-weighted shares and mean_length stays the unweighted one.
+ArchitecturePaths custom_path_counts(int layers, int heads, const std::vector<double>& alpha = {});
+
+// path_counts.csv: architecture, layers, heads, length, count, share, alpha_share (empty/NaN without α).
+Table path_counts_table(const std::vector<ArchitecturePaths>& tables, bool with_alpha);
 
 Findings path_count_findings(const std::vector<ArchitecturePaths>& tables);
 

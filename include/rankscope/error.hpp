@@ -5,6 +5,7 @@
 // tensor) named separately from the message, so the command-line program can print exactly one line:
 //     rankscope: error: <what> (<where>)
 // and exit with status 2.
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -24,5 +25,19 @@ public:
 private:
     std::string where_;
 };
+
+// A size computed from several settings (e.g. samples × tokens), checked before allocating: throws
+// Error("<what> = <value> is too large (at most <limit>)", where) — `where` names the flags or file that set it.
+void check_size_limit(const std::string& what, double value, double limit, const std::string& where);
+
+// A NaN/Inf result (a diverged network, an overflowing norm) is an error naming what and where, unless the caller
+// allows non-finite results (the command line's --allow-nonfinite, the Python module's allow_nonfinite=True):
+//   "<what> is NaN (pass --allow-nonfinite to write it anyway) (<where>)"
+inline void check_finite_result(double value, const std::string& what, const std::string& where, bool allow_nonfinite) {
+    if (std::isfinite(value) || allow_nonfinite) return;
+    throw Error(what + " is " + (std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf") +
+                    " (pass --allow-nonfinite to write it anyway)",
+                where);
+}
 
 }  // namespace rankscope

@@ -74,6 +74,11 @@ struct ModelBatch {
 // (default 0) in one .safetensors. Every value is checked against `config` (vocabulary, token types, positions); a
 // sample needs at least one real token. Errors name the file and tensor.
 ModelBatch read_model_batch(const std::string& path, const HfConfig& config);
+// The same checks on token ids already in memory: input_ids a non-empty integer [B, n] tensor; attention_mask and
+// token_type_ids of the same shape, or undefined (all ones, zeros). Returns int64 copies; errors name
+// `where` + ":input_ids" (just "input_ids" when `where` is empty).
+ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                               const at::Tensor& token_type_ids, const HfConfig& config, const std::string& where);
 
 class EncoderModel {
 public:

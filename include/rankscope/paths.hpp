@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rankscope/san.hpp"
+#include "rankscope/table.hpp"
 
 namespace rankscope {
 
@@ -59,5 +60,7 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
 
 // "2 5 7": a path's layers or heads as one CSV cell.
 std::string join_indices(const std::vector<int>& indices);
+// `paths sample`'s paths.csv: length, draw, sample, layers, heads, relative_residual.
+Table path_samples_table(const std::vector<PathProductSample>& samples);
 
 }  // namespace rankscope

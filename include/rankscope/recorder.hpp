@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "rankscope/interrupt.hpp"
+
 namespace rankscope {
 
 class Recorder {
@@ -34,10 +36,13 @@ public:
     const std::map<std::string, at::Tensor>& all() const { return values_; }
     // Throws when a name in the filter matched nothing (a typo must not be silent).
     void check_filter_matched() const;
+    // Polled at every hook point (each recorded activation, kept or not): a long forward stops within a layer.
+    void set_interrupt(InterruptPoll interrupt) { interrupt_ = std::move(interrupt); }
 
 private:
     std::vector<std::string> keep_;
     std::map<std::string, Reduction> reductions_;
+    InterruptPoll interrupt_;
     std::map<std::string, at::Tensor> values_;
 };
 

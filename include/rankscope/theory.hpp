@@ -16,8 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "rankscope/array.hpp"
 #include "rankscope/findings.hpp"
+#include "rankscope/interrupt.hpp"
 #include "rankscope/san.hpp"
+#include "rankscope/table.hpp"
 
 namespace rankscope {
 
@@ -90,13 +93,34 @@ struct TheoryResult {
     int bound_violations = 0;     // of those, residual > bound_step (relative tolerance 1e-9)
 };
 
-// Runs every (variant, seed) job in parallel (progress on a terminal), float64. `input` as in run_theory.
-TheoryResult run_theory_experiment(const TheorySettings& settings, const at::Tensor* input = nullptr);
+// Runs every (variant, seed) job in parallel (progress on a terminal), float64. `input` as in run_theory. `interrupt`
+// is polled between jobs.
+TheoryResult run_theory_experiment(const TheorySettings& settings, const at::Tensor* input = nullptr,
+                                   const InterruptPoll& interrupt = {});
 // The summaries and bound counts of a set of rows (run_theory_experiment's second half; tested on its own).
 TheoryResult summarize_theory(std::vector<TheoryRow> rows, const std::vector<TheoryVariant>& variants);
 
 // The paper's §3 claims checked on the result: doubly exponential collapse of SAN (1 and H heads), the per-layer
 // bound, skip connections stopping collapse, MLPs not stopping it, LayerNorm (the paper's affine model and true LN).
 Findings theory_findings(const TheoryResult& result, const TheorySettings& settings);
+
+// ---- inputs, limits and tables of `rankscope theory` (src/experiments/theory_tables.cpp) ----------------------------
+// A given X (`--input`): one finite n × d matrix with 2 ≤ n ≤ 512 and d ≤ 512, returned as float64 [n, d]; sets
+// settings.network.tokens, d_model and input_label (= where). Throws Error naming `where`.
+at::Tensor theory_input(const ArrayView& array, const std::string& where, TheorySettings& settings);
+// Each job keeps one network's attention maps alive: heads × tokens² × layers float64 values, at most 2^26; and the
+// network must be valid (SanConfig::validate). Throws Error naming the flags.
+void check_theory_settings(const TheorySettings& settings);
+// A diverged network (e.g. a huge init scale) gives NaN/Inf residuals: an Error naming variant, seed and layer,
+// unless allowed.
+void check_theory_finite(const TheoryResult& result, bool allow_nonfinite);
+// The bound as computed, in words (theory.json's bound_definition).
+const char* theory_bound_definition();
+// theory.csv: one row per variant × seed × layer (TheoryRow's fields; at_round_off as 0/1).
+Table theory_table(const TheoryResult& result);
+// theory_summary.csv: per variant and layer, means over seeds.
+Table theory_summary_table(const TheoryResult& result);
+// theory.json's "variants": per variant the fitted rates, final residual and bound tightness (NaN = not fitted).
+Table theory_variants_table(const TheoryResult& result);
 
 }  // namespace rankscope

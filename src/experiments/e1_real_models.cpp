@@ -97,13 +97,16 @@ bool is_unmodified(const Surgery& surgery) { return !surgery.remove_attention_sk
 
 std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                                            const std::string& weights, const std::vector<std::string>& variants,
-                                           bool official_compat, Recorder* recorder, LayerNormSurgery layer_norm) {
+                                           bool official_compat, Recorder* recorder, LayerNormSurgery layer_norm,
+                                           const InterruptPoll& interrupt) {
     std::vector<ResidualRow> rows;
     for (const auto& variant : variants) {
         const bool to_caller = recorder && &variant == &variants.back();
         Recorder measuring = measuring_recorder(model.config().layers, batch, model_name, variant, false, false);
         Recorder& sink = to_caller ? *recorder : measuring;
+        sink.set_interrupt(interrupt);
         model.forward(batch, variant_surgery(variant, official_compat, layer_norm), &sink);
+        sink.set_interrupt({});  // nothing stays attached to the caller's recorder
         append_residual_rows(sink, !to_caller, model, batch, model_name, weights, variant, rows);
     }
     return rows;
@@ -114,11 +117,13 @@ std::string variant_label(const std::string& variant, LayerNormSurgery layer_nor
 }
 
 WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
-                          const std::string& weights, const RealModelSettings& settings, Recorder* recorder) {
+                          const std::string& weights, const RealModelSettings& settings, Recorder* recorder,
+                          const InterruptPoll& interrupt) {
     WeightsRun run;
     run.weights = weights;
     if (settings.iterate_steps > 0) {
         for (bool keep_skip : {false, true}) {
+            interrupt.poll();
             const auto states = iterate_attention(model, batch, settings.iterate_steps, keep_skip);
             for (std::size_t step = 0; step < states.size(); ++step) {
                 const Summary s =
@@ -140,7 +145,9 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         const bool to_caller = unmodified && recorder != nullptr;
         Recorder measuring = measuring_recorder(L, batch, model_name, variant, unmodified, unmodified && sample_paths);
         Recorder& sink = to_caller ? *recorder : measuring;
+        sink.set_interrupt(interrupt);
         model.forward(batch, surgery, &sink);
+        sink.set_interrupt({});  // nothing stays attached to the caller's recorder
         if (rows) append_residual_rows(sink, !to_caller, model, batch, model_name, weights, variant, run.residual);
         if (!unmodified) return;
         if (!to_caller) unmodified_measured.emplace(std::move(measuring));
@@ -167,6 +174,7 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         }
         run.skip_ratio.push_back((skip / (skip + attention)).mean().item<double>());
     }
+    interrupt.poll();
     if (sample_paths) run.paths = sample_path_products(patterns, settings.draws, settings.seed, batch.attention_mask);
     return run;
 }

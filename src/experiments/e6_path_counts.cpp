@@ -17,6 +17,22 @@ std::vector<ArchitecturePaths> path_count_tables(const std::vector<NamedArchitec
     return tables;
 }
 
+ArchitecturePaths custom_path_counts(int layers, int heads, const std::vector<double>& alpha) {
+    ArchitecturePaths t{{"custom", layers, heads}, path_length_distribution(layers, heads, alpha), 0};
+    t.mean_length = mean_path_length(t.rows, false);
+    return t;
+}
+
+Table path_counts_table(const std::vector<ArchitecturePaths>& tables, bool with_alpha) {
+    Table table({{"architecture", Table::Text}, {"layers", Table::Integer}, {"heads", Table::Integer},
+                 {"length", Table::Integer}, {"count", Table::Real}, {"share", Table::Real}, {"alpha_share", Table::Real}});
+    for (const auto& t : tables)
+        for (const auto& r : t.rows)
+            table.add({t.architecture.name, t.architecture.layers, t.architecture.heads, r.length, r.count, r.share,
+                       with_alpha ? Table::Cell(r.alpha_share) : Table::Cell()});
+    return table;
+}
+
 Findings path_count_findings(const std::vector<ArchitecturePaths>& tables) {
     Findings f;
     f.experiment = "E6";

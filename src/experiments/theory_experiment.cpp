@@ -13,7 +13,8 @@
 
 namespace rankscope {
 
-TheoryResult run_theory_experiment(const TheorySettings& settings, const at::Tensor* input) {
+TheoryResult run_theory_experiment(const TheorySettings& settings, const at::Tensor* input,
+                                   const InterruptPoll& interrupt) {
     const auto variants = theory_variants(settings.network, settings.heads);
     const std::size_t jobs = variants.size() * static_cast<std::size_t>(settings.seeds);
     std::vector<std::vector<TheoryRow>> results(jobs);
@@ -22,6 +23,7 @@ TheoryResult run_theory_experiment(const TheorySettings& settings, const at::Ten
         std::mutex progress_mutex;
         at::parallel_for(0, static_cast<std::int64_t>(jobs), 1, [&](std::int64_t begin, std::int64_t end) {
             for (std::int64_t job = begin; job < end; ++job) {
+                interrupt.poll();
                 const auto& variant = variants[static_cast<std::size_t>(job) / static_cast<std::size_t>(settings.seeds)];
                 const auto seed = settings.seed + static_cast<std::uint64_t>(job % settings.seeds);
                 results[static_cast<std::size_t>(job)] = run_theory(variant, seed, input);

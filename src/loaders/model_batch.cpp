@@ -45,24 +45,46 @@ void check_range(const at::Tensor& values, std::int64_t low, std::int64_t high, 
 
 ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
     const SafetensorsFile file(path);
+    const at::Tensor input_ids = read_ids(file, "input_ids", {}, 0);
+    const std::vector<std::int64_t> shape(input_ids.sizes().begin(), input_ids.sizes().end());
+    return checked_model_batch(input_ids, read_ids(file, "attention_mask", shape, 1),
+                               read_ids(file, "token_type_ids", shape, 0), config, path);
+}
+
+ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                               const at::Tensor& token_type_ids, const HfConfig& config, const std::string& where) {
+    auto name = [&](const std::string& tensor) { return where.empty() ? tensor : where + ":" + tensor; };
+    auto check_ids = [&](const at::Tensor& ids, const std::string& tensor) {
+        if (at::isFloatingType(ids.scalar_type()) || at::isComplexType(ids.scalar_type()) || ids.scalar_type() == at::kBool)
+            throw Error("must hold integers, found " + std::string(c10::toString(ids.scalar_type())), name(tensor));
+        if (ids.dim() != 2 || ids.size(0) == 0 || ids.size(1) == 0)
+            throw Error("must be a non-empty [batch, tokens] tensor", name(tensor));
+        if (ids.sizes() != input_ids.sizes())
+            throw Error(fmt::format("shape [{}] differs from input_ids' [{}]", fmt::join(ids.sizes(), ", "),
+                                    fmt::join(input_ids.sizes(), ", ")),
+                        name(tensor));
+        return ids.to(torch::kLong).contiguous().clone();
+    };
     ModelBatch batch;
-    batch.input_ids = read_ids(file, "input_ids", {}, 0);
-    const std::vector<std::int64_t> shape(batch.input_ids.sizes().begin(), batch.input_ids.sizes().end());
-    batch.attention_mask = read_ids(file, "attention_mask", shape, 1);
-    batch.token_type_ids = read_ids(file, "token_type_ids", shape, 0);
-    check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", path + ":input_ids");
-    check_range(batch.attention_mask, 0, 2, "a 0/1 mask", path + ":attention_mask");
+    batch.input_ids = check_ids(input_ids, "input_ids");
+    const std::vector<std::int64_t> shape(input_ids.sizes().begin(), input_ids.sizes().end());
+    batch.attention_mask = attention_mask.defined() ? check_ids(attention_mask, "attention_mask")
+                                                    : torch::ones(shape, torch::kLong);
+    batch.token_type_ids = token_type_ids.defined() ? check_ids(token_type_ids, "token_type_ids")
+                                                    : torch::zeros(shape, torch::kLong);
+    check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", name("input_ids"));
+    check_range(batch.attention_mask, 0, 2, "a 0/1 mask", name("attention_mask"));
     const at::Tensor real_per_sample = batch.attention_mask.sum(1);
     if (real_per_sample.min().item<std::int64_t>() == 0)
         throw Error(fmt::format("sample {} has no real token", real_per_sample.argmin().item<std::int64_t>()),
-                    path + ":attention_mask");
+                    name("attention_mask"));
     if (config.model_type == "bert" || config.model_type == "albert") {
-        check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", path + ":token_type_ids");
+        check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", name("token_type_ids"));
         if (shape[1] > config.max_position_embeddings)
             throw Error(fmt::format("{} tokens per sample; the model allows {}", shape[1], config.max_position_embeddings),
-                        path + ":input_ids");
+                        name("input_ids"));
     } else {
-        check_range(batch.token_type_ids, 0, std::numeric_limits<std::int64_t>::max(), "token types", path + ":token_type_ids");
+        check_range(batch.token_type_ids, 0, std::numeric_limits<std::int64_t>::max(), "token types", name("token_type_ids"));
     }
     return batch;
 }

@@ -1,6 +1,11 @@
 #include "rankscope/measure_all.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+
+#include "rankscope/error.hpp"
 
 namespace rankscope {
 
@@ -44,6 +49,60 @@ std::vector<MeasureRecord> measure_all(const Matrix& x, const MeasureAllOptions&
         add("attention_spectral_gap", "", "", attention.spectral_gap);
     }
     return records;
+}
+
+MeasureArrayResult measure_array(const ArrayView& array, const MeasureArrayOptions& options, const std::string& where,
+                                 const InterruptPoll& interrupt) {
+    if (array.shape.size() < 2)
+        throw Error("need a matrix (rank >= 2), got an array of rank " + std::to_string(array.shape.size()), where);
+    const std::int64_t n = array.shape[array.shape.size() - 2], d = array.shape.back();
+    if (n == 0 || d == 0) throw Error("empty matrix (" + std::to_string(n) + " x " + std::to_string(d) + ")", where);
+    const std::vector<double> values = to_double_vector(array);
+    for (std::size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i]))
+            throw Error(fmt::format("{} at flat index {}", std::isnan(values[i]) ? "NaN" : "Inf", i), where);
+
+    MeasureArrayResult result;
+    result.shape = array.shape;
+    result.dtype = array.dtype;
+    result.rows = n;
+    result.cols = d;
+    MeasureAllOptions measure_options;
+    measure_options.single_precision = array.dtype == DType::F32 || array.dtype == DType::F16 || array.dtype == DType::BF16;
+    measure_options.rank_tolerance = options.rank_tolerance;
+    if (!options.centers.empty()) {
+        measure_options.centers = options.centers;
+    } else if (n * d > kExactDefaultLimit) {
+        measure_options.centers = {Center::Mean, Center::Median, Center::Rank1};
+        result.exact_skipped = true;
+    }
+    const std::size_t items = values.size() / static_cast<std::size_t>(n * d);
+    for (std::size_t m = 0; m < items; ++m) {
+        interrupt.poll();
+        const Matrix x = Eigen::Map<const Matrix>(values.data() + m * static_cast<std::size_t>(n * d), n, d);
+        result.matrices.push_back(measure_all(x, measure_options));
+        for (const auto& r : result.matrices.back())
+            check_finite_result(r.value,
+                                fmt::format("{}{}{}{} of matrix {}", r.measure, r.norm.empty() ? "" : " " + r.norm,
+                                            r.center.empty() ? "" : " " + r.center,
+                                            r.index < 0 ? "" : fmt::format(" [{}]", r.index), m),
+                                where, options.allow_nonfinite);
+    }
+    return result;
+}
+
+Table measures_table(const MeasureArrayResult& result) {
+    Table table({{"matrix", Table::Integer},
+                 {"measure", Table::Text},
+                 {"norm", Table::Text},
+                 {"center", Table::Text},
+                 {"index", Table::Real},
+                 {"value", Table::Real}});
+    for (std::size_t m = 0; m < result.matrices.size(); ++m)
+        for (const auto& r : result.matrices[m])
+            table.add({static_cast<std::int64_t>(m), r.measure, r.norm, r.center,
+                       r.index < 0 ? Table::Cell() : Table::Cell(static_cast<double>(r.index)), r.value});
+    return table;
 }
 
 }  // namespace rankscope

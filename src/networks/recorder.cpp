@@ -9,6 +9,7 @@ namespace rankscope {
 void Recorder::reduce(const std::string& name, Reduction reduction) { reductions_[name] = std::move(reduction); }
 
 void Recorder::put(const std::string& name, const at::Tensor& value) {
+    interrupt_.poll();
     if (const auto reduction = reductions_.find(name); reduction != reductions_.end()) {
         values_[name] = reduction->second(value.detach());
         return;

@@ -94,15 +94,11 @@ CLI::Validator ReadableFile(bool allow_tensor_suffix) {
 }
 
 void check_size(const std::string& what, double value, double limit, const std::string& flags) {
-    if (value > limit)
-        throw Error(fmt::format("{} = {} is too large (at most {})", what, number_text(value), number_text(limit)), flags);
+    check_size_limit(what, value, limit, flags);
 }
 
 void check_finite(const CommonOptions& options, double value, const std::string& what, const std::string& where) {
-    if (std::isfinite(value) || options.allow_nonfinite) return;
-    throw Error(fmt::format("{} is {} (pass --allow-nonfinite to write it anyway)", what,
-                            std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf"),
-                where);
+    check_finite_result(value, what, where, options.allow_nonfinite);
 }
 
 void add_common_options(CLI::App& command, CommonOptions& options, bool out_required) {

@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <malloc.h>
 
-#include <c10/util/Exception.h>
-
 #include <climits>
 #include <filesystem>
 #include <ios>
@@ -13,6 +11,7 @@
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/error_report.hpp"
 #include "rankscope/parent_watch.hpp"
 #include "rankscope/process.hpp"
 
@@ -72,42 +71,18 @@ int run_guarded(const std::function<void()>& run, int argc, char** argv) {
     try {
         run();
         return 0;
-    } catch (const rankscope::Interrupted& interrupted) {
-        print_error(interrupted.one_line());
-        return 128 + interrupted.signal_number();
-    } catch (const rankscope::Error& error) {
-        print_error(error.one_line());
-        return 2;
     } catch (const CLI::ParseError& error) {
         print_error(cli_error_line(error.what()));
         return 2;
-    } catch (const std::bad_alloc&) {
-        print_error("out of memory: the request is too large for this machine; use smaller sizes (" + command_of(argc, argv) +
-                    ")");
-        return 2;
-    } catch (const std::filesystem::filesystem_error& error) {
-        // libstdc++: "filesystem error: cannot create directories: Not a directory [out]" -> "cannot create directories:
-        // Not a directory (out)"
-        std::string what = error.what();
-        if (what.rfind("filesystem error: ", 0) == 0) what = what.substr(18);
-        if (const auto bracket = what.find(" ["); bracket != std::string::npos) what = what.substr(0, bracket);
-        print_error(what + (error.path1().empty() ? "" : " (" + error.path1().string() + ")"));
-        return 2;
-    } catch (const nlohmann::json::exception& error) {
-        print_error(std::string("unexpected JSON content: ") + error.what());
-        return 2;
-    } catch (const std::ios_base::failure& error) {
-        // e.g. libstdc++'s "basic_filebuf::underflow error reading the file: Is a directory"
-        const std::string what = error.what();
-        print_error("cannot read an input file: " + what.substr(what.rfind(": ") == std::string::npos ? 0 : what.rfind(": ") + 2));
-        return 2;
-    } catch (const c10::Error& error) {
-        // libtorch's message carries a multi-line C++ backtrace: keep its first line.
-        const std::string what = error.what_without_backtrace();
-        print_error("internal error (libtorch): " + what.substr(0, what.find('\n')));
-        return 1;
-    } catch (const std::exception& error) {
-        print_error(std::string("internal error: ") + error.what());
+    } catch (...) {
+        const rankscope::ErrorReport report = rankscope::describe_current_exception();
+        switch (report.kind) {
+            case rankscope::ErrorReport::Interrupted: print_error(report.message); return 128 + report.signal;
+            case rankscope::ErrorReport::BadInput: print_error(report.message); return 2;
+            case rankscope::ErrorReport::OutOfMemory: print_error(report.message + " (" + command_of(argc, argv) + ")"); return 2;
+            case rankscope::ErrorReport::Internal: break;
+        }
+        print_error(report.message);
         return 1;
     }
 }

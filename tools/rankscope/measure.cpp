@@ -24,9 +24,6 @@ struct MeasureOptions {
     double rank_tolerance = -1;
 };
 
-// Matrices above this many entries skip the LP-based `exact` centre unless --centers names it.
-constexpr std::int64_t kExactDefaultLimit = 64 * 64;
-
 // The built-in example: 16 tokens × 8 features drawn N(0,1) from the seed, plus a shared offset so the rows are
 // partly aligned (a typical hidden state).
 HostArray builtin_example(std::uint64_t seed) {
@@ -36,21 +33,6 @@ HostArray builtin_example(std::uint64_t seed) {
     for (auto& v : offset) v = 2.0 * normal(generator);
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = offset[i % 8] + normal(generator);
     return make_f64_array({16, 8}, values);
-}
-
-std::vector<Matrix> split_matrices(const HostArray& array, const std::string& where) {
-    if (array.shape.size() < 2)
-        throw Error("need a matrix (rank >= 2), got an array of rank " + std::to_string(array.shape.size()), where);
-    const std::int64_t n = array.shape[array.shape.size() - 2], d = array.shape.back();
-    if (n == 0 || d == 0) throw Error("empty matrix (" + std::to_string(n) + " x " + std::to_string(d) + ")", where);
-    const auto values = to_double_vector(array.view());
-    for (std::size_t i = 0; i < values.size(); ++i)
-        if (!std::isfinite(values[i]))
-            throw Error(fmt::format("{} at flat index {}", std::isnan(values[i]) ? "NaN" : "Inf", i), where);
-    std::vector<Matrix> matrices;
-    for (std::size_t offset = 0; offset < values.size(); offset += static_cast<std::size_t>(n * d))
-        matrices.emplace_back(Eigen::Map<const Matrix>(values.data() + offset, n, d));
-    return matrices;
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -63,39 +45,23 @@ void run_measure(const MeasureOptions& options) {
     Provenance provenance = start_run(options.common);
     const std::string where = options.file.empty() ? "built-in example" : options.file;
     const HostArray array = options.file.empty() ? builtin_example(options.common.seed) : read_matrix_file(options.file);
-    const std::vector<Matrix> matrices = split_matrices(array, where);
-
-    MeasureAllOptions measure_options;
-    measure_options.single_precision = array.dtype == DType::F32 || array.dtype == DType::F16 || array.dtype == DType::BF16;
+    MeasureArrayOptions measure_options;
     measure_options.rank_tolerance = options.rank_tolerance;
-    std::string exact_note;
-    if (!options.centers.empty()) {
-        measure_options.centers.clear();
-        for (const auto& name : options.centers) measure_options.centers.push_back(parse_center(name));
-    } else if (matrices.front().size() > kExactDefaultLimit) {
-        measure_options.centers = {Center::Mean, Center::Median, Center::Rank1};
-        exact_note = fmt::format("note: the exact centre (an LP) is skipped for matrices above {} entries; "
-                                 "ask for it with --centers mean,median,exact,rank1",
-                                 kExactDefaultLimit);
-    }
+    measure_options.allow_nonfinite = options.common.allow_nonfinite;
+    for (const auto& name : options.centers) measure_options.centers.push_back(parse_center(name));
+    const MeasureArrayResult result = measure_array(array.view(), measure_options, where);
+    const auto& per_matrix = result.matrices;
+    const std::string exact_note =
+        result.exact_skipped ? fmt::format("note: the exact centre (an LP) is skipped for matrices above {} entries; "
+                                           "ask for it with --centers mean,median,exact,rank1",
+                                           kExactDefaultLimit)
+                             : "";
 
-    std::vector<std::vector<MeasureRecord>> per_matrix(matrices.size());
-    for (std::size_t m = 0; m < matrices.size(); ++m) per_matrix[m] = measure_all(matrices[m], measure_options);
-    for (std::size_t m = 0; m < matrices.size(); ++m)
-        for (const auto& r : per_matrix[m])
-            check_finite(options.common, r.value,
-                         fmt::format("{}{}{}{} of matrix {}", r.measure, r.norm.empty() ? "" : " " + r.norm,
-                                     r.center.empty() ? "" : " " + r.center, r.index < 0 ? "" : fmt::format(" [{}]", r.index), m),
-                         where);
-
-    CsvTable table;
-    table.columns = {"matrix", "measure", "norm", "center", "index", "value"};
+    const CsvTable table = measures_table(result).to_csv();
     nlohmann::json json_matrices = nlohmann::json::array();
-    for (std::size_t m = 0; m < matrices.size(); ++m) {
+    for (std::size_t m = 0; m < per_matrix.size(); ++m) {
         nlohmann::json records = nlohmann::json::array();
         for (const auto& r : per_matrix[m]) {
-            table.add({std::to_string(m), r.measure, r.norm, r.center, r.index < 0 ? "" : std::to_string(r.index),
-                       format_number(r.value)});
             nlohmann::json record = {{"measure", r.measure}, {"value", r.value}};
             if (!r.norm.empty()) record["norm"] = r.norm;
             if (!r.center.empty()) record["center"] = r.center;
@@ -124,8 +90,7 @@ void run_measure(const MeasureOptions& options) {
         std::cout << document.dump(2) << "\n";
     } else {
         fmt::print("{}: {} ({}), {} matri{} of {} x {}\n", where, shape_text(array.shape), dtype_name(array.dtype),
-                   matrices.size(), matrices.size() == 1 ? "x" : "ces", matrices.front().rows(),
-                   matrices.front().cols());
+                   per_matrix.size(), per_matrix.size() == 1 ? "x" : "ces", result.rows, result.cols);
         if (!exact_note.empty()) fmt::print("{}\n", exact_note);
         // Human view: one line per measure, mean over matrices (± std and range when there are several).
         std::map<std::string, std::vector<double>> by_key;

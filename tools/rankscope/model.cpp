@@ -65,122 +65,49 @@ void run_model(const ModelOptions& options) {
         check_size("--samples x --tokens^2", double(options.samples) * options.tokens * options.tokens, double(1 << 21),
                    "--samples, --tokens");
     }
-    const bool use_lite = !is_builtin_hf_config(options.model) && is_use_lite(options.model);
-    const bool builtin = !use_lite && !std::filesystem::exists(options.model) && is_builtin_hf_config(options.model);
-    if (builtin && options.weights != "init")
-        throw Error("the built-in configuration '" + options.model + "' has no pretrained weights: use --weights init, "
-                    "or point --model at a downloaded Hugging Face folder");
-    const std::string use_dir = use_lite ? find_use_lite(options.model) : "";
-    std::unique_ptr<EncoderModel> pretrained_use = use_lite ? load_use_lite(use_dir) : nullptr;
-    const HfConfig config = use_lite  ? pretrained_use->config()
-                            : builtin ? builtin_hf_config(options.model)
-                                      : read_hf_config((std::filesystem::path(options.model) / "config.json").string());
+    const ModelSource source = resolve_model_source(options.model);
+    const std::vector<std::string> kinds = weight_kinds(source, options.weights);
+    const bool use_lite = source.kind == ModelSource::UseLite;
     const std::filesystem::path out_dir = options.common.out.empty() ? "out/model" : options.common.out;
     // The batch: the user's token ids (--inputs), or --text packed to --samples × --tokens real tokens.
     const bool from_ids = !options.inputs.empty();
     const std::string text_path = from_ids ? "" : options.text.empty() ? default_text() : options.text;
-    ModelBatch batch;
-    if (from_ids) {
-        batch = read_model_batch(options.inputs, config);
-    } else {
-        const std::vector<std::string> sentences = read_sentences(text_path);
-        auto tokenizer = use_lite  ? load_use_lite_tokenizer(use_dir)
-                         : builtin ? train_sentencepiece(sentences, (out_dir / "tokenizer").string(), 4000, config.model_type)
-                                   : load_tokenizer(options.model, config);
-        if (options.tokens > config.max_position_embeddings && config.model_type != "xlnet")
-            throw Error(fmt::format("--tokens {} is longer than the model allows ({})", options.tokens,
-                                    config.max_position_embeddings),
-                        config.path);
-        batch = pack_text(*tokenizer, sentences, options.samples, options.tokens, text_path);
-        if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
-            throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
-    }
-    const std::string name = use_lite ? std::string("use-lite") : std::filesystem::path(options.model).filename().string();
+    const ModelBatch batch = from_ids ? read_model_batch(options.inputs, source.config)
+                                      : text_batch(source, text_path, options.samples, options.tokens,
+                                                   (out_dir / "tokenizer").string());
+    const std::string& name = source.name;
     const std::filesystem::path& out = out_dir;
     std::filesystem::create_directories(out);
 
-    std::vector<std::string> weight_kinds;
-    if (options.weights == "both") weight_kinds = {"init", "pretrained"};
-    else weight_kinds = {options.weights};
     RealModelSettings settings;
     settings.variants = options.variants;
     settings.official_compat = options.compat == "official";
     settings.layer_norm = parse_layer_norm_surgery(options.layer_norm);
     settings.draws = options.draws;
-    settings.iterate_steps = use_lite ? options.iterate_steps : 0;
+    settings.iterate_steps = options.iterate_steps;
     settings.seed = options.common.seed;
-    RealModelResult result;
-    result.model = name;
-    result.model_type = use_lite ? "use_lite" : config.model_type;
-    result.layers = config.layers;
-    result.heads = config.heads;
-    result.samples = batch.input_ids.size(0);
-    result.tokens = batch.input_ids.size(1);
-    result.settings = settings;
-    Progress progress("model " + name, static_cast<long>(weight_kinds.size()));
-    for (const auto& kind : weight_kinds) {
-        std::unique_ptr<EncoderModel> model;
-        if (use_lite) model = kind == "init" ? make_use_lite_init(use_dir, options.common.seed) : std::move(pretrained_use);
-        else model = kind == "init" ? make_hf_model(config, options.common.seed) : load_hf_model(options.model);
-        Recorder recorder;
-        const bool dump_this = !options.dump.empty() && kind == weight_kinds.back();
-        result.runs.push_back(run_real_model(*model, batch, name, kind, settings, dump_this ? &recorder : nullptr));
-        if (dump_this) dump_activations(options.dump, recorder, batch, provenance);
-        progress.advance();
-    }
+    Recorder recorder;
+    const RealModelResult result =
+        run_real_model_experiment(source, batch, kinds, settings, options.dump.empty() ? nullptr : &recorder);
+    if (!options.dump.empty()) dump_activations(options.dump, recorder, batch, provenance);
     auto variant_label = [&](const std::string& variant) { return rankscope::variant_label(variant, settings.layer_norm); };
     std::vector<ResidualRow> rows;
-    std::vector<std::pair<std::string, std::vector<PathProductSample>>> paths;
-    CsvTable iterate_table;
-    iterate_table.columns = {"model", "weights", "variant", "step", "mean", "std", "min", "max", "n"};
-    CsvTable skip_table;
-    skip_table.columns = {"model", "weights", "layer", "skip_ratio"};
-    for (const auto& run : result.runs) {
-        rows.insert(rows.end(), run.residual.begin(), run.residual.end());
-        paths.emplace_back(run.weights, run.paths);
-        for (const auto& r : run.iterate)
-            iterate_table.add({name, run.weights, r.variant, std::to_string(r.step), format_number(r.mean), format_number(r.std),
-                               format_number(r.min), format_number(r.max), std::to_string(r.n)});
-        for (std::size_t l = 0; l < run.skip_ratio.size(); ++l)
-            skip_table.add({name, run.weights, std::to_string(l), format_number(run.skip_ratio[l])});
-    }
-
-    for (const auto& r : rows)
-        check_finite(options.common, r.mean, "the relative residual",
-                     fmt::format("{} {}, variant {}, layer {}", r.model, r.weights, r.variant, r.layer));
-    for (const auto& [kind, samples] : paths)
-        for (const auto& s : samples)
-            check_finite(options.common, s.relative_residual, "a path product's relative residual",
-                         fmt::format("{} {}, path length {}, layers {}", name, kind, s.length, join_indices(s.layers)));
-    CsvTable table;
-    table.columns = {"model", "weights", "variant", "layer", "norm", "center", "mean", "std", "min", "max", "n"};
-    for (const auto& r : rows)
-        table.add({r.model, r.weights, r.variant, std::to_string(r.layer), "composite", "mean", format_number(r.mean),
-                   format_number(r.std), format_number(r.min), format_number(r.max), std::to_string(r.n)});
-    write_csv_atomically(out / "residual.csv", table, provenance);
-    CsvTable path_table;
-    path_table.columns = {"model", "weights", "length", "draw", "sample", "layers", "heads", "relative_residual",
-                          "relative_residual_frobenius"};
-    for (const auto& [kind, samples] : paths)
-        for (const auto& s : samples) {
-            const std::string layers = join_indices(s.layers), heads = join_indices(s.heads);
-            path_table.add({name, kind, std::to_string(s.length), std::to_string(s.draw), std::to_string(s.sample),
-                            layers, heads, format_number(s.relative_residual), format_number(s.relative_residual_frobenius)});
-        }
-    const bool sampled_paths = options.draws > 0;
-    if (sampled_paths) write_csv_atomically(out / "paths.csv", path_table, provenance);
-    write_csv_atomically(out / "skip_ratio.csv", skip_table, provenance);
+    for (const auto& run : result.runs) rows.insert(rows.end(), run.residual.begin(), run.residual.end());
+    check_real_model_finite(result, options.common.allow_nonfinite);
+    write_csv_atomically(out / "residual.csv", residual_table(result).to_csv(), provenance);
+    const bool sampled_paths = options.draws > 0;  // --draws 0: no E2
+    if (sampled_paths) write_csv_atomically(out / "paths.csv", path_products_table(result).to_csv(), provenance);
+    write_csv_atomically(out / "skip_ratio.csv", skip_ratio_table(result).to_csv(), provenance);
     write_findings(out, real_model_findings(result), provenance);
-
     // Figures: residual vs layer per variant with ±1 std bands, one panel per weights kind; E2 box plots.
     std::vector<std::string> variant_labels;
     for (const auto& variant : options.variants) variant_labels.push_back(variant_label(variant));
-    auto figures = render_figure(out, residual_figure(name, weight_kinds, variant_labels, options.variants),
+    auto figures = render_figure(out, residual_figure(name, kinds, variant_labels, options.variants),
                                  csv_provenance_lines(provenance));
     if (sampled_paths) {
         auto box_figures = render_figure(out,
                                          paths_figure("Attention products along random paths (E2), " + name,
-                                                      {"relative_residual_frobenius", "relative_residual"}, weight_kinds,
+                                                      {"relative_residual_frobenius", "relative_residual"}, kinds,
                                                       FloatFloor::float32),
                                          csv_provenance_lines(provenance));
         figures.insert(figures.end(), box_figures.begin(), box_figures.end());
@@ -188,8 +115,8 @@ void run_model(const ModelOptions& options) {
     std::vector<std::string> outputs = {"residual.csv", "skip_ratio.csv", "findings.json", "verdicts.csv"};
     if (sampled_paths) outputs.insert(outputs.begin() + 1, "paths.csv");
     if (use_lite && options.iterate_steps > 0) {
-        write_csv_atomically(out / "iterate.csv", iterate_table, provenance);
-        auto iterate_figures = render_figure(out, iterate_figure(weight_kinds, FloatFloor::float32),
+        write_csv_atomically(out / "iterate.csv", iterate_table(result).to_csv(), provenance);
+        auto iterate_figures = render_figure(out, iterate_figure(kinds, FloatFloor::float32),
                                              csv_provenance_lines(provenance));
         figures.insert(figures.end(), iterate_figures.begin(), iterate_figures.end());
     }
@@ -201,7 +128,7 @@ void run_model(const ModelOptions& options) {
                     {"tokens", options.tokens}});
 
     fmt::print("{:<10} {:<12} {}\n", "weights", "variant", "relative residual by layer (mean over samples)");
-    for (const auto& kind : weight_kinds)
+    for (const auto& kind : kinds)
         for (const auto& variant : options.variants) {
             std::string line;
             for (const auto& r : rows)

@@ -60,25 +60,20 @@ void run_check(PathsOptions options) {
 
 void run_count(const PathsOptions& options) {
     Provenance provenance = start_run(options.common);
-    CsvTable table;
-    table.columns = {"architecture", "layers", "heads", "length", "count", "share", "alpha_share"};
+    const bool with_alpha = options.network.layers > 0 && options.network.heads > 0 && !options.alpha.empty();
+    const std::vector<ArchitecturePaths> tables =
+        options.network.layers > 0
+            ? std::vector<ArchitecturePaths>{custom_path_counts(options.network.layers, options.network.heads,
+                                                                with_alpha ? options.alpha : std::vector<double>{})}
+            : path_count_tables(known_architectures());
+    const CsvTable table = path_counts_table(tables, with_alpha).to_csv();
     nlohmann::json document = nlohmann::json::array();
-    auto add = [&](const std::string& name, int layers, int heads, const std::vector<double>& alpha) {
-        const auto rows = path_length_distribution(layers, heads, alpha);
-        for (const auto& r : rows)
-            table.add({name, std::to_string(layers), std::to_string(heads), std::to_string(r.length),
-                       format_number(r.count), format_number(r.share), alpha.empty() ? "" : format_number(r.alpha_share)});
-        nlohmann::json entry = {{"architecture", name}, {"layers", layers}, {"heads", heads},
-                                {"mean_length", mean_path_length(rows, false)}};
-        if (!alpha.empty()) entry["alpha_mean_length"] = mean_path_length(rows, true);
+    for (const auto& t : tables) {
+        nlohmann::json entry = {{"architecture", t.architecture.name}, {"layers", t.architecture.layers},
+                                {"heads", t.architecture.heads}, {"mean_length", t.mean_length}};
+        if (with_alpha) entry["alpha_mean_length"] = mean_path_length(t.rows, true);
         document.push_back(entry);
-    };
-    if (options.network.layers > 0 && options.network.heads > 0 && !options.alpha.empty())
-        add("custom", options.network.layers, options.network.heads, options.alpha);
-    else if (options.network.layers > 0)
-        add("custom", options.network.layers, options.network.heads, {});
-    else
-        for (const auto& a : known_architectures()) add(a.name, a.layers, a.heads, {});
+    }
     if (!options.common.out.empty()) {
         const std::filesystem::path out = options.common.out;
         std::filesystem::create_directories(out);
@@ -144,13 +139,7 @@ void run_sample(PathsOptions options) {
     for (const auto& s : samples)
         check_finite(options.common, s.relative_residual, "a path product's relative residual",
                      fmt::format("{}, path length {}, draw {}, layers {}", source, s.length, s.draw, join_indices(s.layers)));
-    CsvTable table;
-    table.columns = {"length", "draw", "sample", "layers", "heads", "relative_residual"};
-    for (const auto& s : samples) {
-        const std::string layers = join_indices(s.layers), heads = join_indices(s.heads);
-        table.add({std::to_string(s.length), std::to_string(s.draw), std::to_string(s.sample), layers, heads,
-                   format_number(s.relative_residual)});
-    }
+    const CsvTable table = path_samples_table(samples).to_csv();
     const std::filesystem::path out = options.common.out.empty() ? "out/paths" : options.common.out;
     std::filesystem::create_directories(out);
     write_csv_atomically(out / "paths.csv", table, provenance);

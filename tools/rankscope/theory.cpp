@@ -28,70 +28,24 @@ struct TheoryOptions {
     std::string input;  // a matrix file for X instead of random input
 };
 
-const char* kBoundDefinition =
-    "per layer: r_l <= c_l r_(l-1)^3, c_l = 4*gamma*beta*H*lambda/sqrt(d_qk); r = ||X - 1x*^T||_(1,inf) at the exact "
-    "centre x*; gamma = sqrt(d_qk)*||P - 1p^T|| / (4*||R W_QK R^T||) with p the attention row of a query at x* "
-    "(softmax sensitivity at this layer's attention entries); beta = ||W_QK||*||W_V W_O|| (composite norm of head-wise "
-    "maxima); lambda = MLP Lipschitz bound (activation constant * ||W_in||*||W_out||) times 1/sigma for affine LN";
-
 void run_theory_command(TheoryOptions options) {
     Provenance provenance = start_run(options.common);
     const std::filesystem::path out = options.common.out.empty() ? "out/theory" : options.common.out;
-    at::Tensor given;
-    if (!options.input.empty()) {
-        const HostArray array = read_matrix_file(options.input);
-        if (array.shape.size() != 2) throw Error("--input must be one n x d matrix", options.input);
-        const auto values = to_double_vector(array.view());
-        for (double v : values)
-            if (!std::isfinite(v)) throw Error("--input has NaN or Inf entries", options.input);
-        given = torch::tensor(values, torch::kDouble).view({array.shape[0], array.shape[1]});
-        // The same limits as --tokens and --d-model.
-        check_size("--input rows (tokens)", static_cast<double>(array.shape[0]), 512, options.input);
-        check_size("--input columns (d_model)", static_cast<double>(array.shape[1]), 512, options.input);
-        if (array.shape[0] < 2) throw Error("--input needs at least 2 rows (tokens)", options.input);
-        options.network.tokens = static_cast<int>(array.shape[0]);
-        options.network.d_model = static_cast<int>(array.shape[1]);
-    }
-    // Each job keeps one network's attention maps alive: heads x tokens^2 x layers float64 values.
-    check_size("heads x tokens^2 x layers", double(options.heads) * options.network.tokens * options.network.tokens *
-                                                 options.network.layers,
-               double(1 << 26), "--heads, --tokens, --layers");
-    options.network.validate();
-    const auto variants = theory_variants(options.network, options.heads);
-
     TheorySettings settings;
     settings.network = options.network;
     settings.heads = options.heads;
     settings.seeds = options.seeds;
     settings.seed = options.common.seed;
-    if (!options.input.empty()) settings.input_label = options.input;
+    at::Tensor given;
+    if (!options.input.empty()) given = theory_input(read_matrix_file(options.input).view(), options.input, settings);
+    check_theory_settings(settings);
+    const auto variants = theory_variants(settings.network, settings.heads);
     const TheoryResult result = run_theory_experiment(settings, given.defined() ? &given : nullptr);
-    // A diverged network (e.g. a huge --init-scale) gives NaN/Inf residuals: an error, not a table of NaN rows.
-    for (const auto& r : result.rows) {
-        const std::string where = fmt::format("variant {}, seed {}, layer {}", r.variant, r.seed, r.layer);
-        check_finite(options.common, r.residual, "the residual", where);
-        check_finite(options.common, r.relative_residual, "the relative residual", where);
-    }
+    check_theory_finite(result, options.common.allow_nonfinite);
     std::filesystem::create_directories(out);
 
-    CsvTable table;
-    table.columns = {"variant", "heads", "seed", "layer", "residual", "relative_residual", "gamma", "beta", "lambda",
-                     "c", "bound_step", "bound_cumulative", "bound_theorem", "at_round_off"};
-    for (const auto& r : result.rows)
-        table.add({r.variant, std::to_string(r.heads), std::to_string(r.seed), std::to_string(r.layer),
-                   format_number(r.residual), format_number(r.relative_residual), format_number(r.gamma),
-                   format_number(r.beta), format_number(r.lambda), format_number(r.c), format_number(r.bound_step),
-                   format_number(r.bound_cumulative), format_number(r.bound_theorem), r.at_round_off ? "1" : "0"});
-    write_csv_atomically(out / "theory.csv", table, provenance);
-
-    CsvTable summary;
-    // Bounds are averaged over the seeds whose residual is above round-off (nan when none is).
-    summary.columns = {"variant", "layer", "relative_residual_mean", "residual_mean", "bound_step_mean",
-                       "bound_cumulative_mean"};
-    for (const auto& s : result.layers)
-        summary.add({s.variant, std::to_string(s.layer), format_number(s.relative_residual_mean), format_number(s.residual_mean),
-                     format_number(s.bound_step_mean), format_number(s.bound_cumulative_mean)});
-    write_csv_atomically(out / "theory_summary.csv", summary, provenance);
+    write_csv_atomically(out / "theory.csv", theory_table(result).to_csv(), provenance);
+    write_csv_atomically(out / "theory_summary.csv", theory_summary_table(result).to_csv(), provenance);
     auto json_number = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
     nlohmann::json variants_json = nlohmann::json::array();
     for (const auto& v : result.variants)
@@ -103,10 +57,10 @@ void run_theory_command(TheoryOptions options) {
                                  {"final_relative_residual", v.final_relative_residual},
                                  {"bound_over_measured_log10_mean", json_number(v.bound_over_measured_log10_mean)}});
     const int violations = result.bound_violations;
-    nlohmann::json document = {{"bound_definition", kBoundDefinition},
+    nlohmann::json document = {{"bound_definition", theory_bound_definition()},
                                {"configuration",
-                                {{"layers", options.network.layers}, {"d_model", options.network.d_model},
-                                 {"tokens", options.network.tokens}, {"heads_multi", options.heads},
+                                {{"layers", settings.network.layers}, {"d_model", settings.network.d_model},
+                                 {"tokens", settings.network.tokens}, {"heads_multi", options.heads},
                                  {"seeds", options.seeds}, {"init_scale", options.network.init_scale},
                                  {"input", settings.input_label},
                                  {"dtype", "float64"}}},

@@ -1,0 +1,76 @@
+"""numpy arrays and torch tensors in, the same kind out, without copies where the layout allows.
+
+The engine reads numpy arrays through the buffer protocol (no copy, any strides). A CPU torch tensor reaches it as
+`t.detach().numpy()`, a view of the same memory, and results go back through `torch.from_numpy`, again a view.
+Debian's python3-torch and the engine share one libtorch (libtorch_cpu.so.1.13), so this is the same memory either
+way; bfloat16 tensors (no numpy dtype) are converted to float32, a copy.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Tuple
+
+import numpy as np
+
+from . import _rankscope
+
+
+def error(message: str, where: str = "") -> Exception:
+    """A rankscope.Error with the command line's one-line message: '<message> (<where>)'."""
+    instance = _rankscope.Error(f"{message} ({where})" if where else message)
+    instance.where = where
+    return instance
+
+
+def _torch_tensor_type():
+    torch = sys.modules.get("torch")  # a torch tensor can only exist once torch is imported
+    return torch.Tensor if torch is not None else None
+
+
+def is_torch(x: Any) -> bool:
+    tensor = _torch_tensor_type()
+    return tensor is not None and isinstance(x, tensor)
+
+
+def to_engine(x: Any, name: str = "x") -> Tuple[np.ndarray, bool]:
+    """(a numpy view of x, whether x was a torch tensor). Lists and scalars become numpy arrays (a copy)."""
+    if is_torch(x):
+        if x.device.type != "cpu":
+            raise error(f"a tensor on {x.device}: rankscope computes on the CPU, pass {name}.cpu()", name)
+        tensor = x.detach()
+        if tensor.dtype == sys.modules["torch"].bfloat16:
+            tensor = tensor.float()
+        if tensor.is_conj():
+            tensor = tensor.resolve_conj()
+        if tensor.is_neg():
+            tensor = tensor.resolve_neg()
+        return tensor.numpy(), True
+    array = np.asarray(x)
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    if any(stride < 0 for stride in array.strides):  # x[::-1]: ATen has no negative strides, so a copy
+        array = np.ascontiguousarray(array)
+    return array, False
+
+
+def from_engine(array: np.ndarray, torch_out: bool) -> Any:
+    """The engine's result as numpy, or as a torch tensor sharing its memory."""
+    if torch_out:
+        import torch
+
+        return torch.from_numpy(array)
+    return array
+
+
+def map_arrays(values: dict, torch_out: bool) -> dict:
+    return {name: from_engine(value, torch_out) for name, value in values.items()}
+
+
+def check_range(value: float, low: float, high: float, name: str, low_open: bool = False) -> None:
+    """The command line's range check for a numeric option: '<value> is outside [low, high] (<name>)'."""
+    def text(number: float) -> str:
+        return str(int(number)) if float(number).is_integer() else repr(float(number))
+
+    if not (value <= high and (value > low if low_open else value >= low)):
+        raise error(f"{text(value) if isinstance(value, (int, float)) else value} is outside "
+                    f"{'(' if low_open else '['}{text(low)}, {text(high)}]", name)

@@ -1,0 +1,147 @@
+"""Real architectures (SPEC.md §4, E1/E2): BERT, ALBERT and XLNet from a Hugging Face folder (config.json +
+model.safetensors + vocab.txt or spiece.model), Universal Sentence Encoder lite ("use-lite"), or a built-in
+configuration (bert-base-cased, albert-base-v2, xlnet-base-cased: random init only).
+
+>>> run = run_model("tests/fixtures/bert-tiny", samples=8, tokens=32)
+>>> run.residual          # residual.csv: model, weights, variant, layer, norm, center, mean, std, min, max, n
+>>> run.findings.checks   # the E1/E2 claims with computed verdicts
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+from . import _find, _rankscope
+from ._arrays import check_range, error, from_engine, map_arrays, to_engine
+from ._tables import as_table
+from .findings import Findings
+
+ModelSource = _rankscope.ModelSource
+VARIANTS = ("SAN", "SAN+MLP", "SAN+skip", "transformer")
+
+ModelArgument = Union[str, "os.PathLike[str]", ModelSource]
+
+
+def model_source(model: ModelArgument) -> ModelSource:
+    """What `model` names: a Hugging Face folder, "use-lite" (or its dist folder), or a built-in configuration."""
+    return model if isinstance(model, ModelSource) else ModelSource(os.fspath(model))
+
+
+def _compat(compat: str) -> bool:
+    if compat not in ("none", "official"):
+        raise error(f"unknown compat '{compat}' (expected none or official)", "compat")
+    return compat == "official"
+
+
+class Model:
+    """An encoder with pretrained (`weights="pretrained"`) or random (`"init"`, from `seed`) weights whose parameter
+    names are the checkpoint's."""
+
+    def __init__(self, model: ModelArgument, weights: str = "pretrained", seed: int = 0):
+        self._engine = _rankscope.Model(model_source(model), weights, seed)
+
+    @property
+    def source(self) -> ModelSource:
+        return self._engine.source
+
+    @property
+    def weights(self) -> str:
+        return self._engine.weights
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        return self._engine.config
+
+    def forward(self, input_ids: Any, attention_mask: Any = None, token_type_ids: Any = None,
+                variant: str = "transformer", layer_norm: str = "keep", compat: str = "none",
+                record: bool = True) -> Tuple[Any, Dict[str, Any]]:
+        """(last hidden state [B, n, d], {hook: activation}) under the paper's surgery: variant SAN (no attention skip,
+        no MLP), SAN+MLP, SAN+skip or transformer; layer_norm keep, remove or freeze (the paper's affine model).
+        Hooks: hook_embed, blocks.{l}.hook_resid_pre, hook_attn_out, hook_resid_post, attn.hook_pattern."""
+        ids, torch_out = to_engine(input_ids, "input_ids")
+        mask = None if attention_mask is None else to_engine(attention_mask, "attention_mask")[0]
+        types = None if token_type_ids is None else to_engine(token_type_ids, "token_type_ids")[0]
+        last, hooks = self._engine.forward(ids, mask, types, variant, layer_norm, _compat(compat), record)
+        return from_engine(last, torch_out), map_arrays(hooks, torch_out)
+
+    __call__ = forward
+
+    def parameters(self) -> Dict[str, Any]:
+        """{checkpoint name: array} viewing the weights (no copy; writing into them changes the model)."""
+        return self._engine.parameters()
+
+
+def load_model(model: ModelArgument, weights: str = "pretrained", seed: int = 0) -> Model:
+    """The encoder `model` names with pretrained weights, or random ones (weights="init", drawn from `seed` as the
+    library's from_config init: normal(0, initializer_range), zero biases, unit LayerNorm)."""
+    return Model(model, weights, seed)
+
+
+def _text_path(text: Optional["str | os.PathLike[str]"]) -> str:
+    if text is not None:
+        return os.fspath(text)
+    found = _find.default_text()
+    if found is None:
+        raise error("no text given and the repository's data/RTE/train.tsv is not found; pass text=FILE")
+    return found
+
+
+def text_batch(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = None, samples: int = 32,
+               tokens: int = 128, tokenizer_dir: Optional[str] = None) -> Dict[str, Any]:
+    """The sentences of `text` (a GLUE .tsv's sentence1/sentence2, else one per line; default GLUE RTE train) packed
+    into `samples` × `tokens` real tokens with the model's tokenizer, special tokens included: input_ids,
+    attention_mask, token_type_ids (int64 numpy). A built-in configuration trains a 4000-piece SentencePiece model on
+    the text into `tokenizer_dir` (default: a temporary folder), as the command line does."""
+    source = model_source(model)
+    check_range(samples, 1, 4096, "samples")
+    check_range(tokens, 4, 4096, "tokens")
+    with tempfile.TemporaryDirectory(prefix="rankscope-tokenizer-") as scratch:
+        return _rankscope.text_batch(source, _text_path(text), samples, tokens, tokenizer_dir or scratch)
+
+
+@dataclass
+class ModelRun:
+    """One `rankscope model` run: the tables it writes, its findings, and the batch it ran on."""
+    model: str
+    model_type: str
+    weights: Sequence[str]
+    residual: Any        # residual.csv (E1): relative residual per variant and layer, mean/std/min/max over samples
+    paths: Any           # paths.csv (E2): rank-1 relative residual of attention products along random paths
+    skip_ratio: Any      # skip_ratio.csv: α_l per layer of the unmodified model
+    iterate: Any         # iterate.csv (USE lite; empty otherwise)
+    findings: Findings   # E1/E2/α claims with computed verdicts
+    batch: Dict[str, Any]
+    activations: Dict[str, Any] = field(default_factory=dict)  # with record=True: the unmodified model's, last weights
+
+
+def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = None,
+              inputs: Union[None, str, "os.PathLike[str]", Dict[str, Any]] = None, samples: int = 32,
+              tokens: int = 128, weights: str = "both", variants: Sequence[str] = VARIANTS, compat: str = "none",
+              draws: int = 100, iterate: int = 12, layer_norm: str = "keep", seed: int = 0,
+              allow_nonfinite: bool = False, record: bool = False, frame: bool = False,
+              tokenizer_dir: Optional[str] = None) -> ModelRun:
+    """`rankscope model`: E1 (relative residual after the embeddings and each layer for each surgery), E2 (attention
+    products along `draws` random paths per length; 0: no E2), the skip ratio α and, for USE lite, `iterate` applications of its
+    pretrained layer-1 attention. `weights`: pretrained, init or both. The batch: `inputs` (token ids: a .safetensors
+    file as --inputs, or a dict with input_ids and optional attention_mask, token_type_ids), else `text` packed into
+    `samples` × `tokens`. Ctrl-C stops it within a layer."""
+    source = model_source(model)
+    check_range(draws, 0, 100000, "draws")  # 0: no E2
+    check_range(iterate, 0, 1000, "iterate")
+    if inputs is not None and text is not None:
+        raise error("text and inputs exclude each other", "inputs")
+    if isinstance(inputs, dict):
+        batch = {name: None if inputs.get(name) is None else to_engine(inputs[name], name)[0]
+                 for name in ("input_ids", "attention_mask", "token_type_ids")}
+    elif inputs is not None:
+        batch = _rankscope.read_model_batch(source, os.fspath(inputs))
+    else:
+        batch = text_batch(source, text, samples, tokens, tokenizer_dir)
+    result = _rankscope.run_model(source, batch, weights, list(variants), _compat(compat), layer_norm, draws, iterate,
+                                  seed, allow_nonfinite, record)
+    return ModelRun(model=result["model"], model_type=result["model_type"], weights=list(result["weights"]),
+                    residual=as_table(result["residual"], frame), paths=as_table(result["paths"], frame),
+                    skip_ratio=as_table(result["skip_ratio"], frame), iterate=as_table(result["iterate"], frame),
+                    findings=result["findings"], batch=result["batch"], activations=dict(result["activations"]))

@@ -1,0 +1,138 @@
+"""The SAN laboratory (SPEC.md §1, §3): self-attention networks with TransformerLens names, the path decomposition,
+attention products along random paths (E2 on any patterns), the theory experiment, and path counts (E6).
+
+Networks are float64 torch::nn modules in the C++ engine. Building one seeds torch's global generator with `seed`
+and then restores the caller's generator state (python torch shares that generator: one libtorch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from . import _rankscope
+from ._arrays import check_range, error, from_engine, map_arrays, to_engine
+from ._tables import as_table
+from .findings import Findings
+
+BlockConfig = _rankscope.BlockConfig
+SanConfig = _rankscope.SanConfig
+
+
+class San:
+    """A self-attention network (pure SAN and its variants) built from a SanConfig with weights drawn from `seed`.
+
+    >>> net = San(SanConfig(layers=3, heads=2, d_model=16), seed=0)
+    >>> y, hooks = net.forward(x)            # x [batch, n, 16] or [n, 16]; hooks['blocks.0.attn.hook_pattern']
+    """
+
+    def __init__(self, config: SanConfig, seed: int = 0, dtype: str = "float64"):
+        self._engine = _rankscope.San(config, seed, dtype)
+
+    @property
+    def config(self) -> SanConfig:
+        return self._engine.config
+
+    def forward(self, x: Any, record: bool = True) -> Tuple[Any, Dict[str, Any]]:
+        """(output [B, n, d], {hook name: activation}): hook_embed, blocks.{l}.hook_resid_pre|mid|post,
+        blocks.{l}.hook_attn_out, blocks.{l}.hook_mlp_out, blocks.{l}.attn.hook_pattern [B, H, n, n]."""
+        array, torch_out = to_engine(x)
+        output, hooks = self._engine.forward(array, record)
+        return from_engine(output, torch_out), map_arrays(hooks, torch_out)
+
+    __call__ = forward
+
+    def parameters(self) -> Dict[str, Any]:
+        """{name: array} viewing the weights (blocks.{l}.attn.W_Q [H, d, d_qk], ...); writing into them changes the
+        network."""
+        return self._engine.parameters()
+
+    def load_parameters(self, values: Dict[str, Any]) -> None:
+        """Copies arrays (numpy or torch) into parameters by name; shapes must match."""
+        self._engine.load_parameters({name: to_engine(value, name)[0] for name, value in values.items()})
+
+    def check_path_decomposition(self, x: Any, max_paths: float = 1e6) -> Dict[str, float]:
+        """Theorem 2.1: the sum over all H^L (with skips (H+1)^L) paths against the forward output: paths,
+        max_abs_error, max_abs_output. Needs a network without LayerNorm and MLP."""
+        return self._engine.check_path_decomposition(to_engine(x)[0], max_paths)
+
+
+def sample_path_products(patterns: Sequence[Any], draws: int = 100, seed: int = 0, attention_mask: Any = None,
+                         allow_nonfinite: bool = False, frame: bool = False) -> Any:
+    """E2 on any recorded attention (patterns[l]: [B, H, n, n] of layer l): for k = 1..L, `draws` times, k distinct
+    layers with one random head each and a random sample, the product A_{l_k} ... A_{l_1} in forward order and its
+    rank-1 relative residual (composite). The columns of `rankscope paths sample`'s paths.csv."""
+    check_range(draws, 1, 100000, "draws")
+    arrays = [to_engine(p, f"patterns[{l}]")[0] for l, p in enumerate(patterns)]
+    mask = None if attention_mask is None else to_engine(attention_mask, "attention_mask")[0]
+    return as_table(_rankscope.sample_path_products(arrays, draws, seed, mask, allow_nonfinite), frame)
+
+
+@dataclass
+class TheoryRun:
+    """The theory experiment's outputs (the files of `rankscope theory`)."""
+    rows: Any              # theory.csv: variant × seed × layer (residual, relative residual, γ, β, λ, c, bounds)
+    summary: Any           # theory_summary.csv: per variant and layer, means over seeds
+    variants: Any          # theory.json's variants: fitted slope, base, step exponent, final residual, bound tightness
+    bound_rows_checked: int
+    bound_violations: int
+    bound_definition: str
+    findings: Findings     # the paper's §3 claims with computed verdicts
+    network: SanConfig     # the base configuration run (sizes from `input` when given)
+
+
+def run_theory(layers: int = 12, heads: int = 4, d_model: int = 32, tokens: int = 32, d_qk: int = 0,
+               biases: bool = False, init_scale: float = 1.0, seeds: int = 5, seed: int = 0, input: Any = None,
+               allow_nonfinite: bool = False, frame: bool = False) -> TheoryRun:
+    """`rankscope theory`: twelve random SAN variants (SAN, +skip, +MLP, +skip+MLP, +LN, +affine-LN; 1 and `heads`
+    heads) on random N(0, 1) input (or `input`, one n × d matrix) for seeds seed..seed+seeds-1, float64, with the
+    per-layer bound c_l r_(l-1)^3 beside each measured residual. Takes ~40 s at the defaults on 2 cores; Ctrl-C stops
+    it between jobs."""
+    check_range(layers, 1, 100, "layers")
+    check_range(heads, 1, 64, "heads")
+    check_range(d_model, 1, 512, "d_model")
+    check_range(tokens, 2, 512, "tokens")
+    check_range(d_qk, 0, 512, "d_qk")
+    check_range(init_scale, 0, 100, "init_scale", low_open=True)
+    check_range(seeds, 1, 1000, "seeds")
+    check_range(seed, 0, 2**64 - 1, "seed")
+    # heads and the blocks are set per variant; with `input`, tokens and d_model come from its shape.
+    network = SanConfig(layers=layers, heads=1, d_model=d_model, d_qk=d_qk, tokens=tokens, biases=biases,
+                        init_scale=init_scale)
+    result = _rankscope.run_theory(network, heads, seeds, seed, None if input is None else to_engine(input, "input")[0],
+                                   allow_nonfinite)
+    return TheoryRun(rows=as_table(result["rows"], frame), summary=as_table(result["summary"], frame),
+                     variants=as_table(result["variants"], frame), bound_rows_checked=result["bound_rows_checked"],
+                     bound_violations=result["bound_violations"], bound_definition=result["bound_definition"],
+                     findings=result["findings"], network=result["network"])
+
+
+@dataclass
+class PathCounts:
+    """Path-length distributions with skips (SPEC.md §3): N(k) = C(L, k) H^k paths of length k."""
+    table: Any                            # path_counts.csv: architecture, layers, heads, length, count, share, alpha_share
+    mean_lengths: Dict[str, float]        # L H / (H + 1) per architecture
+    alpha_mean_lengths: Dict[str, float]  # α-weighted mean length (with alpha)
+    findings: Optional[Findings]          # E6 judged against the paper (the built-in table only)
+
+
+def path_counts(layers: Optional[int] = None, heads: Optional[int] = None, alpha: Optional[Sequence[float]] = None,
+                frame: bool = False) -> PathCounts:
+    """`rankscope paths count`: without `layers` the E6 table of BERT-base, DistilBERT, ... GPT-3; with `layers` and
+    `heads` one architecture, α-weighted when `alpha` (one skip ratio per layer, each in [0, 1]) is given."""
+    if layers is None:
+        if heads is not None or alpha is not None:
+            raise error("heads and alpha need layers (without it: the built-in E6 table)", "heads")
+        result = _rankscope.path_counts(0, 0, [])
+    else:
+        if heads is None:
+            raise error("layers needs heads", "heads")
+        check_range(layers, 1, 100, "layers")
+        check_range(heads, 1, 128, "heads")
+        result = _rankscope.path_counts(layers, heads, [float(a) for a in (alpha or [])])
+    return PathCounts(table=as_table(result["table"], frame), mean_lengths=dict(result["mean_lengths"]),
+                      alpha_mean_lengths=dict(result["alpha_mean_lengths"]), findings=result["findings"])
+
+
+def known_architectures() -> list:
+    """[(name, layers, heads)] of the E6 table."""
+    return _rankscope.known_architectures()

@@ -1,0 +1,300 @@
+// The SAN laboratory (SPEC.md §1, §3): configurable self-attention stacks, the path decomposition, attention products
+// along random paths, the theory experiment, and path counts (E6).
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "bindings.hpp"
+#include "rankscope/e6_path_counts.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/paths.hpp"
+#include "rankscope/san.hpp"
+#include "rankscope/theory.hpp"
+
+namespace rankscope::python {
+namespace {
+
+using namespace pybind11::literals;
+
+std::string activation_name(Activation activation) { return activation == Activation::GELU ? "gelu" : "relu"; }
+Activation parse_activation(const std::string& name) {
+    if (name == "relu") return Activation::ReLU;
+    if (name == "gelu") return Activation::GELU;
+    throw Error("unknown activation '" + name + "' (expected relu or gelu)", "activation");
+}
+
+at::ScalarType parse_float_dtype(const std::string& name) {
+    if (name == "float64") return at::kDouble;
+    if (name == "float32") return at::kFloat;
+    throw Error("unknown dtype '" + name + "' (expected float64 or float32)", "dtype");
+}
+
+// A SAN with its own weights: built from a config and a seed (the caller's torch random state is left as it was).
+struct SanNetwork {
+    San network{nullptr};
+    at::ScalarType dtype = at::kDouble;
+
+    SanNetwork(const SanConfig& config, std::uint64_t seed, const std::string& dtype_name) {
+        config.validate();
+        dtype = parse_float_dtype(dtype_name);
+        TorchRandomStateGuard random_state;
+        torch::manual_seed(seed);
+        network = San(config);
+        network->to(dtype);
+        network->eval();
+    }
+
+    // x [B, n, d] (or [n, d]) in the network's dtype (a copy only when the dtype differs).
+    at::Tensor input(const py::array& array) const {
+        at::Tensor x = tensor_view(array, "x");
+        if (x.dim() == 2) x = x.unsqueeze(0);
+        if (x.dim() != 3 || x.size(-1) != network->config.d_model)
+            throw Error(fmt::format("expected [batch, tokens, {}] (or [tokens, {}]), got shape [{}]", network->config.d_model,
+                                    network->config.d_model, fmt::join(x.sizes(), ", ")),
+                        "x");
+        if (x.size(0) == 0 || x.size(1) == 0) throw Error("empty input", "x");
+        return x.to(dtype);
+    }
+
+    py::tuple forward(const py::array& array, bool record) {
+        const at::Tensor x = input(array);
+        Recorder recorder;
+        at::Tensor y;
+        {
+            py::gil_scoped_release release;
+            torch::NoGradGuard no_grad;
+            recorder.set_interrupt(python_interrupt());
+            y = network->forward(x, record ? &recorder : nullptr);
+            recorder.set_interrupt({});
+        }
+        py::dict hooks;
+        for (const auto& [name, value] : recorder.all()) hooks[name.c_str()] = to_numpy(value);
+        return py::make_tuple(to_numpy(y), hooks);
+    }
+
+    py::dict parameters() {
+        py::dict result;
+        for (const auto& item : network->named_parameters()) result[item.key().c_str()] = to_numpy(item.value().detach());
+        return result;
+    }
+
+    void load_parameters(const py::dict& values) {
+        auto parameters = network->named_parameters();
+        torch::NoGradGuard no_grad;
+        for (const auto& [key, value] : values) {
+            const std::string name = py::cast<std::string>(key);
+            at::Tensor* target = parameters.find(name);
+            if (!target) throw Error("no parameter named '" + name + "'", name);
+            const py::array array = py::array::ensure(value);
+            if (!array) throw Error("not an array", name);
+            const at::Tensor source = tensor_view(array, name);
+            if (source.sizes() != target->sizes())
+                throw Error(fmt::format("shape [{}] differs from the parameter's [{}]", fmt::join(source.sizes(), ", "),
+                                        fmt::join(target->sizes(), ", ")),
+                            name);
+            target->copy_(source);
+        }
+    }
+};
+
+py::dict path_count_result(const std::vector<ArchitecturePaths>& tables, bool with_alpha, bool builtin) {
+    py::dict result;
+    result["table"] = table_columns(path_counts_table(tables, with_alpha));
+    py::dict mean_lengths, alpha_mean_lengths;
+    for (const auto& t : tables) {
+        mean_lengths[t.architecture.name] = t.mean_length;
+        if (with_alpha) alpha_mean_lengths[t.architecture.name] = mean_path_length(t.rows, true);
+    }
+    result["mean_lengths"] = mean_lengths;
+    result["alpha_mean_lengths"] = alpha_mean_lengths;
+    result["findings"] = builtin ? py::cast(path_count_findings(tables)) : py::none();
+    return result;
+}
+
+}  // namespace
+
+void bind_networks(py::module_& m) {
+    py::class_<BlockConfig>(m, "BlockConfig", "One layer's architecture (san.hpp BlockConfig).")
+        .def(py::init([](bool attention_skip, bool mlp, bool mlp_skip, const std::string& activation, int mlp_width,
+                         const std::string& layer_norm) {
+                 BlockConfig block;
+                 block.attention_skip = attention_skip;
+                 block.mlp = mlp;
+                 block.mlp_skip = mlp_skip;
+                 block.activation = parse_activation(activation);
+                 block.mlp_width = mlp_width;
+                 block.layer_norm = parse_layer_norm(layer_norm);
+                 return block;
+             }),
+             "attention_skip"_a = false, "mlp"_a = false, "mlp_skip"_a = false, "activation"_a = "relu", "mlp_width"_a = 0,
+             "layer_norm"_a = "none")
+        .def_readwrite("attention_skip", &BlockConfig::attention_skip, "X + SA(X)")
+        .def_readwrite("mlp", &BlockConfig::mlp, "a per-token MLP after attention")
+        .def_readwrite("mlp_skip", &BlockConfig::mlp_skip, "M + MLP(M)")
+        .def_property(
+            "activation", [](const BlockConfig& b) { return activation_name(b.activation); },
+            [](BlockConfig& b, const std::string& name) { b.activation = parse_activation(name); }, "relu or gelu")
+        .def_readwrite("mlp_width", &BlockConfig::mlp_width, "0 = 4 * d_model")
+        .def_property(
+            "layer_norm", [](const BlockConfig& b) { return to_string(b.layer_norm); },
+            [](BlockConfig& b, const std::string& name) { b.layer_norm = parse_layer_norm(name); },
+            "none, post (BERT), pre (GPT-2), affine (the paper's model: one mean and std per sample)")
+        .def("__repr__", [](const BlockConfig& b) {
+            return fmt::format("BlockConfig(attention_skip={}, mlp={}, mlp_skip={}, activation='{}', mlp_width={}, "
+                               "layer_norm='{}')",
+                               b.attention_skip ? "True" : "False", b.mlp ? "True" : "False", b.mlp_skip ? "True" : "False",
+                               activation_name(b.activation), b.mlp_width, to_string(b.layer_norm));
+        });
+
+    py::class_<SanConfig>(m, "SanConfig", "A self-attention network's sizes and layers (san.hpp SanConfig).")
+        .def(py::init([](int layers, int heads, int d_model, int d_qk, int d_v, int tokens, bool biases, double init_scale,
+                         const BlockConfig& block, const std::vector<BlockConfig>& per_layer) {
+                 SanConfig config;
+                 config.layers = layers;
+                 config.heads = heads;
+                 config.d_model = d_model;
+                 config.d_qk = d_qk;
+                 config.d_v = d_v;
+                 config.tokens = tokens;
+                 config.biases = biases;
+                 config.init_scale = init_scale;
+                 config.block = block;
+                 config.per_layer = per_layer;
+                 config.validate();
+                 return config;
+             }),
+             "layers"_a = 6, "heads"_a = 1, "d_model"_a = 32, "d_qk"_a = 0, "d_v"_a = 0, "tokens"_a = 32, "biases"_a = false,
+             "init_scale"_a = 1.0, "block"_a = BlockConfig(), "per_layer"_a = std::vector<BlockConfig>())
+        .def_readwrite("layers", &SanConfig::layers)
+        .def_readwrite("heads", &SanConfig::heads)
+        .def_readwrite("d_model", &SanConfig::d_model)
+        .def_readwrite("d_qk", &SanConfig::d_qk, "per head; 0 = d_model / heads")
+        .def_readwrite("d_v", &SanConfig::d_v, "per head; 0 = d_model / heads")
+        .def_readwrite("tokens", &SanConfig::tokens, "n of random inputs")
+        .def_readwrite("biases", &SanConfig::biases, "b_Q, b_K, b_V, b_O, b_in, b_out drawn N(0, 0.1^2)")
+        .def_readwrite("init_scale", &SanConfig::init_scale, "weights ~ N(0, init_scale^2 / fan_in)")
+        .def_readwrite("block", &SanConfig::block)
+        .def_readwrite("per_layer", &SanConfig::per_layer)
+        .def("validate", &SanConfig::validate)
+        .def("__repr__", [](const SanConfig& c) {
+            return fmt::format("SanConfig(layers={}, heads={}, d_model={}, d_qk={}, d_v={}, tokens={}, biases={}, "
+                               "init_scale={}, ...)",
+                               c.layers, c.heads, c.d_model, c.d_qk, c.d_v, c.tokens, c.biases ? "True" : "False",
+                               c.init_scale);
+        });
+
+    py::class_<SanNetwork>(m, "San", "A self-attention network with TransformerLens names (a torch::nn module).")
+        .def(py::init<const SanConfig&, std::uint64_t, const std::string&>(), "config"_a, "seed"_a = 0,
+             "dtype"_a = "float64")
+        .def_property_readonly("config", [](const SanNetwork& s) { return s.network->config; })
+        .def("forward", &SanNetwork::forward, "x"_a, "record"_a = true,
+             "(output [B, n, d], {hook name: activation}) for x [B, n, d] or [n, d].")
+        .def("parameters", &SanNetwork::parameters,
+             "{name: array} viewing the network's weights (no copy: writing into them changes the network).")
+        .def("load_parameters", &SanNetwork::load_parameters, "values"_a, "Copies arrays into parameters by name.")
+        .def(
+            "check_path_decomposition",
+            [](SanNetwork& s, const py::array& array, double max_paths) {
+                const at::Tensor x = s.input(array);
+                PathCheck check;
+                {
+                    py::gil_scoped_release release;
+                    torch::NoGradGuard no_grad;
+                    check = check_path_decomposition(s.network, x, max_paths);
+                }
+                return py::dict("paths"_a = check.paths, "max_abs_error"_a = check.max_abs_error,
+                                "max_abs_output"_a = check.max_abs_output);
+            },
+            "x"_a, "max_paths"_a = 1e6, "Sum over every path (Theorem 2.1) against the forward output.");
+
+    m.def(
+        "sample_path_products",
+        [](const std::vector<py::array>& patterns, int draws, std::uint64_t seed, const py::object& attention_mask,
+           bool allow_nonfinite) {
+            if (patterns.empty()) throw Error("no attention patterns", "patterns");
+            if (draws < 1) throw Error(std::to_string(draws) + " is outside [1, 100000]", "draws");
+            std::vector<at::Tensor> tensors;
+            for (std::size_t l = 0; l < patterns.size(); ++l) {
+                const std::string name = "patterns[" + std::to_string(l) + "]";
+                const at::Tensor p = tensor_view(patterns[l], name);
+                if (p.dim() != 4 || !at::isFloatingType(p.scalar_type()))
+                    throw Error("expected a float [batch, heads, n, n] tensor", name);
+                tensors.push_back(p);  // float32 stays float32, as the command reads a recorded run
+            }
+            at::Tensor mask;
+            if (!attention_mask.is_none()) mask = tensor_view(py::array::ensure(attention_mask), "attention_mask").to(at::kLong);
+            std::vector<PathProductSample> samples;
+            {
+                py::gil_scoped_release release;
+                samples = sample_path_products(tensors, draws, seed, mask);
+            }
+            for (const auto& s : samples)
+                check_finite_result(s.relative_residual, "a path product's relative residual",
+                                    fmt::format("patterns, path length {}, draw {}, layers {}", s.length, s.draw,
+                                                join_indices(s.layers)),
+                                    allow_nonfinite);
+            return table_columns(path_samples_table(samples));
+        },
+        "patterns"_a, "draws"_a, "seed"_a, "attention_mask"_a, "allow_nonfinite"_a,
+        "E2 products A_{l_k}...A_{l_1} along random paths (paths sample's paths.csv columns).");
+
+    m.def(
+        "run_theory",
+        [](const SanConfig& network, int heads, int seeds, std::uint64_t seed, const py::object& input,
+           bool allow_nonfinite) {
+            if (seeds < 1 || seeds > 1000) throw Error(std::to_string(seeds) + " is outside [1, 1000]", "seeds");
+            if (heads < 1 || heads > 64) throw Error(std::to_string(heads) + " is outside [1, 64]", "heads");
+            TheorySettings settings;
+            settings.network = network;
+            settings.heads = heads;
+            settings.seeds = seeds;
+            settings.seed = seed;
+            at::Tensor given;
+            py::array contiguous;
+            if (!input.is_none())
+                given = theory_input(array_view_of(py::array::ensure(input), contiguous, "input"), "input", settings);
+            check_theory_settings(settings);
+            TheoryResult result;
+            {
+                py::gil_scoped_release release;
+                TorchRandomStateGuard random_state;
+                result = run_theory_experiment(settings, given.defined() ? &given : nullptr, python_interrupt());
+            }
+            check_theory_finite(result, allow_nonfinite);
+            py::dict out;
+            out["rows"] = table_columns(theory_table(result));
+            out["summary"] = table_columns(theory_summary_table(result));
+            out["variants"] = table_columns(theory_variants_table(result));
+            out["bound_rows_checked"] = result.bound_rows_checked;
+            out["bound_violations"] = result.bound_violations;
+            out["bound_definition"] = theory_bound_definition();
+            out["findings"] = theory_findings(result, settings);
+            out["network"] = settings.network;
+            return out;
+        },
+        "network"_a, "heads"_a, "seeds"_a, "seed"_a, "input"_a, "allow_nonfinite"_a,
+        "The theory experiment: every variant x seed, summaries, bound checks and findings.");
+
+    m.def(
+        "path_counts",
+        [](int layers, int heads, const std::vector<double>& alpha) {
+            if (layers == 0) return path_count_result(path_count_tables(known_architectures()), false, true);
+            if (layers < 1 || layers > 100) throw Error(std::to_string(layers) + " is outside [1, 100]", "layers");
+            if (heads < 1 || heads > 128) throw Error(std::to_string(heads) + " is outside [1, 128]", "heads");
+            for (double a : alpha)
+                if (!(a >= 0 && a <= 1)) throw Error(fmt::format("{} is outside [0, 1]", a), "alpha");
+            return path_count_result({custom_path_counts(layers, heads, alpha)}, !alpha.empty(), false);
+        },
+        "layers"_a, "heads"_a, "alpha"_a,
+        "Path-length table (path_counts.csv columns): layers = 0 for the built-in E6 architectures.");
+    m.def(
+        "known_architectures",
+        [] {
+            py::list list;
+            for (const auto& a : known_architectures()) list.append(py::make_tuple(a.name, a.layers, a.heads));
+            return list;
+        },
+        "(name, layers, heads) of the E6 architectures.");
+}
+
+}  // namespace rankscope::python

@@ -1,0 +1,108 @@
+// _rankscope: the C++ engine for Python. Errors become Python exceptions carrying the command line's one-line
+// message: rankscope.Error (a ValueError, with .where) for bad input, MemoryError, KeyboardInterrupt, RuntimeError for
+// internal failures.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <malloc.h>
+
+#include <climits>
+#include <thread>
+
+#include "bindings.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/error_report.hpp"
+#include "rankscope/provenance.hpp"
+
+namespace rankscope::python {
+
+InterruptPoll python_interrupt() {
+    return InterruptPoll([] {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    });
+}
+
+TorchRandomStateGuard::TorchRandomStateGuard() : state_(at::detail::getDefaultCPUGenerator().get_state()) {}
+TorchRandomStateGuard::~TorchRandomStateGuard() {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+    generator.set_state(state_);
+}
+
+namespace {
+
+// rankscope.Error, created once at import and kept for the life of the process.
+PyObject* g_error_type = nullptr;
+
+void translate_exceptions() {
+    py::register_exception_translator([](std::exception_ptr pointer) {
+        try {
+            if (pointer) std::rethrow_exception(pointer);
+        } catch (const py::builtin_exception&) {
+            throw;  // pybind11's own (TypeError for wrong arguments...): its default translation
+        } catch (...) {
+            const ErrorReport report = describe_current_exception();
+            switch (report.kind) {
+                case ErrorReport::BadInput: {
+                    py::gil_scoped_acquire gil;
+                    py::object instance = py::handle(g_error_type)(report.message);
+                    instance.attr("where") = report.where;
+                    PyErr_SetObject(g_error_type, instance.ptr());
+                    return;
+                }
+                case ErrorReport::OutOfMemory: PyErr_SetString(PyExc_MemoryError, report.message.c_str()); return;
+                case ErrorReport::Interrupted: PyErr_SetString(PyExc_KeyboardInterrupt, report.message.c_str()); return;
+                case ErrorReport::Internal: PyErr_SetString(PyExc_RuntimeError, report.message.c_str()); return;
+            }
+        }
+    });
+}
+
+}  // namespace
+}  // namespace rankscope::python
+
+PYBIND11_MODULE(_rankscope, module) {
+    namespace py = pybind11;
+    using namespace rankscope::python;
+    module.doc() = "rankscope's C++ engine (internal: use the `rankscope` package)";
+
+    // The exception class of bad input: a ValueError whose message is the command line's one-line error, with the
+    // offending file, tensor or setting in .where.
+    g_error_type = PyErr_NewExceptionWithDoc("rankscope.Error",
+                                  "Bad input to rankscope (a missing or malformed file, an unknown option, NaN data, a "
+                                  "size out of range). str(e) is the command line's one-line message; e.where names "
+                                  "the file, tensor or setting ('' when none).",
+                                  PyExc_ValueError, nullptr);
+    if (!g_error_type) throw py::error_already_set();
+    module.attr("Error") = py::handle(g_error_type);
+    translate_exceptions();
+
+    module.def("version", &rankscope::version_string, "rankscope's version and git commit, as `rankscope --version`.");
+    module.attr("source_dir") = RANKSCOPE_SOURCE_DIR_TEXT;
+    module.def(
+        "set_threads",
+        [](int threads) {
+            if (threads < 0 || threads > 256) throw rankscope::Error(std::to_string(threads) + " is outside [0, 256]", "threads");
+            const int used = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+            at::set_num_threads(used);
+            return used;
+        },
+        py::arg("threads"), "Sets ATen's intra-op threads (0 = all cores), as --threads; returns the number in use.");
+    module.def("get_threads", [] { return at::get_num_threads(); }, "ATen's intra-op threads in use.");
+    module.def(
+        "configure_allocator",
+        [] {
+            mallopt(M_MMAP_MAX, 0);
+            mallopt(M_TRIM_THRESHOLD, INT_MAX);
+        },
+        "Keeps freed memory in the process (glibc mallopt), as the command line does at start: freshly touched pages "
+        "cost ~8 us each on these VMs (LIBTORCH.md). Affects the whole Python process.");
+    module.def(
+        "_data_address",
+        [](const py::array& array) { return reinterpret_cast<std::uintptr_t>(tensor_view(array).data_ptr()); },
+        py::arg("array"), "The address the engine reads an array at (tests check that no copy was made).");
+
+    bind_measures(module);
+    bind_networks(module);
+    bind_models(module);
+    bind_findings(module);
+}

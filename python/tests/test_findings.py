@@ -1,0 +1,46 @@
+"""Findings and verdicts: the binding's Findings objects against the findings.json and verdicts.csv the command line
+writes, and read_findings on those files."""
+import json
+
+import numpy as np
+
+import rankscope as rs
+from conftest import FIXTURES, assert_table_equals_csv, run_cli
+
+
+def test_findings_and_verdicts_equal_the_commands_files(tmp_path):
+    run_cli("paths", "count", "--out", tmp_path / "e6")
+    run_cli("theory", "--layers", 3, "--heads", 2, "--seeds", 1, "--d-model", 8, "--tokens", 5, "--out", tmp_path / "t")
+    e6 = rs.path_counts().findings
+    theory = rs.run_theory(layers=3, heads=2, seeds=1, d_model=8, tokens=5).findings
+    for findings, folder in ((e6, "e6"), (theory, "t")):
+        assert_table_equals_csv(rs.verdicts([findings]), tmp_path / folder / "verdicts.csv")
+        read = rs.read_findings(tmp_path / folder / "findings.json")
+        assert (read.experiment, read.subject, read.reading, read.notes) == \
+               (findings.experiment, findings.subject, findings.reading, findings.notes)
+        assert [(c.claim, c.measured, c.criterion, c.verdict) for c in read.checks] == \
+               [(c.claim, c.measured, c.criterion, c.verdict) for c in findings.checks]
+        assert read.key_numbers == findings.key_numbers
+        with open(tmp_path / folder / "findings.json") as f:
+            document = json.load(f)
+        assert [(k["what"], k["value"]) for k in document["key_numbers"]] == [tuple(k) for k in findings.key_numbers]
+    both = rs.verdicts([e6, theory], frame=True)
+    assert list(both["experiment"].unique()) == ["E6", "theory"]
+    assert set(both["verdict"]) <= {"reproduced", "not reproduced", "not comparable at these settings"}
+
+
+def test_verdicts_are_computed_from_the_run():
+    # Two layers cannot show collapse "with depth" (3 needed): "not comparable"; four layers of the same networks
+    # show that an MLP does not stop it (relative residual at float64 round-off): "reproduced".
+    sizes = dict(heads=2, seeds=1, d_model=16, tokens=16)
+    shallow = {c.claim: c for c in rs.run_theory(layers=2, **sizes).findings.checks}
+    deep = {c.claim: c for c in rs.run_theory(layers=4, **sizes).findings.checks}
+    claim = "An MLP does not stop the collapse"
+    assert shallow[claim].verdict == "not comparable at these settings"
+    assert deep[claim].verdict == "reproduced"
+    assert shallow[claim].measured != deep[claim].measured
+    run = rs.run_model(f"{FIXTURES}/bert-tiny", samples=2, tokens=12, draws=2)
+    assert run.findings.experiment == "E1" and len(run.findings.checks) > 0
+    assert all(isinstance(c, rs.Check) for c in run.findings.checks)
+    assert np.all([c.verdict in ("reproduced", "not reproduced", "not comparable at these settings")
+                   for c in run.findings.checks])

@@ -1,0 +1,203 @@
+"""Measures on numpy arrays and torch tensors: each against its definition computed here with numpy, and `measure`
+against the command line's measures.csv on the same data."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import rankscope as rs
+from conftest import assert_table_equals_csv, cli_error, composite_norm, relative_residual_reference, run_cli
+
+
+def norm_reference(m, norm):
+    if norm == "l1":
+        return np.abs(m).sum(-2).max(-1)
+    if norm == "linf":
+        return np.abs(m).sum(-1).max(-1)
+    if norm == "composite":
+        return composite_norm(m)
+    if norm == "frobenius":
+        return np.sqrt((m ** 2).sum((-2, -1)))
+    return np.linalg.svd(m, compute_uv=False)[..., 0]
+
+
+def rank1_residual_reference(x):
+    u, s, vt = np.linalg.svd(x, full_matrices=False)
+    return x - s[..., :1, None] * u[..., :, :1] @ vt[..., :1, :]
+
+
+@pytest.fixture
+def batch(rng):
+    # [2, 3, n, d]: partly aligned rows (a shared offset), as a hidden state is.
+    return rng.normal(size=(2, 3, 1, 6)) * 2 + rng.normal(size=(2, 3, 9, 6))
+
+
+@pytest.mark.parametrize("norm", ["l1", "linf", "composite", "frobenius", "spectral"])
+def test_norms_and_mean_median_rank1_residuals_match_their_definitions(batch, norm):
+    np.testing.assert_allclose(rs.matrix_norm(batch, norm), norm_reference(batch, norm), rtol=1e-12)
+    centred = {"mean": batch - batch.mean(-2, keepdims=True),
+               "median": batch - np.median(batch, axis=-2, keepdims=True),
+               "rank1": rank1_residual_reference(batch)}
+    for center, reference in centred.items():
+        expected = norm_reference(reference, norm)
+        np.testing.assert_allclose(rs.residual_norm(batch, norm, center), expected, rtol=1e-10, err_msg=center)
+        np.testing.assert_allclose(rs.relative_residual(batch, norm, center), expected / norm_reference(batch, norm),
+                                   rtol=1e-10, err_msg=center)
+        np.testing.assert_allclose(rs.residual(batch, norm, center), reference, atol=1e-12, err_msg=center)
+
+
+def test_paper_measure_on_float32_and_torch_matches_numpy_and_keeps_the_kind(batch):
+    x32 = batch.astype(np.float32)
+    expected = relative_residual_reference(x32.astype(np.float64))
+    np.testing.assert_allclose(rs.relative_residual(x32), expected, rtol=1e-12)
+    t = torch.from_numpy(x32)
+    got = rs.relative_residual(t)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64 and tuple(got.shape) == (2, 3)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
+    # requires_grad, non-contiguous (transposed twice) and float16 inputs are accepted too.
+    np.testing.assert_allclose(rs.relative_residual(t.clone().requires_grad_(True)).numpy(), expected, rtol=1e-12)
+    strided = np.asfortranarray(batch)
+    np.testing.assert_allclose(rs.relative_residual(strided), relative_residual_reference(batch), rtol=1e-12)
+    reversed_rows = batch[:, :, ::-1]  # negative strides (copied: ATen has none)
+    np.testing.assert_allclose(rs.relative_residual(reversed_rows), relative_residual_reference(reversed_rows),
+                               rtol=1e-12)
+    big_endian = batch.astype(">f8")
+    np.testing.assert_allclose(rs.relative_residual(big_endian), relative_residual_reference(batch), rtol=1e-12)
+    half = batch.astype(np.float16)
+    np.testing.assert_allclose(rs.relative_residual(half), relative_residual_reference(half.astype(np.float64)),
+                               rtol=1e-12)
+
+
+def test_centres_exact_centre_and_its_optimality(rng):
+    x = rng.normal(size=(3, 7, 4)) + rng.normal(size=(3, 1, 4))
+    np.testing.assert_allclose(rs.center_of(x, "frobenius", "mean"), x.mean(-2), atol=1e-14)
+    np.testing.assert_allclose(rs.center_of(x, "l1", "median"), np.median(x, axis=-2), atol=1e-14)
+    # l1's exact centre is the median (columns separate); Frobenius's the mean.
+    np.testing.assert_allclose(rs.exact_center(x, "l1").center, np.median(x, axis=-2), atol=1e-12)
+    np.testing.assert_allclose(rs.exact_center(x, "frobenius").center, x.mean(-2), atol=1e-12)
+    for norm in ("linf", "composite"):
+        best = rs.exact_center(x, norm)
+        assert best.center.shape == (3, 4) and best.linear_programs.dtype == np.int64
+        assert (best.linear_programs > 0).all()
+        residual = norm_reference(x - best.center[:, None, :], norm)
+        np.testing.assert_allclose(best.residual, residual, rtol=1e-12)
+        np.testing.assert_allclose(rs.residual_norm(x, norm, "exact"), residual, rtol=1e-9)
+        # No other centre does better: the mean, the median, and 2000 random perturbations of the optimum.
+        assert (residual <= norm_reference(x - x.mean(-2, keepdims=True), norm) + 1e-12).all()
+        assert (residual <= norm_reference(x - np.median(x, axis=-2, keepdims=True), norm) + 1e-12).all()
+        for scale in (1e-1, 1e-3):
+            trial = best.center[:, None, None, :] + scale * rng.normal(size=(3, 2000, 1, 4))
+            others = norm_reference(x[:, None] - trial, norm)
+            assert (others >= residual[:, None] * (1 - 1e-9)).all(), (norm, scale, (others / residual[:, None]).min())
+
+
+def test_rank_measures_match_their_definitions(batch, rng):
+    s = np.linalg.svd(batch, compute_uv=False)
+    np.testing.assert_allclose(rs.singular_values(batch), s, rtol=1e-10)
+    p = s / s.sum(-1, keepdims=True)
+    np.testing.assert_allclose(rs.effective_rank(batch), np.exp(-(p * np.log(p)).sum(-1)), rtol=1e-10)
+    np.testing.assert_allclose(rs.stable_rank(batch), (s ** 2).sum(-1) / s[..., 0] ** 2, rtol=1e-10)
+    low_rank = rng.normal(size=(4, 10, 2)) @ rng.normal(size=(4, 2, 8))
+    assert (rs.numerical_rank(low_rank) == np.linalg.matrix_rank(low_rank)).all()
+    assert (rs.numerical_rank(low_rank.astype(np.float32)) == np.linalg.matrix_rank(low_rank.astype(np.float32))).all()
+    assert (rs.numerical_rank(low_rank, rank_tol=0.5) <= 2).all()
+    unit = batch / np.linalg.norm(batch, axis=-1, keepdims=True)
+    gram = unit @ np.swapaxes(unit, -1, -2)
+    n = batch.shape[-2]
+    pairs = (gram.sum((-2, -1)) - np.trace(gram, axis1=-2, axis2=-1)) / (n * (n - 1))
+    np.testing.assert_allclose(rs.mean_pairwise_cosine(batch), pairs, rtol=1e-10)
+
+
+def test_attention_measures_match_their_definitions(rng):
+    logits = rng.normal(size=(2, 5, 6, 6)) * 2
+    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    got = rs.attention_measures(p)
+    entropy = -(p * np.log(p)).sum(-1)
+    s = np.linalg.svd(p, compute_uv=False)
+    np.testing.assert_allclose(got["mean_row_entropy"], entropy.mean(-1), rtol=1e-10)
+    np.testing.assert_allclose(got["max_row_entropy"], entropy.max(-1), rtol=1e-10)
+    np.testing.assert_allclose(got["first_token_share"], p[..., 0].mean(-1), rtol=1e-10)
+    np.testing.assert_allclose(got["sigma2"], s[..., 1], rtol=1e-10)
+    np.testing.assert_allclose(got["spectral_gap"], 1 - s[..., 1] / s[..., 0], rtol=1e-10)
+    with pytest.raises(rs.Error, match="not row-stochastic"):
+        rs.attention_measures(p * 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_measure_table_equals_the_command_lines_measures_csv(tmp_path, rng, dtype):
+    x = (rng.normal(size=(2, 8, 5)) + rng.normal(size=(1, 1, 5))).astype(dtype)
+    np.save(tmp_path / "x.npy", x)
+    run_cli("measure", tmp_path / "x.npy", "--out", tmp_path / "out")
+    table = rs.measure(x)
+    assert_table_equals_csv(table, tmp_path / "out" / "measures.csv")
+    # The fast batched path of the paper's measure agrees with the command's value to round-off.
+    rows = (table["measure"] == "relative_residual") & (table["norm"] == "composite") & (table["center"] == "mean")
+    np.testing.assert_allclose(rs.relative_residual(x), table["value"][rows].reshape(2), rtol=1e-13)
+    # And a square row-stochastic matrix gets the attention measures, as a DataFrame on request.
+    p = np.full((4, 4), 0.25)
+    np.save(tmp_path / "p.npy", p)
+    run_cli("measure", tmp_path / "p.npy", "--centers", "mean,rank1", "--rank-tol", "0.001", "--out", tmp_path / "p")
+    frame = rs.measure(p, centers=["mean", "rank1"], rank_tol=0.001, frame=True)
+    assert "attention_spectral_gap" in set(frame["measure"])
+    assert_table_equals_csv({name: frame[name].to_numpy() for name in frame.columns}, tmp_path / "p" / "measures.csv")
+
+
+def test_measure_leaves_out_the_exact_centre_on_large_matrices_as_the_command_does(tmp_path, rng):
+    x = rng.normal(size=(70, 64))  # 4480 entries > 4096
+    np.save(tmp_path / "big.npy", x)
+    run_cli("measure", tmp_path / "big.npy", "--out", tmp_path / "out")
+    with pytest.warns(UserWarning, match="exact centre"):
+        table = rs.measure(x)
+    assert "exact" not in set(table["center"])
+    assert_table_equals_csv(table, tmp_path / "out" / "measures.csv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "exact" in set(rs.measure(x[:8, :8], centers=["exact"])["center"])
+
+
+def test_errors_carry_the_command_lines_messages(tmp_path):
+    bad = np.arange(12, dtype=np.float64).reshape(3, 4)
+    bad[1, 2] = np.nan
+    np.save(tmp_path / "nan.npy", bad)
+    message = cli_error("measure", tmp_path / "nan.npy")
+    assert message == f"NaN at flat index 6 ({tmp_path / 'nan.npy'})"
+    for call in (lambda: rs.measure(bad), lambda: rs.relative_residual(bad), lambda: rs.singular_values(bad)):
+        with pytest.raises(rs.Error) as raised:
+            call()
+        assert str(raised.value) == "NaN at flat index 6 (x)" and raised.value.where == "x"
+        assert isinstance(raised.value, ValueError)
+    np.save(tmp_path / "vector.npy", np.ones(3))
+    assert cli_error("measure", tmp_path / "vector.npy").startswith("need a matrix (rank >= 2), got an array of rank 1")
+    with pytest.raises(rs.Error, match=r"^need a matrix \(rank >= 2\), got an array of rank 1 \(x\)$"):
+        rs.measure(np.ones(3))
+    with pytest.raises(rs.Error, match=r"^empty matrix \(0 x 3\) \(x\)$"):
+        rs.relative_residual(np.ones((0, 3)))
+    with pytest.raises(rs.Error) as raised:
+        rs.relative_residual(np.ones((3, 3)), norm="l2")
+    assert str(raised.value).startswith("unknown norm 'l2'")
+    assert cli_error("measure", tmp_path / "nan.npy", "--rank-tol", "2") == "2 is outside [0, 1] (--rank-tol)"
+    with pytest.raises(rs.Error, match=r"^2 is outside \[0, 1\] \(rank_tol\)$"):
+        rs.measure(np.ones((3, 3)), rank_tol=2)
+
+
+def test_inputs_are_viewed_not_copied_and_outputs_view_engine_memory(rng):
+    x = rng.normal(size=(4, 6, 5))
+    address = rs._rankscope._data_address
+    assert address(x) == x.__array_interface__["data"][0]
+    strided = x[:, ::2, 1:]
+    assert address(strided) == strided.__array_interface__["data"][0]
+    x32 = x.astype(np.float32)
+    assert address(x32) == x32.__array_interface__["data"][0]
+    t = torch.from_numpy(x32.copy())
+    from rankscope._arrays import to_engine
+    assert address(to_engine(t)[0]) == t.data_ptr()
+    assert address(to_engine(t.t() if t.dim() == 2 else t.transpose(1, 2))[0]) == t.data_ptr()
+    # Results view memory the engine allocated: a network's parameters come back as views of its own weights.
+    net = rs.San(rs.SanConfig(layers=1, heads=1, d_model=4), seed=0)
+    first, second = net.parameters(), net.parameters()
+    assert np.shares_memory(first["blocks.0.attn.W_Q"], second["blocks.0.attn.W_Q"])
+    # A bfloat16 tensor has no numpy dtype: converted to float32 (documented copy), same numbers.
+    bf = torch.from_numpy(x).to(torch.bfloat16)
+    np.testing.assert_allclose(rs.relative_residual(bf).numpy(), relative_residual_reference(bf.float().numpy().astype(np.float64)),
+                               rtol=1e-12)

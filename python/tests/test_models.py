@@ -1,0 +1,158 @@
+"""Checkpoint folders (BERT, ALBERT, XLNet fixtures; USE lite; a built-in configuration) and E1/E2: the binding's
+tables against the command line's files on the same inputs, and against the conformance fixtures' expected hidden
+states, attention maps and E1 numbers (computed by an independent implementation, tests/fixtures/README.md)."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import rankscope as rs
+from conftest import FIXTURES, assert_table_equals_csv, cli_error, read_safetensors, relative_residual_reference, \
+    run_cli, write_safetensors
+
+FIXTURE_MODELS = ["bert-tiny", "albert-tiny", "xlnet-tiny"]
+
+
+def fixture(name):
+    path = os.path.join(FIXTURES, name)
+    assert os.path.isfile(os.path.join(path, "model.safetensors")), f"fixture missing: {path}"
+    return path
+
+
+def assert_findings_equal(findings, path):
+    with open(path) as f:
+        document = json.load(f)
+    assert findings.experiment == document["experiment"] and findings.subject == document["subject"]
+    assert [(c.claim, c.paper, c.measured, c.criterion, c.verdict, c.settings) for c in findings.checks] == \
+           [(c["claim"], c["paper"], c["measured"], c["criterion"], c["verdict"], c["settings"]) for c in document["checks"]]
+    assert findings.reading == document["reading"]
+
+
+def threads():
+    """The command line's --threads for this process's thread count: float32 sums (oneDNN, BLAS) depend on it, so the
+    two sides compare bit for bit only with the same number."""
+    return ["--threads", rs.get_threads()]
+
+
+def test_run_model_on_text_equals_the_commands_tables(tmp_path):
+    # (The ALBERT and XLNet fixtures' word lists cannot tokenise text: they run on token ids below.)
+    run_cli("model", "--model", fixture("bert-tiny"), "--samples", 4, "--tokens", 16, "--draws", 5, "--seed", 3,
+            *threads(), "--out", tmp_path)
+    run = rs.run_model(fixture("bert-tiny"), samples=4, tokens=16, draws=5, seed=3)  # default text: GLUE RTE train
+    assert run.weights == ["init", "pretrained"] and run.model == "bert-tiny"
+    assert_table_equals_csv(run.residual, tmp_path / "residual.csv")
+    assert_table_equals_csv(run.paths, tmp_path / "paths.csv")
+    assert_table_equals_csv(run.skip_ratio, tmp_path / "skip_ratio.csv")
+    assert_findings_equal(run.findings, tmp_path / "findings.json")
+    assert len(run.iterate["step"]) == 0  # USE lite only
+
+
+@pytest.mark.parametrize("name", FIXTURE_MODELS)
+def test_forward_and_e1_match_the_conformance_fixtures(name):
+    for variant in ("SAN", "SAN+MLP", "SAN+skip", "transformer"):
+        expected, _ = read_safetensors(os.path.join(fixture(name), f"expected-{variant}.safetensors"))
+        inputs = {key: expected[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
+        model = rs.load_model(fixture(name))
+        last, hooks = model.forward(**inputs, variant=variant)
+        real = expected["attention_mask"].astype(bool)
+        layers = model.config["layers"]
+        for layer in range(layers + 1):
+            hook = "hook_embed" if layer == 0 else f"blocks.{layer - 1}.hook_resid_post"
+            got, want = hooks[hook][real], expected[f"hidden_states.{layer}"][real]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max(), err_msg=f"{variant} {hook}")
+        np.testing.assert_array_equal(last, hooks[f"blocks.{layers - 1}.hook_resid_post"])
+        for layer in range(layers):
+            got = hooks[f"blocks.{layer}.attn.hook_pattern"]
+            want = expected[f"attentions.{layer}"]
+            for b in range(got.shape[0]):  # rows and columns of real tokens
+                keep = np.flatnonzero(real[b])
+                np.testing.assert_allclose(got[b][:, keep][:, :, keep], want[b][:, keep][:, :, keep], atol=1e-5,
+                                           err_msg=f"{variant} attentions.{layer}")
+        run = rs.run_model(fixture(name), inputs=inputs, weights="pretrained", variants=[variant], draws=2)
+        # As the C++ conformance test: 1e-5 absolute (float32 round-off of an O(1) ratio; collapsed rows are noise).
+        np.testing.assert_allclose(run.residual["mean"], expected["e1_mean"], rtol=0, atol=1e-5, err_msg=variant)
+        np.testing.assert_allclose(run.residual["std"], expected["e1_std"], rtol=0, atol=1e-5, err_msg=variant)
+        # E1 from its definition on the recorded hidden states (real tokens of each sample).
+        for layer in range(layers + 1):
+            hook = "hook_embed" if layer == 0 else f"blocks.{layer - 1}.hook_resid_post"
+            values = [relative_residual_reference(hooks[hook][b][real[b]].astype(np.float64)) for b in range(len(real))]
+            np.testing.assert_allclose(run.residual["mean"][layer], np.mean(values), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", FIXTURE_MODELS)
+def test_token_id_inputs_with_padding_equal_the_commands_inputs_run(tmp_path, name):
+    expected, _ = read_safetensors(os.path.join(fixture(name), "expected-transformer.safetensors"))
+    inputs = {key: expected[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
+    write_safetensors(tmp_path / "batch.safetensors", inputs)
+    run_cli("model", "--model", fixture(name), "--inputs", tmp_path / "batch.safetensors", "--draws", 4,
+            "--layer-norm", "freeze", "--seed", 11, *threads(), "--out", tmp_path / "out")
+    for given in (inputs, tmp_path / "batch.safetensors"):
+        run = rs.run_model(fixture(name), inputs=given, draws=4, layer_norm="freeze", seed=11)
+        assert_findings_equal(run.findings, tmp_path / "out" / "findings.json")
+        assert_table_equals_csv(run.residual, tmp_path / "out" / "residual.csv")
+        assert_table_equals_csv(run.paths, tmp_path / "out" / "paths.csv")
+        assert_table_equals_csv(run.skip_ratio, tmp_path / "out" / "skip_ratio.csv")
+        np.testing.assert_array_equal(run.batch["attention_mask"], inputs["attention_mask"])
+
+
+def test_use_lite_with_its_iterate_experiment_equals_the_command(tmp_path):
+    run_cli("model", "--model", "use-lite", "--samples", 3, "--tokens", 24, "--draws", 4, "--iterate", 3, *threads(),
+            "--out", tmp_path)
+    run = rs.run_model("use-lite", samples=3, tokens=24, draws=4, iterate=3, record=True, frame=True)
+    assert run.model_type == "use_lite"
+    for name in ("residual", "paths", "skip_ratio", "iterate"):
+        table = getattr(run, name)
+        assert_table_equals_csv({column: table[column].to_numpy() for column in table.columns},
+                                tmp_path / f"{name}.csv")
+    assert_findings_equal(run.findings, tmp_path / "findings.json")
+    # record=True keeps the unmodified pretrained model's activations: E1's transformer row from its definition.
+    transformer = run.residual[(run.residual["weights"] == "pretrained") & (run.residual["variant"] == "transformer")]
+    hidden = run.activations["blocks.1.hook_resid_post"].astype(np.float64)
+    np.testing.assert_allclose(transformer["mean"].to_numpy()[2], relative_residual_reference(hidden).mean(), rtol=1e-9)
+
+
+def test_builtin_configuration_trains_its_tokenizer_as_the_command_does(tmp_path):
+    args = ["--model", "albert-base-v2", "--weights", "init", "--samples", 2, "--tokens", 16, "--variants",
+            "SAN,transformer", "--draws", 2, *threads()]
+    run_cli("model", *args, "--out", tmp_path)
+    run = rs.run_model("albert-base-v2", weights="init", samples=2, tokens=16, variants=["SAN", "transformer"], draws=2)
+    assert_table_equals_csv(run.residual, tmp_path / "residual.csv")
+    assert_table_equals_csv(run.paths, tmp_path / "paths.csv")
+    batch = rs.text_batch("albert-base-v2", samples=2, tokens=16)
+    np.testing.assert_array_equal(batch["input_ids"], run.batch["input_ids"])
+    assert batch["input_ids"].shape == (2, 16) and batch["attention_mask"].all()
+
+
+def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
+    model = rs.load_model(fixture("bert-tiny"), weights="init", seed=1)
+    assert model.config["model_type"] == "bert" and model.source.kind == "huggingface"
+    ids = torch.randint(0, 64, (2, 10))
+    last, hooks = model.forward(ids, variant="SAN+skip")
+    assert isinstance(last, torch.Tensor) and tuple(last.shape) == (2, 10, 32)
+    assert isinstance(hooks["blocks.0.attn.hook_pattern"], torch.Tensor)
+    first, second = model.parameters(), model.parameters()
+    assert "encoder.layer.0.attention.self.query.weight" in first
+    assert np.shares_memory(first["embeddings.word_embeddings.weight"], second["embeddings.word_embeddings.weight"])
+    # The same messages as the command line.
+    assert cli_error("model", "--model", "/nonexistent", "--weights", "init") == \
+        "cannot open config file: No such file or directory (/nonexistent/config.json)"
+    with pytest.raises(rs.Error) as raised:
+        rs.run_model("/nonexistent", weights="init")
+    assert str(raised.value) == "cannot open config file: No such file or directory (/nonexistent/config.json)"
+    assert raised.value.where == "/nonexistent/config.json"
+    message = cli_error("model", "--model", "bert-base-cased", "--weights", "both")
+    with pytest.raises(rs.Error) as raised:
+        rs.run_model("bert-base-cased")
+    assert str(raised.value) == message
+    write_safetensors(tmp_path / "ids.safetensors", {"input_ids": np.full((1, 4), 99, dtype=np.int64)})
+    message = cli_error("model", "--model", fixture("bert-tiny"), "--inputs", tmp_path / "ids.safetensors")
+    assert message == f"values 99..99 outside the model's vocabulary [0, 64) ({tmp_path / 'ids.safetensors'}:input_ids)"
+    with pytest.raises(rs.Error) as raised:
+        rs.run_model(fixture("bert-tiny"), inputs=tmp_path / "ids.safetensors")
+    assert str(raised.value) == message
+    with pytest.raises(rs.Error, match=r"^values 99\.\.99 outside the model's vocabulary \[0, 64\) \(input_ids\)$"):
+        model.forward(np.full((1, 4), 99))
+    with pytest.raises(rs.Error, match="unknown variant 'MLP'"):
+        model.forward(ids, variant="MLP")

@@ -1,0 +1,206 @@
+"""The SAN laboratory: a network's forward against a numpy implementation of SPEC.md §1 with the same weights, the
+path decomposition, theory runs and path counts against the command line's files and closed forms, path products
+against numpy."""
+import json
+import math
+from itertools import product
+
+import numpy as np
+import pytest
+import torch
+
+import rankscope as rs
+from conftest import assert_table_equals_csv, composite_norm, relative_residual_reference, run_cli, \
+    write_safetensors
+
+
+def layer_norm(x, w, b, affine_model):
+    axes = (-2, -1) if affine_model else (-1,)
+    mean = x.mean(axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * w + b
+
+
+def san_reference(x, params, config):
+    """SPEC.md §1 in numpy: P_h = softmax((X W_Q,h + b_Q)(X W_K,h + b_K)^T / sqrt(k)); SA(X) = Σ_h P_h (X W_V,h +
+    b_V) W_O,h + b_O; then the skip, post-LN, the MLP block as configured."""
+    block = config.block
+    hooks = {"hook_embed": x}
+    h = x
+    for l in range(config.layers):
+        p = {name[len(f"blocks.{l}."):]: value for name, value in params.items() if name.startswith(f"blocks.{l}.")}
+        k = p["attn.W_Q"].shape[-1]
+        q = np.einsum("bnd,hdk->bhnk", h, p["attn.W_Q"]) + p["attn.b_Q"][:, None]
+        key = np.einsum("bnd,hdk->bhnk", h, p["attn.W_K"]) + p["attn.b_K"][:, None]
+        scores = q @ np.swapaxes(key, -1, -2) / math.sqrt(k)
+        pattern = np.exp(scores - scores.max(-1, keepdims=True))
+        pattern /= pattern.sum(-1, keepdims=True)
+        value = np.einsum("bnd,hdv->bhnv", h, p["attn.W_V"]) + p["attn.b_V"][:, None]
+        attention = np.einsum("bhnv,hvd->bnd", pattern @ value, p["attn.W_O"]) + p["attn.b_O"]
+        hooks[f"blocks.{l}.attn.hook_pattern"] = pattern
+        mid = h + attention if block.attention_skip else attention
+        if block.layer_norm in ("post", "affine"):
+            mid = layer_norm(mid, p["ln1.w"], p["ln1.b"], block.layer_norm == "affine")
+        out = mid
+        if block.mlp:
+            hidden = mid @ p["mlp.W_in"] + p["mlp.b_in"]
+            activated = np.maximum(hidden, 0) if block.activation == "relu" else \
+                0.5 * hidden * (1 + np.vectorize(math.erf)(hidden / math.sqrt(2)))
+            mlp_out = activated @ p["mlp.W_out"] + p["mlp.b_out"]
+            out = mid + mlp_out if block.mlp_skip else mlp_out
+            if block.layer_norm in ("post", "affine"):
+                out = layer_norm(out, p["ln2.w"], p["ln2.b"], block.layer_norm == "affine")
+        hooks[f"blocks.{l}.hook_resid_post"] = out
+        h = out
+    return h, hooks
+
+
+@pytest.mark.parametrize("block", [
+    rs.BlockConfig(),
+    rs.BlockConfig(attention_skip=True),
+    rs.BlockConfig(attention_skip=True, mlp=True, mlp_skip=True, activation="gelu", layer_norm="post"),
+    rs.BlockConfig(mlp=True, layer_norm="affine"),
+])
+def test_san_forward_matches_numpy_with_the_same_weights(rng, block):
+    config = rs.SanConfig(layers=3, heads=2, d_model=8, tokens=5, biases=True, block=block)
+    net = rs.San(config, seed=3)
+    params = {name: np.array(value) for name, value in net.parameters().items()}
+    assert params["blocks.0.attn.W_Q"].shape == (2, 8, 4) and params["blocks.2.attn.W_O"].shape == (2, 4, 8)
+    x = rng.normal(size=(2, 5, 8))
+    y, hooks = net.forward(x)
+    expected, expected_hooks = san_reference(x, params, config)
+    np.testing.assert_allclose(y, expected, rtol=1e-10, atol=1e-12)
+    for name, value in expected_hooks.items():
+        np.testing.assert_allclose(hooks[name], value, rtol=1e-10, atol=1e-12, err_msg=name)
+    # Loading other weights changes the forward accordingly; torch in, torch out.
+    params["blocks.1.attn.W_V"] = params["blocks.1.attn.W_V"] * 2
+    net.load_parameters({"blocks.1.attn.W_V": torch.from_numpy(params["blocks.1.attn.W_V"])})
+    y_torch, _ = net.forward(torch.from_numpy(x))
+    assert isinstance(y_torch, torch.Tensor)
+    np.testing.assert_allclose(y_torch.numpy(), san_reference(x, params, config)[0], rtol=1e-10, atol=1e-12)
+    with pytest.raises(rs.Error, match="no parameter named 'nope'"):
+        net.load_parameters({"nope": np.zeros(3)})
+
+
+def test_same_seed_same_network_and_the_callers_torch_stream_is_untouched():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    a = rs.San(rs.SanConfig(layers=2, heads=2, d_model=8), seed=9)
+    rs.run_theory(layers=2, d_model=8, tokens=4, heads=2, seeds=1)
+    assert torch.equal(torch.rand(3), expected)
+    b = rs.San(rs.SanConfig(layers=2, heads=2, d_model=8), seed=9)
+    c = rs.San(rs.SanConfig(layers=2, heads=2, d_model=8), seed=10)
+    assert all(np.array_equal(a.parameters()[n], b.parameters()[n]) for n in a.parameters())
+    assert not np.array_equal(a.parameters()["blocks.0.attn.W_Q"], c.parameters()["blocks.0.attn.W_Q"])
+
+
+def test_path_decomposition_reproduces_the_forward_as_the_command_checks_it(rng):
+    for skip in (False, True):
+        net = rs.San(rs.SanConfig(layers=3, heads=2, d_model=12, tokens=8, biases=True,
+                                  block=rs.BlockConfig(attention_skip=skip)), seed=0)
+        check = net.check_path_decomposition(rng.normal(size=(2, 8, 12)))
+        assert check["paths"] == (3 if skip else 2) ** 3
+        assert check["max_abs_error"] < 1e-12 * max(1.0, check["max_abs_output"])
+    with pytest.raises(rs.Error):
+        rs.San(rs.SanConfig(layers=1, d_model=4, block=rs.BlockConfig(mlp=True)), seed=0).check_path_decomposition(
+            np.ones((1, 3, 4)))
+
+
+def test_theory_run_equals_the_commands_files(tmp_path):
+    settings = dict(layers=3, heads=2, d_model=8, tokens=6, seeds=2, seed=7)
+    run_cli("theory", "--layers", 3, "--heads", 2, "--d-model", 8, "--tokens", 6, "--seeds", 2, "--seed", 7,
+            "--out", tmp_path)
+    run = rs.run_theory(**settings)
+    assert_table_equals_csv(run.rows, tmp_path / "theory.csv")
+    assert_table_equals_csv(run.summary, tmp_path / "theory_summary.csv")
+    with open(tmp_path / "theory.json") as f:
+        document = json.load(f)
+    assert run.bound_violations == document["bound_violations"] == 0
+    assert run.bound_rows_checked == document["bound_rows_checked"] > 0
+    assert run.bound_definition == document["bound_definition"]
+    for i, variant in enumerate(document["variants"]):
+        assert run.variants["variant"][i] == variant["variant"]
+        for key in ("fitted_slope_log_neg_log_r", "fitted_base", "fitted_exponent", "final_relative_residual",
+                    "bound_over_measured_log10_mean"):
+            expected = np.nan if variant[key] is None else variant[key]
+            np.testing.assert_equal(run.variants[key][i], expected)
+    with open(tmp_path / "findings.json") as f:
+        findings = json.load(f)
+    assert [(c.claim, c.measured, c.verdict) for c in run.findings.checks] == \
+           [(c["claim"], c["measured"], c["verdict"]) for c in findings["checks"]]
+    assert run.findings.reading == findings["reading"]
+    frame = rs.run_theory(**settings, frame=True).rows
+    assert list(frame.columns) == list(run.rows.keys()) and len(frame) == len(run.rows["layer"])
+
+
+def test_theory_on_a_given_input_starts_from_its_measured_residual(tmp_path, rng):
+    x = rng.normal(size=(6, 8)) + 3 * rng.normal(size=(1, 8))
+    np.save(tmp_path / "x.npy", x)
+    run_cli("theory", "--input", tmp_path / "x.npy", "--layers", 2, "--heads", 2, "--seeds", 1, "--out", tmp_path / "o")
+    run = rs.run_theory(input=x, layers=2, heads=2, seeds=1)
+    assert_table_equals_csv(run.rows, tmp_path / "o" / "theory.csv")
+    layer0 = run.rows["layer"] == 0
+    np.testing.assert_allclose(run.rows["relative_residual"][layer0], relative_residual_reference(x), rtol=1e-12)
+    # r_0 is the exact-centre composite residual: at most the mean centre's.
+    assert (run.rows["residual"][layer0] <= composite_norm(x - x.mean(0)) * (1 + 1e-12)).all()
+    with pytest.raises(rs.Error, match=r"^--input needs at least 2 rows \(tokens\) \(input\)$"):
+        rs.run_theory(input=x[:1], layers=2, seeds=1)
+    with pytest.raises(rs.Error, match=r"^0 is outside \[1, 100\] \(layers\)$"):
+        rs.run_theory(layers=0)
+
+
+def test_path_counts_equal_the_command_and_the_closed_form(tmp_path):
+    run_cli("paths", "count", "--out", tmp_path / "e6")
+    counts = rs.path_counts()
+    assert_table_equals_csv(counts.table, tmp_path / "e6" / "path_counts.csv")
+    with open(tmp_path / "e6" / "path_counts.json") as f:
+        for entry in json.load(f)["architectures"]:
+            assert counts.mean_lengths[entry["architecture"]] == entry["mean_length"]
+            L, H = entry["layers"], entry["heads"]
+            assert math.isclose(entry["mean_length"], L * H / (H + 1), rel_tol=1e-12)
+    assert counts.findings.experiment == "E6" and counts.findings.checks[0].verdict == "reproduced"
+    table = counts.table
+    for row in range(len(table["length"])):
+        L, H, k = (int(table[name][row]) for name in ("layers", "heads", "length"))  # Python ints: no overflow
+        assert math.isclose(table["count"][row], math.comb(L, k) * H ** k, rel_tol=1e-12)
+        assert math.isclose(table["share"][row], math.comb(L, k) * H ** k / (H + 1) ** L, rel_tol=1e-9)
+    # α-weighted: every path enumerated, Π_l (skip ? α_l : (1 − α_l)/H), summed by length.
+    alpha = [0.9, 0.5, 0.7]
+    run_cli("paths", "count", "--layers", 3, "--heads", 2, "--alpha", "0.9,0.5,0.7", "--out", tmp_path / "a")
+    weighted = rs.path_counts(layers=3, heads=2, alpha=alpha)
+    assert_table_equals_csv(weighted.table, tmp_path / "a" / "path_counts.csv")
+    expected = np.zeros(4)
+    for choice in product(range(3), repeat=3):  # 0 = skip, 1..H = a head
+        weight = np.prod([alpha[l] if c == 0 else (1 - alpha[l]) / 2 for l, c in enumerate(choice)])
+        expected[sum(c > 0 for c in choice)] += weight
+    np.testing.assert_allclose(weighted.table["alpha_share"], expected, rtol=1e-12)
+    assert math.isclose(weighted.alpha_mean_lengths["custom"], float((np.arange(4) * expected).sum()), rel_tol=1e-12)
+    with pytest.raises(rs.Error, match="need layers"):
+        rs.path_counts(heads=3)
+
+
+def test_path_products_equal_the_command_and_numpy(tmp_path, rng):
+    net = rs.San(rs.SanConfig(layers=4, heads=3, d_model=12, tokens=7), seed=2)
+    _, hooks = net.forward(rng.normal(size=(3, 7, 12)))
+    patterns = [hooks[f"blocks.{l}.attn.hook_pattern"] for l in range(4)]
+    # A recorded run in float32 (as `model --dump` writes): the same float32 arithmetic on both sides.
+    patterns32 = [p.astype(np.float32) for p in patterns]
+    write_safetensors(tmp_path / "p32.safetensors", {f"blocks.{l}.attn.hook_pattern": p for l, p in enumerate(patterns32)})
+    run_cli("paths", "sample", "--patterns", tmp_path / "p32.safetensors", "--draws", 5, "--out", tmp_path / "f32")
+    assert_table_equals_csv(rs.sample_path_products(patterns32, draws=5), tmp_path / "f32" / "paths.csv")
+    write_safetensors(tmp_path / "p.safetensors", {f"blocks.{l}.attn.hook_pattern": p for l, p in enumerate(patterns)})
+    run_cli("paths", "sample", "--patterns", tmp_path / "p.safetensors", "--draws", 6, "--seed", 4, "--out", tmp_path)
+    table = rs.sample_path_products(patterns, draws=6, seed=4)
+    assert_table_equals_csv(table, tmp_path / "paths.csv")
+    for row in range(len(table["length"])):
+        layers = [int(v) for v in table["layers"][row].split()]
+        heads = [int(v) for v in table["heads"][row].split()]
+        product_matrix = np.eye(7)
+        for l, h in zip(layers, heads):  # forward order: later layers on the left
+            product_matrix = patterns[l][table["sample"][row], h] @ product_matrix
+        u, s, vt = np.linalg.svd(product_matrix)
+        rank1 = s[0] * np.outer(u[:, 0], vt[0])
+        np.testing.assert_allclose(table["relative_residual"][row],
+                                   composite_norm(product_matrix - rank1) / composite_norm(product_matrix), rtol=1e-9,
+                                   atol=1e-13)  # round-off of the SVD near rank 1

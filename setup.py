@@ -1,0 +1,46 @@
+"""setuptools drives CMake for `pip install .` (pyproject.toml has the metadata and the offline backend).
+
+The package is exactly what `cmake --install <build> --component python` installs (python/CMakeLists.txt: the pure
+Python files, the extension, its type stubs, the rankscope-spm helper and the default RTE text); this file builds the
+extension's target, stages that install and hands the folder to setuptools as the wheel's contents.
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.path.abspath(os.environ.get("RANKSCOPE_CMAKE_BUILD_DIR") or os.path.join(ROOT, "build", "pip"))
+
+
+class CMakeBuild(build_ext):
+    def run(self):
+        if not os.path.isfile(os.path.join(BUILD, "CMakeCache.txt")):
+            subprocess.check_call(["cmake", "-S", ROOT, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release",
+                                   "-DRANKSCOPE_BUILD_TESTS=OFF", "-DRANKSCOPE_BUILD_BENCH=OFF",
+                                   "-DRANKSCOPE_BUILD_PYTHON=ON", f"-DPython_EXECUTABLE={sys.executable}"])
+        # RANKSCOPE_CMAKE_BUILD=0 packages an existing build as it is (nothing is compiled).
+        if os.environ.get("RANKSCOPE_CMAKE_BUILD", "1") != "0":
+            jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
+            subprocess.check_call(["cmake", "--build", BUILD, "--target", "_rankscope", "-j", jobs])
+        with tempfile.TemporaryDirectory(prefix="rankscope-stage-") as stage:
+            subprocess.check_call(["cmake", "--install", BUILD, "--component", "python", "--prefix", stage])
+            packages = glob.glob(os.path.join(stage, "**", "rankscope", "__init__.py"), recursive=True)
+            if len(packages) != 1:
+                raise RuntimeError(f"cmake --install staged {len(packages)} rankscope packages in {stage}")
+            target = os.path.join(os.path.abspath(self.build_lib), "rankscope")
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(os.path.dirname(packages[0]), target)
+
+
+setup(
+    ext_modules=[Extension("rankscope._rankscope", sources=[])],  # built by CMake; marks the wheel as platform-specific
+    cmdclass={"build_ext": CMakeBuild},
+    packages=[],
+    options={"build": {"build_base": os.path.join(BUILD, "setuptools")}, "egg_info": {"egg_base": BUILD}},
+)

@@ -1,0 +1,159 @@
+// One `rankscope model` run as a library unit: which model an argument names, its weights, the batch from text, the
+// run over weights kinds, the finiteness checks and the tables written. The command line and the Python module both
+// call these, so their tables are the same.
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "rankscope/e1.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/progress.hpp"
+#include "rankscope/tokenizer.hpp"
+#include "rankscope/use_lite.hpp"
+
+namespace rankscope {
+
+ModelSource resolve_model_source(const std::string& argument) {
+    ModelSource source;
+    source.argument = argument;
+    if (!is_builtin_hf_config(argument) && is_use_lite(argument)) {
+        source.kind = ModelSource::UseLite;
+        source.name = "use-lite";
+        source.directory = find_use_lite(argument);
+        source.config = load_use_lite(source.directory)->config();
+    } else if (!std::filesystem::exists(argument) && is_builtin_hf_config(argument)) {
+        source.kind = ModelSource::BuiltIn;
+        source.name = argument;
+        source.config = builtin_hf_config(argument);
+    } else {
+        source.kind = ModelSource::HuggingFace;
+        source.name = std::filesystem::path(argument).filename().string();
+        source.directory = argument;
+        source.config = read_hf_config((std::filesystem::path(argument) / "config.json").string());
+    }
+    return source;
+}
+
+std::vector<std::string> weight_kinds(const ModelSource& source, const std::string& weights) {
+    if (weights != "both" && weights != "init" && weights != "pretrained")
+        throw Error("unknown weights '" + weights + "' (expected pretrained, init or both)");
+    if (source.kind == ModelSource::BuiltIn && weights != "init")
+        throw Error("the built-in configuration '" + source.argument + "' has no pretrained weights: use --weights init, "
+                    "or point --model at a downloaded Hugging Face folder");
+    if (weights == "both") return {"init", "pretrained"};
+    return {weights};
+}
+
+std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed) {
+    if (weights != "init" && weights != "pretrained")
+        throw Error("unknown weights '" + weights + "' (expected pretrained or init)");
+    weight_kinds(source, weights);  // a built-in configuration has no pretrained weights
+    const bool init = weights == "init";
+    switch (source.kind) {
+        case ModelSource::UseLite: return init ? make_use_lite_init(source.directory, seed) : load_use_lite(source.directory);
+        case ModelSource::BuiltIn: return make_hf_model(source.config, seed);
+        case ModelSource::HuggingFace: break;
+    }
+    return init ? make_hf_model(source.config, seed) : load_hf_model(source.directory);
+}
+
+ModelBatch text_batch(const ModelSource& source, const std::string& text_path, int samples, int tokens,
+                      const std::string& tokenizer_directory) {
+    const std::vector<std::string> sentences = read_sentences(text_path);
+    const HfConfig& config = source.config;
+    std::unique_ptr<Tokenizer> tokenizer;
+    switch (source.kind) {
+        case ModelSource::UseLite: tokenizer = load_use_lite_tokenizer(source.directory); break;
+        case ModelSource::BuiltIn:
+            tokenizer = train_sentencepiece(sentences, tokenizer_directory, 4000, config.model_type);
+            break;
+        case ModelSource::HuggingFace: tokenizer = load_tokenizer(source.directory, config); break;
+    }
+    if (tokens > config.max_position_embeddings && config.model_type != "xlnet")
+        throw Error(fmt::format("--tokens {} is longer than the model allows ({})", tokens, config.max_position_embeddings),
+                    config.path);
+    ModelBatch batch = pack_text(*tokenizer, sentences, samples, tokens, text_path);
+    if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
+        throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
+    return batch;
+}
+
+RealModelResult run_real_model_experiment(const ModelSource& source, const ModelBatch& batch,
+                                          const std::vector<std::string>& weights, const RealModelSettings& settings,
+                                          Recorder* dump, const InterruptPoll& interrupt) {
+    RealModelResult result;
+    result.model = source.name;
+    result.model_type = source.model_type();
+    result.layers = source.config.layers;
+    result.heads = source.config.heads;
+    result.samples = batch.input_ids.size(0);
+    result.tokens = batch.input_ids.size(1);
+    result.settings = settings;
+    if (source.kind != ModelSource::UseLite) result.settings.iterate_steps = 0;  // USE lite only
+    Progress progress("model " + source.name, static_cast<long>(weights.size()));
+    for (const auto& kind : weights) {
+        interrupt.poll();
+        const std::unique_ptr<EncoderModel> model = make_model(source, kind, settings.seed);
+        const bool dump_this = dump && kind == weights.back();
+        result.runs.push_back(
+            run_real_model(*model, batch, source.name, kind, result.settings, dump_this ? dump : nullptr, interrupt));
+        progress.advance();
+    }
+    return result;
+}
+
+void check_real_model_finite(const RealModelResult& result, bool allow_nonfinite) {
+    for (const auto& run : result.runs)
+        for (const auto& r : run.residual)
+            check_finite_result(r.mean, "the relative residual",
+                                fmt::format("{} {}, variant {}, layer {}", r.model, r.weights, r.variant, r.layer),
+                                allow_nonfinite);
+    for (const auto& run : result.runs)
+        for (const auto& s : run.paths)
+            check_finite_result(s.relative_residual, "a path product's relative residual",
+                                fmt::format("{} {}, path length {}, layers {}", result.model, run.weights, s.length,
+                                            join_indices(s.layers)),
+                                allow_nonfinite);
+}
+
+Table residual_table(const RealModelResult& result) {
+    Table table({{"model", Table::Text}, {"weights", Table::Text}, {"variant", Table::Text}, {"layer", Table::Integer},
+                 {"norm", Table::Text}, {"center", Table::Text}, {"mean", Table::Real}, {"std", Table::Real},
+                 {"min", Table::Real}, {"max", Table::Real}, {"n", Table::Integer}});
+    for (const auto& run : result.runs)
+        for (const auto& r : run.residual)
+            table.add({r.model, r.weights, r.variant, r.layer, "composite", "mean", r.mean, r.std, r.min, r.max, r.n});
+    return table;
+}
+
+Table path_products_table(const RealModelResult& result) {
+    Table table({{"model", Table::Text}, {"weights", Table::Text}, {"length", Table::Integer}, {"draw", Table::Integer},
+                 {"sample", Table::Integer}, {"layers", Table::Text}, {"heads", Table::Text},
+                 {"relative_residual", Table::Real}, {"relative_residual_frobenius", Table::Real}});
+    for (const auto& run : result.runs)
+        for (const auto& s : run.paths)
+            table.add({result.model, run.weights, s.length, s.draw, s.sample, join_indices(s.layers), join_indices(s.heads),
+                       s.relative_residual, s.relative_residual_frobenius});
+    return table;
+}
+
+Table skip_ratio_table(const RealModelResult& result) {
+    Table table({{"model", Table::Text}, {"weights", Table::Text}, {"layer", Table::Integer}, {"skip_ratio", Table::Real}});
+    for (const auto& run : result.runs)
+        for (std::size_t l = 0; l < run.skip_ratio.size(); ++l)
+            table.add({result.model, run.weights, static_cast<std::int64_t>(l), run.skip_ratio[l]});
+    return table;
+}
+
+Table iterate_table(const RealModelResult& result) {
+    Table table({{"model", Table::Text}, {"weights", Table::Text}, {"variant", Table::Text}, {"step", Table::Integer},
+                 {"mean", Table::Real}, {"std", Table::Real}, {"min", Table::Real}, {"max", Table::Real},
+                 {"n", Table::Integer}});
+    for (const auto& run : result.runs)
+        for (const auto& r : run.iterate)
+            table.add({result.model, run.weights, r.variant, r.step, r.mean, r.std, r.min, r.max, r.n});
+    return table;
+}
+
+}  // namespace rankscope

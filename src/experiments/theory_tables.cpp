@@ -1,0 +1,83 @@
+// `rankscope theory`'s input checks, limits and tables, shared by the command line and the Python module.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "rankscope/error.hpp"
+#include "rankscope/theory.hpp"
+
+namespace rankscope {
+
+at::Tensor theory_input(const ArrayView& array, const std::string& where, TheorySettings& settings) {
+    if (array.shape.size() != 2) throw Error("--input must be one n x d matrix", where);
+    const auto values = to_double_vector(array);
+    for (double v : values)
+        if (!std::isfinite(v)) throw Error("--input has NaN or Inf entries", where);
+    // The same limits as --tokens and --d-model.
+    check_size_limit("--input rows (tokens)", static_cast<double>(array.shape[0]), 512, where);
+    check_size_limit("--input columns (d_model)", static_cast<double>(array.shape[1]), 512, where);
+    if (array.shape[0] < 2) throw Error("--input needs at least 2 rows (tokens)", where);
+    settings.network.tokens = static_cast<int>(array.shape[0]);
+    settings.network.d_model = static_cast<int>(array.shape[1]);
+    settings.input_label = where;
+    return at::tensor(values, at::kDouble).view({array.shape[0], array.shape[1]});
+}
+
+void check_theory_settings(const TheorySettings& settings) {
+    const SanConfig& network = settings.network;
+    check_size_limit("heads x tokens^2 x layers",
+                     double(settings.heads) * network.tokens * network.tokens * network.layers, double(1 << 26),
+                     "--heads, --tokens, --layers");
+    network.validate();
+}
+
+void check_theory_finite(const TheoryResult& result, bool allow_nonfinite) {
+    for (const auto& r : result.rows) {
+        const std::string where = fmt::format("variant {}, seed {}, layer {}", r.variant, r.seed, r.layer);
+        check_finite_result(r.residual, "the residual", where, allow_nonfinite);
+        check_finite_result(r.relative_residual, "the relative residual", where, allow_nonfinite);
+    }
+}
+
+const char* theory_bound_definition() {
+    return "per layer: r_l <= c_l r_(l-1)^3, c_l = 4*gamma*beta*H*lambda/sqrt(d_qk); r = ||X - 1x*^T||_(1,inf) at the "
+           "exact centre x*; gamma = sqrt(d_qk)*||P - 1p^T|| / (4*||R W_QK R^T||) with p the attention row of a query "
+           "at x* (softmax sensitivity at this layer's attention entries); beta = ||W_QK||*||W_V W_O|| (composite norm "
+           "of head-wise maxima); lambda = MLP Lipschitz bound (activation constant * ||W_in||*||W_out||) times "
+           "1/sigma for affine LN";
+}
+
+Table theory_table(const TheoryResult& result) {
+    Table table({{"variant", Table::Text}, {"heads", Table::Integer}, {"seed", Table::Unsigned},
+                 {"layer", Table::Integer}, {"residual", Table::Real}, {"relative_residual", Table::Real},
+                 {"gamma", Table::Real}, {"beta", Table::Real}, {"lambda", Table::Real}, {"c", Table::Real},
+                 {"bound_step", Table::Real}, {"bound_cumulative", Table::Real}, {"bound_theorem", Table::Real},
+                 {"at_round_off", Table::Integer}});
+    for (const auto& r : result.rows)
+        table.add({r.variant, r.heads, r.seed, r.layer, r.residual, r.relative_residual, r.gamma, r.beta, r.lambda, r.c,
+                   r.bound_step, r.bound_cumulative, r.bound_theorem, r.at_round_off ? 1 : 0});
+    return table;
+}
+
+Table theory_summary_table(const TheoryResult& result) {
+    // Bounds are averaged over the seeds whose residual is above round-off (nan when none is).
+    Table table({{"variant", Table::Text}, {"layer", Table::Integer}, {"relative_residual_mean", Table::Real},
+                 {"residual_mean", Table::Real}, {"bound_step_mean", Table::Real}, {"bound_cumulative_mean", Table::Real}});
+    for (const auto& s : result.layers)
+        table.add({s.variant, s.layer, s.relative_residual_mean, s.residual_mean, s.bound_step_mean, s.bound_cumulative_mean});
+    return table;
+}
+
+Table theory_variants_table(const TheoryResult& result) {
+    Table table({{"variant", Table::Text}, {"heads", Table::Integer}, {"has_bound", Table::Integer},
+                 {"fitted_slope_log_neg_log_r", Table::Real}, {"fitted_base", Table::Real},
+                 {"fitted_exponent", Table::Real}, {"final_relative_residual", Table::Real},
+                 {"bound_over_measured_log10_mean", Table::Real}});
+    for (const auto& v : result.variants)
+        table.add({v.variant, v.heads, v.has_bound ? 1 : 0, v.fitted_slope, v.fitted_base, v.fitted_exponent,
+                   v.final_relative_residual, v.bound_over_measured_log10_mean});
+    return table;
+}
+
+}  // namespace rankscope
