@@ -1,6 +1,5 @@
 #include "rankscope/paths.hpp"
 
-#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "rankscope/blas_threads.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/measures.hpp"
 
@@ -102,33 +102,6 @@ const std::vector<NamedArchitecture>& known_architectures() {
         {"DeiT-T", 12, 3}};
     return table;
 }
-
-namespace {
-
-// Holds OpenBLAS's thread pool at one thread for its lifetime, when the BLAS in use is OpenBLAS (looked up at run
-// time: another BLAS needs nothing).
-class SingleThreadedBlas {
-public:
-    SingleThreadedBlas() {
-        set_ = reinterpret_cast<void (*)(int)>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-        auto get = reinterpret_cast<int (*)()>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-        if (set_ && get) {
-            previous_ = get();
-            set_(1);
-        }
-    }
-    ~SingleThreadedBlas() {
-        if (set_ && previous_ > 0) set_(previous_);
-    }
-    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
-private:
-    void (*set_)(int) = nullptr;
-    int previous_ = 0;
-};
-
-}  // namespace
 
 std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,
                                                     std::uint64_t seed, const at::Tensor& attention_mask) {
