@@ -6,6 +6,7 @@ import json
 import os
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -86,23 +87,9 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    codes = {np.float32: "F32", np.float64: "F64", np.int64: "I64"}
-    for name, array in tensors.items():
-        array = np.ascontiguousarray(array)
-        blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": codes[array.dtype.type], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
+# The repository's independent writer of the safetensors layout (also used by the command-line reference tests).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "reference"))
+from common import write_safetensors  # noqa: E402,F401
 
 
 def composite_norm(m):
