@@ -26,8 +26,8 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
 # The same suite built with -fsanitize=address,undefined (libtorch itself is not instrumented; the Python module is
-# left out: an instrumented extension cannot load into an uninstrumented Python); about 10 min to build
-# and 8 min to run on 2 cores.
+# left out: an instrumented extension cannot load into an uninstrumented Python); about 12 min to build
+# and 9 min to run on 2 cores.
 test-sanitize: deps
 	@cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRANKSCOPE_SANITIZE=ON -DRANKSCOPE_BUILD_BENCH=OFF -DRANKSCOPE_BUILD_PYTHON=OFF > /dev/null
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
