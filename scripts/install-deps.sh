@@ -9,6 +9,7 @@ DEBIAN_PACKAGES=(
   libglpk-dev libutf8proc-dev
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
+  libtomlplusplus-dev libopenmpi-dev openmpi-bin
   gnuplot-nox
   chromium
   python3-torch python3-numpy

@@ -66,6 +66,9 @@ std::string log_value(const std::string& expression, const std::string& name);
 // theory.svg from theory_summary.csv (variant, layer, relative_residual_mean): one panel per head count (variant
 // names "X" for one head, "X/H=n" for n heads), one colour per architecture X; float64 floor.
 Figure theory_figure(const std::vector<std::string>& variants);
+// collapse_depth.svg of a theory sweep from collapse_depth_summary.csv (variant, heads, d_model, mean_depth, max_depth):
+// one panel per variant, x = heads (log 2), one colour per width d_model ("" = the grid does not vary it).
+Figure collapse_depth_figure(const std::vector<std::string>& variants, const std::vector<std::string>& d_models);
 // theory_bounds.svg from theory_summary.csv (variant, layer, residual_mean, bound_step_mean): measured (solid) and
 // the per-layer bound (dashed) for the variants with a bound.
 Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants);

@@ -8,9 +8,10 @@
 //   if (!r.ok()) ... r.describe() ...                    // "exited with status 1" / "killed by signal 9"
 //
 // The program and its arguments go to the child as an argument vector (posix_spawn), so a path holding quotes, `$()`,
-// backticks, spaces or newlines is just bytes. While a child runs, SIGINT/SIGTERM sent to this process are forwarded
-// to it; run_process then throws Interrupted once the child has exited. Each child's environment gets
-// RANKSCOPE_PARENT_PID, with which rankscope's own programs stop when this process dies (parent_watch.hpp).
+// backticks, spaces or newlines is just bytes. While children run (several threads may each run one), SIGINT/SIGTERM
+// sent to this process are forwarded to every one of them; run_process then throws Interrupted once its child has
+// exited. Each child's environment gets RANKSCOPE_PARENT_PID, with which rankscope's own programs stop when this
+// process dies (parent_watch.hpp).
 #include <filesystem>
 #include <string>
 #include <vector>

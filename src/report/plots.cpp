@@ -402,4 +402,27 @@ Figure width_depth_figure(const std::string& task, const std::vector<std::pair<i
     return figure.build();
 }
 
+Figure collapse_depth_figure(const std::vector<std::string>& variants, const std::vector<std::string>& d_models) {
+    const std::string csv = "collapse_depth_summary.csv";
+    PanelFigure figure("collapse_depth", "Collapse depth of a theory sweep (first layer with relative residual < 1e-3)", 1,
+                       static_cast<int>(std::max<std::size_t>(1, variants.size())));
+    figure.add_preface("set logscale x 2\nset format x '%g'\nset xlabel 'heads H'\n" +
+                       y_from_zero(csv, csv_number("max_depth"), 1, "depth"));
+    for (std::size_t p = 0; p < variants.size(); ++p) {
+        std::vector<std::string> plots;
+        for (std::size_t i = 0; i < d_models.size(); ++i) {
+            std::vector<std::string> conditions = {text_is("variant", variants[p])};
+            if (!d_models[i].empty()) conditions.push_back(text_is("d_model", d_models[i]));
+            plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("heads"),
+                                        only_if(all_of(conditions), csv_number("mean_depth")), i + 1));
+        }
+        figure.add_panel("set title " + gnuplot_quote(variants[p]) + "\n" +
+                         ylabel("collapse depth (mean over collapsed runs)", p == 0) + join_plots(plots));
+    }
+    for (std::size_t i = 0; i < d_models.size(); ++i)
+        figure.add_key_entry(d_models[i].empty() ? "all runs" : "d = " + d_models[i],
+                             fmt::format("with linespoints lt {}", i + 1));
+    return figure.build();
+}
+
 }  // namespace rankscope

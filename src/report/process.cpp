@@ -21,20 +21,45 @@ extern char** environ;
 namespace rankscope {
 namespace {
 
-std::atomic<pid_t> g_child{0};
+// The running children, one slot each: several threads may each run one (sweep workers).
+constexpr int kMaxChildren = 256;
+std::atomic<pid_t> g_children[kMaxChildren];
 volatile sig_atomic_t g_signal = 0;
 std::atomic<bool> g_deferred{false};
 static_assert(std::atomic<pid_t>::is_always_lock_free, "the signal handler reads the child pid");
+
+// A free slot for a child about to start (throws when kMaxChildren run at once); released by ChildSlot's destructor.
+class ChildSlot {
+public:
+    ChildSlot() {
+        for (auto& slot : g_children) {
+            pid_t expected = 0;
+            if (slot.compare_exchange_strong(expected, -1)) {  // -1: reserved, no child yet
+                slot_ = &slot;
+                return;
+            }
+        }
+        throw Error("run_process: more than " + std::to_string(kMaxChildren) + " children at once");
+    }
+    ~ChildSlot() { slot_->store(0); }
+    void set(pid_t pid) { slot_->store(pid); }
+    ChildSlot(const ChildSlot&) = delete;
+    ChildSlot& operator=(const ChildSlot&) = delete;
+
+private:
+    std::atomic<pid_t>* slot_ = nullptr;
+};
 
 // Async-signal-safe: records the signal, forwards it to the running child; with no child (and not deferred) ends this
 // process as the default action would.
 void on_interrupt(int signal_number) {
     g_signal = signal_number;
-    const pid_t child = g_child.load();
-    if (child > 0) {
-        ::kill(child, signal_number);
-        return;
+    bool forwarded = false;
+    for (auto& slot : g_children) {
+        const pid_t child = slot.load();
+        if (child > 0) ::kill(child, signal_number), forwarded = true;
     }
+    if (forwarded) return;
     if (!g_deferred.load()) {
         ::signal(signal_number, SIG_DFL);
         ::raise(signal_number);
@@ -154,6 +179,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
         if (std::strncmp(*entry, variable_prefix.c_str(), variable_prefix.size()) != 0) environment.push_back(*entry);
     environment.push_back(const_cast<char*>(parent_pid.c_str()));
     environment.push_back(nullptr);
+    ChildSlot slot;
     pid_t pid = 0;
     const int spawned = options.search_path
                             ? ::posix_spawnp(&pid, program.c_str(), &actions, &spawn.attributes, arguments.data(), environment.data())
@@ -163,7 +189,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
             throw Error("cannot run " + program + ": no such working directory", directory);
         throw Error("cannot run " + program + ": " + std::strerror(spawned));
     }
-    g_child.store(pid);
+    slot.set(pid);
     if (g_signal != 0) ::kill(pid, g_signal);  // a signal that came between spawn and here
     out_write.reset();
     err_write.reset();
@@ -202,7 +228,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
             else if (now - signalled > std::chrono::seconds(10)) ::kill(pid, SIGKILL);
         }
     }
-    g_child.store(0);
+    slot.set(0);
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
     if (g_signal != 0) throw Interrupted(g_signal, program);

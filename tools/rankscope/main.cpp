@@ -14,6 +14,7 @@
 #include "rankscope/error_report.hpp"
 #include "rankscope/parent_watch.hpp"
 #include "rankscope/process.hpp"
+#include "sweep_scheduler.hpp"
 
 namespace {
 
@@ -32,6 +33,8 @@ const rankscope::cli::Subcommand kSubcommands[] = {
      rankscope::cli::setup_width_depth},
     {"reproduce", "The implemented experiments end to end, with report.html (--quick: about a minute)",
      rankscope::cli::setup_reproduce},
+    {"sweep", "A grid of one experiment's settings (JSON/TOML): cells on local workers or MPI ranks, one tidy table",
+     rankscope::cli::setup_sweep},
 };
 
 // Freshly touched pages cost ~8 µs each on these VMs: keep freed memory in the process instead of returning it.
@@ -121,7 +124,16 @@ std::filesystem::path new_out_folder(const CLI::App& app) {
 
 }  // namespace
 
+namespace rankscope::cli {
+const Subcommand* find_subcommand(const std::string& name) {
+    for (const auto& subcommand : kSubcommands)
+        if (name == subcommand.name) return &subcommand;
+    return nullptr;
+}
+}  // namespace rankscope::cli
+
 int main(int argc, char** argv) {
+    rankscope::cli::remember_main_arguments(argc, argv);
     rankscope::stop_with_parent();
     configure_allocator();
     rankscope::install_interrupt_handlers();

@@ -1,0 +1,223 @@
+"""`rankscope sweep` end to end: grid files, cell keys, the tidy tables against the experiment run on its own, resume
+after a kill, failed cells, bad grids, and the same sweep under `mpirun -np 2` compared cell by cell with the local run.
+
+RANKSCOPE_EXPECT_MPI (set by CMake) says whether this build has MPI: with it, the mpirun comparison must pass; without
+it (the sanitizer build), running under mpirun must stop with the one-line "built without MPI" error."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import BINARY, read_csv, run  # noqa: E402
+
+GRID_TOML = """# a small theory sweep
+experiment = "theory"
+[fixed]
+layers = 3
+tokens = 8
+seeds = 1
+[axes]
+d-model = [8, 16]
+heads = [1, 2]
+seed = [0, 1]
+"""
+# The same grid in JSON, fixed settings and axes in another order: the same cells, the same keys.
+GRID_JSON = {"experiment": "theory", "axes": {"d-model": [8, 16], "heads": [1, 2], "seed": [0, 1]},
+             "fixed": {"seeds": 1, "tokens": 8, "layers": 3}}
+
+
+def data_lines(path):
+    """The CSV file's lines without its '#' provenance comments."""
+    with open(path) as f:
+        return [line for line in f if not line.startswith("#")]
+
+
+def mpi_environment():
+    env = dict(os.environ)
+    # CI runs as root in a container: OpenMPI refuses root without these, and cannot use cross-memory attach there.
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+    return env
+
+
+class Sweep(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.mkdtemp(prefix="rankscope-sweep-")
+        cls.grid = os.path.join(cls.directory, "grid.toml")
+        with open(cls.grid, "w") as f:
+            f.write(GRID_TOML)
+        cls.local = os.path.join(cls.directory, "local")
+        cls.first = run("sweep", cls.grid, "--out", cls.local, "--workers", "2")
+
+    def test_tables_match_the_experiment_run_on_its_own(self):
+        self.assertIn("8 cells of `rankscope theory`: 8 ran now, 0 reused, 0 failed", self.first.stdout)
+        cells = read_csv(os.path.join(self.local, "cells.csv"))
+        self.assertEqual(len(cells), 8)
+        self.assertEqual({c["status"] for c in cells}, {"ran"})
+        # Last axis fastest, as in the grid file.
+        self.assertEqual([(c["cell_d_model"], c["cell_heads"], c["cell_seed"]) for c in cells[:3]],
+                         [("8", "1", "0"), ("8", "1", "1"), ("8", "2", "0")])
+        rows = read_csv(os.path.join(self.local, "sweep.csv"))
+        self.assertEqual(list(rows[0])[:8], ["cell_key", "cell_d_model", "cell_heads", "cell_seed", "cell_layers",
+                                             "cell_tokens", "cell_seeds", "variant"])
+        # One cell, recomputed by `rankscope theory` itself with the cell's flags: the same rows, value for value.
+        cell = cells[5]
+        alone = os.path.join(self.directory, "alone")
+        run("theory", "--layers", "3", "--tokens", "8", "--seeds", "1", "--d-model", cell["cell_d_model"],
+            "--heads", cell["cell_heads"], "--seed", cell["cell_seed"], "--threads", "1", "--out", alone)
+        expected = read_csv(os.path.join(alone, "theory.csv"))
+        got = [{k: v for k, v in r.items() if not k.startswith("cell_")} for r in rows if r["cell_key"] == cell["cell_key"]]
+        self.assertEqual(got, expected)
+        for r in rows:
+            if r["cell_key"] == cell["cell_key"]:
+                self.assertEqual((r["cell_d_model"], r["cell_heads"], r["cell_seed"]),
+                                 (cell["cell_d_model"], cell["cell_heads"], cell["cell_seed"]))
+        self.assertEqual(len(rows), sum(len(read_csv(os.path.join(self.local, c["folder"], "theory.csv"))) for c in cells))
+        # Every table the cells wrote is gathered the same way.
+        for name in ["theory.csv", "theory_summary.csv", "verdicts.csv"]:
+            self.assertTrue(os.path.exists(os.path.join(self.local, "tables", name)), name)
+        document = json.load(open(os.path.join(self.local, "sweep.json")))
+        self.assertEqual(document["cells"], 8)
+        self.assertEqual(document["axes"]["heads"], ["1", "2"])
+        record = json.load(open(os.path.join(self.local, cells[0]["folder"], "cell.json")))
+        self.assertEqual(record["status"], "ok")
+        self.assertIn("--d-model", record["argv"])
+
+    def test_collapse_depth_from_the_rows(self):
+        rows = read_csv(os.path.join(self.local, "sweep.csv"))
+        depths = read_csv(os.path.join(self.local, "collapse_depth.csv"))
+        self.assertEqual(len(depths), len({(r["cell_key"], r["variant"], r["seed"]) for r in rows}))
+        for depth in depths:
+            run_rows = [r for r in rows if (r["cell_key"], r["variant"], r["seed"]) == (depth["cell_key"], depth["variant"],
+                                                                                        depth["seed"])]
+            below = [int(r["layer"]) for r in run_rows if int(r["layer"]) >= 1 and float(r["relative_residual"]) < 1e-3]
+            self.assertEqual(depth["collapse_depth"], str(min(below)) if below else "")
+        summary = read_csv(os.path.join(self.local, "collapse_depth_summary.csv"))
+        san = [s for s in summary if s["variant"] == "SAN" and s["heads"] == "1" and s["d_model"] == "8"]
+        self.assertEqual(len(san), 1)
+        # The single-head SAN runs in every cell of width 8 (heads 1 and 2) for both seeds.
+        self.assertEqual(int(san[0]["runs"]), 2 * 2)
+        self.assertTrue(os.path.getsize(os.path.join(self.local, "collapse_depth.svg")) > 1000)
+
+    def test_json_grid_gives_the_same_cells_and_keys(self):
+        path = os.path.join(self.directory, "grid.json")
+        with open(path, "w") as f:
+            json.dump(GRID_JSON, f)
+        result = run("sweep", path, "--out", self.local, "--dry-run")
+        self.assertIn("8 cells of `rankscope theory`, 8 done, 0 to run", result.stdout)
+
+    def test_a_rerun_reuses_every_cell(self):
+        again = run("sweep", self.grid, "--out", self.local)
+        self.assertIn("0 ran now, 8 reused, 0 failed", again.stdout)
+        self.assertEqual(len(read_csv(os.path.join(self.local, "sweep.csv"))), len(read_csv(os.path.join(self.local, "tables", "theory.csv"))))
+
+    def test_killed_sweep_resumes(self):
+        grid = os.path.join(self.directory, "slow.toml")
+        with open(grid, "w") as f:
+            f.write(GRID_TOML.replace("layers = 3", "layers = 24").replace("seeds = 1", "seeds = 3"))
+        out = os.path.join(self.directory, "killed")
+        process = subprocess.Popen([BINARY, "sweep", grid, "--out", out, "--workers", "1"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        done = []
+        while time.time() < deadline and not done:
+            time.sleep(0.05)
+            cells_dir = os.path.join(out, "cells")
+            if os.path.isdir(cells_dir):
+                done = [k for k in os.listdir(cells_dir) if os.path.exists(os.path.join(cells_dir, k, "cell.json"))]
+        self.assertTrue(done, "no cell finished within 120 s")
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        self.assertFalse(os.path.exists(os.path.join(out, "sweep.csv")))
+        resumed = run("sweep", grid, "--out", out, "--workers", "2")
+        reused = len(done)
+        self.assertIn(f"{8 - reused} ran now, {reused} reused, 0 failed", resumed.stdout)
+        clean = os.path.join(self.directory, "clean")
+        run("sweep", grid, "--out", clean, "--workers", "2")
+        for name in ["sweep.csv", "tables/theory_summary.csv"]:
+            self.assertEqual(data_lines(os.path.join(out, name)), data_lines(os.path.join(clean, name)), name)
+
+    def test_a_failed_cell_does_not_stop_the_others(self):
+        import numpy as np
+        good = os.path.join(self.directory, "x.npy")
+        np.save(good, np.random.default_rng(0).normal(size=(6, 4)))
+        bad = os.path.join(self.directory, "truncated.npy")
+        with open(good, "rb") as f:
+            data = f.read()
+        with open(bad, "wb") as f:
+            f.write(data[:-7])
+        grid = os.path.join(self.directory, "inputs.json")
+        with open(grid, "w") as f:
+            json.dump({"experiment": "theory", "fixed": {"layers": 2, "seeds": 1},
+                       "axes": {"input": [good, bad], "heads": [1, 2]}}, f)
+        out = os.path.join(self.directory, "failing")
+        result = run("sweep", grid, "--out", out, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("2 of 4 cells failed", result.stderr)
+        cells = read_csv(os.path.join(out, "cells.csv"))
+        self.assertEqual([c["status"] for c in cells], ["ran", "ran", "failed", "failed"])
+        self.assertIn("truncated.npy", cells[2]["error"])
+        rows = read_csv(os.path.join(out, "sweep.csv"))
+        self.assertEqual({r["cell_input"] for r in rows}, {good})
+
+    def test_bad_grids_stop_before_any_cell(self):
+        cases = {
+            "unknown.toml": ('experiment = "theory"\n[axes]\nlayerz = [1, 2]\n', "layerz"),
+            "reserved.toml": ('experiment = "theory"\n[axes]\nout = ["a", "b"]\n', "set by the sweep itself"),
+            "experiment.json": ('{"experiment": "reproduce", "axes": {"seed": [1]}}', "unknown experiment 'reproduce'"),
+            "repeat.json": ('{"experiment": "theory", "axes": {"seed": [1, 1]}}', "repeats the value 1"),
+            "both.json": ('{"experiment": "theory", "fixed": {"seed": 1}, "axes": {"seed": [1, 2]}}', "both fixed and an axis"),
+            "syntax.toml": ('experiment = "theory"\n[axes\n', "not valid TOML"),
+            "range.json": ('{"experiment": "theory", "axes": {"layers": [2, 1000]}}', "1000"),
+            "nested.json": ('{"experiment": "theory", "axes": {"layers": [[2]]}}', "must be a number, a string or a boolean"),
+        }
+        for name, (text, message) in cases.items():
+            path = os.path.join(self.directory, name)
+            with open(path, "w") as f:
+                f.write(text)
+            out = os.path.join(self.directory, "bad-" + name)
+            result = run("sweep", path, "--out", out, check=False)
+            self.assertEqual(result.returncode, 2, name)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+            self.assertIn(message, result.stderr, name)
+            self.assertIn(name, result.stderr)
+            self.assertFalse(os.path.exists(out), name)
+
+    def test_mpirun_gives_the_local_tables(self):
+        expect_mpi = os.environ.get("RANKSCOPE_EXPECT_MPI")
+        self.assertIn(expect_mpi, ["0", "1"], "RANKSCOPE_EXPECT_MPI must be set by CMake")
+        mpirun = shutil.which("mpirun")
+        self.assertIsNotNone(mpirun, "mpirun is missing (scripts/install-deps.sh installs openmpi-bin)")
+        out = os.path.join(self.directory, "mpi")
+        result = subprocess.run([mpirun, "-np", "2", BINARY, "sweep", self.grid, "--out", out, "--workers", "1"],
+                                capture_output=True, text=True, env=mpi_environment(), timeout=600)
+        if expect_mpi == "0":
+            self.assertNotEqual(result.returncode, 0)
+            self.assertIn("built without MPI", result.stderr)
+            return
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("on 2 ranks", result.stdout)
+        document = json.load(open(os.path.join(out, "sweep.json")))
+        self.assertEqual(document["mpi_ranks"], 2)
+        self.assertIn("Open MPI", document["mpi_library"])
+        cells = read_csv(os.path.join(out, "cells.csv"))
+        self.assertEqual({c["status"] for c in cells}, {"ran"})
+        self.assertEqual({c["rank"] for c in cells}, {"0", "1"}, "both ranks ran cells")
+        local = os.listdir(os.path.join(self.local, "tables"))
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "tables"))), sorted(local))
+        for name in ["sweep.csv", "collapse_depth.csv"] + ["tables/" + t for t in local]:
+            got, expected = data_lines(os.path.join(out, name)), data_lines(os.path.join(self.local, name))
+            self.assertEqual(len(got), len(expected), name)
+            for g, e in zip(got, expected):
+                self.assertEqual(g, e, name)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)

@@ -1,0 +1,352 @@
+// rankscope sweep — a grid of one experiment's settings (sweep.hpp), each cell run as that experiment's own command
+// into DIR/cells/<key>/, on local workers or MPI ranks; the cells' tables gathered into DIR/sweep.csv and DIR/tables/.
+//
+// A cell is done when DIR/cells/<key>/cell.json says "ok" and its main table is there: a re-run (after a kill, or with
+// more axis values) runs only the cells that are not done. A failed cell is recorded in cell.json and cells.csv and does
+// not stop the others; the sweep then ends with exit status 2 after writing the tables of the cells that succeeded.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/process.hpp"
+#include "rankscope/progress.hpp"
+#include "rankscope/sweep.hpp"
+#include "sweep_collapse_depth.hpp"
+#include "sweep_scheduler.hpp"
+
+namespace rankscope::cli {
+namespace {
+
+struct SweepOptions {
+    std::string grid;
+    std::string out;
+    int workers = 1;
+    int cell_threads = 1;
+    bool dry_run = false;
+};
+
+std::string read_text(const std::filesystem::path& path) {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) return {};
+    std::ostringstream text;
+    text << file.rdbuf();
+    return text.str();
+}
+
+// Every cell's command line must parse before anything runs: an unknown flag or a bad value is one error naming the
+// grid file and the first cell it appears in.
+void check_cells_parse(const SweepGrid& grid, const std::vector<SweepCell>& cells) {
+    const Subcommand* subcommand = find_subcommand(grid.experiment);
+    if (subcommand == nullptr) throw Error("unknown experiment '" + grid.experiment + "'", grid.path);
+    std::set<std::string> checked;  // cells differing only in values already seen need no second parse
+    for (const auto& cell : cells) {
+        std::string signature;
+        for (const auto& word : cell.arguments) signature += word + '\0';
+        if (!checked.insert(signature).second) continue;
+        CLI::App app{"rankscope", "rankscope"};
+        CLI::App* command = app.add_subcommand(subcommand->name, subcommand->description);
+        subcommand->setup(*command);
+        std::vector<std::string> words = {"rankscope"};
+        words.insert(words.end(), cell.arguments.begin(), cell.arguments.end());
+        words.insert(words.end(), {"--out", "sweep-check"});
+        std::vector<const char*> argv;
+        for (const auto& word : words) argv.push_back(word.c_str());
+        try {
+            app.parse(static_cast<int>(argv.size()), argv.data());
+        } catch (const CLI::ParseError& error) {
+            std::string message = error.what();
+            while (!message.empty() && message.back() == '\n') message.pop_back();
+            throw Error(fmt::format("cell {} ({}): {}", cell.index, fmt::join(cell.arguments, " "), message), grid.path);
+        }
+    }
+}
+
+bool cell_is_done(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder) {
+    const std::string text = read_text(folder / "cell.json");
+    if (text.empty()) return false;
+    nlohmann::json record = nlohmann::json::parse(text, nullptr, false);
+    if (record.is_discarded() || record.value("status", "") != "ok" || record.value("key", "") != cell.key) return false;
+    for (const auto& table : sweep_primary_tables(grid.experiment))
+        if (std::filesystem::exists(folder / table)) return true;
+    return false;
+}
+
+// The line of a failed cell's log that says what went wrong: its last "rankscope: error:" line, else its last line.
+std::string failure_line(const std::string& log, const std::string& exit_description) {
+    std::string last, error;
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
+        last = line;
+        if (line.find("rankscope: error:") != std::string::npos) error = line;
+    }
+    std::string reason = !error.empty() ? error : last;
+    if (reason.size() > 400) reason = reason.substr(0, 400) + "...";
+    return exit_description + (reason.empty() ? "" : ": " + reason);
+}
+
+nlohmann::json settings_json(const SweepCell& cell) {
+    nlohmann::json settings = nlohmann::json::object();
+    for (const auto& setting : cell.settings) settings[setting.name] = setting.value;
+    return settings;
+}
+
+class CellRun {
+public:
+    CellRun(const SweepGrid& grid, const std::vector<SweepCell>& cells, std::filesystem::path out, int cell_threads)
+        : grid_(grid), cells_(cells), out_(std::move(out)), cell_threads_(cell_threads) {}
+
+    CellOutcome operator()(int index) const {
+        const SweepCell& cell = cells_.at(static_cast<std::size_t>(index));
+        const std::filesystem::path folder = out_ / "cells" / cell.key;
+        std::filesystem::create_directories(folder);
+        std::filesystem::remove(folder / "cell.json");
+        std::vector<std::string> argv = {"/proc/self/exe"};
+        argv[0] = std::filesystem::read_symlink("/proc/self/exe").string();
+        argv.insert(argv.end(), cell.arguments.begin(), cell.arguments.end());
+        argv.insert(argv.end(), {"--out", folder.string(), "--threads", std::to_string(cell_threads_)});
+        ProcessOptions options;
+        options.stdout_file = folder / "cell.log";
+        options.stderr_file = folder / "cell.log";
+        const auto start = std::chrono::steady_clock::now();
+        const ProcessResult result = run_process(argv, options);
+        CellOutcome outcome;
+        outcome.index = index;
+        outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        outcome.ok = result.ok();
+        if (!outcome.ok) outcome.error = failure_line(read_text(folder / "cell.log"), result.describe());
+        std::vector<std::string> command = {"rankscope"};
+        command.insert(command.end(), argv.begin() + 1, argv.end());
+        nlohmann::json record = {{"key", cell.key},
+                                 {"index", cell.index},
+                                 {"experiment", grid_.experiment},
+                                 {"settings", settings_json(cell)},
+                                 {"argv", command},
+                                 {"status", outcome.ok ? "ok" : "failed"},
+                                 {"seconds", outcome.seconds},
+                                 {"version", version_string()}};
+        if (!outcome.ok) record["error"] = outcome.error;
+        write_file_atomically((folder / "cell.json").string(), record.dump(2) + "\n");
+        return outcome;
+    }
+
+private:
+    const SweepGrid& grid_;
+    const std::vector<SweepCell>& cells_;
+    std::filesystem::path out_;
+    int cell_threads_;
+};
+
+// The names of the CSV files the done cells wrote (their own top-level tables), sorted.
+std::vector<std::string> cell_table_names(const std::vector<SweepCell>& cells, const std::vector<bool>& done,
+                                          const std::filesystem::path& out) {
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+        if (!done[i]) continue;
+        for (const auto& entry : std::filesystem::directory_iterator(out / "cells" / cells[i].key))
+            if (entry.is_regular_file() && entry.path().extension() == ".csv") names.insert(entry.path().filename().string());
+    }
+    return {names.begin(), names.end()};
+}
+
+void write_sweep_tables(const SweepGrid& grid, const std::vector<SweepCell>& cells, const std::vector<bool>& done,
+                        const std::vector<CellOutcome>& outcomes, const std::filesystem::path& out,
+                        const Provenance& provenance, const MpiSession& mpi, int workers, double seconds) {
+    const std::string comment = csv_provenance_lines(provenance);
+    std::vector<const SweepCell*> done_cells;
+    for (std::size_t i = 0; i < cells.size(); ++i)
+        if (done[i]) done_cells.push_back(&cells[i]);
+    auto tables_of = [&](const std::string& name) {
+        std::vector<std::string> tables;
+        for (const SweepCell* cell : done_cells) tables.push_back(read_text(out / "cells" / cell->key / name));
+        return tables;
+    };
+    std::filesystem::create_directories(out / "tables");
+    std::vector<std::string> written;
+    for (const auto& name : cell_table_names(cells, done, out)) {
+        write_file_atomically((out / "tables" / name).string(), comment + merge_cell_tables(done_cells, tables_of(name), name));
+        written.push_back("tables/" + name);
+    }
+    std::string primary_name;
+    for (const auto& name : sweep_primary_tables(grid.experiment))
+        if (std::filesystem::exists(out / "tables" / name)) {
+            primary_name = name;
+            break;
+        }
+    if (!primary_name.empty()) {
+        write_file_atomically((out / "sweep.csv").string(), read_text(out / "tables" / primary_name));
+        written.push_back("sweep.csv");
+    }
+
+    // cells.csv: one row per cell, done or not.
+    std::map<int, const CellOutcome*> outcome_of;
+    for (const auto& outcome : outcomes) outcome_of[outcome.index] = &outcome;
+    CsvTable cell_table;
+    cell_table.columns = {"cell_index", "cell_key"};
+    for (const auto& axis : grid.axes) cell_table.columns.push_back(sweep_setting_column(axis.name));
+    cell_table.columns.insert(cell_table.columns.end(), {"status", "seconds", "rank", "folder", "error"});
+    int failed = 0, ran = 0;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+        std::vector<std::string> row = {std::to_string(cells[i].index), cells[i].key};
+        for (const auto& setting : cells[i].axes) row.push_back(setting.value);
+        const auto found = outcome_of.find(cells[i].index);
+        std::string status = done[i] ? "reused" : "not run";
+        std::string seconds_text, rank, error;
+        if (found != outcome_of.end()) {
+            status = found->second->ok ? "ran" : "failed";
+            seconds_text = format_number(found->second->seconds);
+            rank = std::to_string(found->second->rank);
+            error = found->second->error;
+            ++(found->second->ok ? ran : failed);
+        }
+        row.insert(row.end(), {status, seconds_text, rank, "cells/" + cells[i].key, error});
+        cell_table.add(row);
+    }
+    write_csv_atomically(out / "cells.csv", cell_table, provenance);
+    written.push_back("cells.csv");
+
+    const auto figures = write_collapse_depth(grid, done_cells, out, provenance);
+    written.insert(written.end(), figures.begin(), figures.end());
+
+    nlohmann::json axes = nlohmann::json::object();
+    for (const auto& axis : grid.axes) {
+        nlohmann::json values = nlohmann::json::array();
+        for (const auto& value : axis.values) values.push_back(value.value);
+        axes[axis.name] = values;
+    }
+    nlohmann::json fixed = nlohmann::json::object();
+    for (const auto& setting : grid.fixed) fixed[setting.name] = setting.value;
+    const long done_count = std::count(done.begin(), done.end(), true);
+    nlohmann::json document = {
+        {"grid_file", grid.path},
+        {"experiment", grid.experiment},
+        {"fixed", fixed},
+        {"axes", axes},
+        {"cells", cells.size()},
+        {"cells_done", done_count},
+        {"cells_ran_now", ran},
+        {"cells_reused", done_count - ran},
+        {"cells_failed", failed},
+        {"workers_per_rank", workers},
+        {"mpi_ranks", mpi.size()},
+        {"mpi_library", mpi_library_version()},
+        {"wall_seconds", seconds},
+        {"primary_table", primary_name},
+    };
+    write_json_atomically(out / "sweep.json", document, provenance);
+    written.push_back("sweep.json");
+    write_manifest(out, provenance, {{"outputs", written}});
+}
+
+void run_sweep(const SweepOptions& options) {
+    MpiSession mpi(main_argc(), main_argv());
+    // Every rank reads and expands the grid (the same file on a shared file system) and so knows every cell; only
+    // rank 0 decides what runs, writes tables and prints.
+    const SweepGrid grid = read_sweep_grid(options.grid);
+    const std::vector<SweepCell> cells = expand_sweep_grid(grid);
+    const std::filesystem::path out = options.out;
+    std::vector<bool> done(cells.size(), false);
+    std::vector<int> pending;
+    std::string problem;
+    if (mpi.rank() == 0) {
+        try {
+            check_cells_parse(grid, cells);
+            if (std::filesystem::exists(out) && !std::filesystem::is_directory(out))
+                throw Error("exists and is not a directory", "--out " + options.out);
+            for (std::size_t i = 0; i < cells.size(); ++i) {
+                done[i] = cell_is_done(grid, cells[i], out / "cells" / cells[i].key);
+                if (!done[i]) pending.push_back(static_cast<int>(i));
+            }
+            if (!options.dry_run) std::filesystem::create_directories(out / "cells");
+        } catch (const std::exception& error) {
+            problem = error.what();
+            if (mpi.size() == 1) throw;
+        }
+    }
+    // Every rank stops with rank 0's error (e.g. a bad flag in the grid), before any cell runs.
+    problem = mpi.broadcast(problem);
+    if (!problem.empty()) {
+        if (mpi.rank() == 0) throw Error(problem);
+        return;
+    }
+    if (options.dry_run) {
+        if (mpi.rank() != 0) return;
+        fmt::print("{} cells of `rankscope {}`, {} done, {} to run:\n", cells.size(), grid.experiment,
+                   cells.size() - pending.size(), pending.size());
+        for (int index : pending)
+            fmt::print("  {} {}\n", cells[index].key, fmt::join(cells[index].arguments, " "));
+        return;
+    }
+
+    CommonOptions common;
+    common.out = options.out;
+    common.threads = options.cell_threads;
+    const Provenance provenance = start_run(common);
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_ptr<Progress> progress;
+    int running = 0, failed = 0;
+    if (mpi.rank() == 0) progress = std::make_unique<Progress>("sweep", static_cast<long>(pending.size()));
+    auto event = [&](int /*index*/, const CellOutcome* finished) {
+        if (finished == nullptr) ++running;
+        else {
+            --running;
+            if (!finished->ok) ++failed;
+        }
+        progress->set_label(fmt::format("sweep {} running {} failed", running, failed));
+        if (finished != nullptr) progress->advance();
+    };
+    const CellRun run(grid, cells, out, options.cell_threads);
+    const std::vector<CellOutcome> outcomes = mpi.run_cells(pending, options.workers, run, event);
+    if (mpi.rank() != 0) return;
+    progress.reset();
+    for (const auto& outcome : outcomes) {
+        if (outcome.ok) done[static_cast<std::size_t>(outcome.index)] = true;
+        else fmt::print(stderr, "rankscope: sweep: cell {} ({}) failed: {}\n", cells[outcome.index].key,
+                        fmt::join(cells[outcome.index].arguments, " "), outcome.error);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    write_sweep_tables(grid, cells, done, outcomes, out, provenance, mpi, options.workers, seconds);
+    const long done_count = std::count(done.begin(), done.end(), true);
+    fmt::print("sweep: {} cells of `rankscope {}`: {} ran now, {} reused, {} failed; {:.1f} s on {} rank{} x {} worker{}\n"
+               "wrote {}/sweep.csv, tables/, cells.csv, sweep.json\n",
+               cells.size(), grid.experiment, outcomes.size() - failed, done_count - (outcomes.size() - failed), failed,
+               seconds, mpi.size(), mpi.size() == 1 ? "" : "s", options.workers, options.workers == 1 ? "" : "s",
+               out.string());
+    if (failed > 0)
+        throw Error(fmt::format("{} of {} cells failed (their errors are in cells.csv; a re-run retries only them)", failed,
+                                cells.size()),
+                    out.string());
+}
+
+}  // namespace
+
+std::function<void()> setup_sweep(CLI::App& command) {
+    auto options = std::make_shared<SweepOptions>();
+    command.add_option("grid", options->grid, "The grid: a .json or .toml file (experiment, fixed settings, axes)")
+        ->required()
+        ->check(ReadableFile(false));
+    command.add_option("--out", options->out, "Output folder: cells/<key>/, sweep.csv, tables/, cells.csv, sweep.json")
+        ->required();
+    command.add_option("--workers", options->workers, "Cells run at once on this machine (per MPI rank under mpirun)")
+        ->capture_default_str()
+        ->transform(IntRange(1, 64));
+    command.add_option("--cell-threads", options->cell_threads,
+                       "Threads of each cell (its --threads); results do not depend on --workers or the MPI ranks")
+        ->capture_default_str()
+        ->transform(IntRange(1, kMaxThreads));
+    command.add_flag("--dry-run", options->dry_run, "List the cells still to run and stop");
+    return [options] { run_sweep(*options); };
+}
+
+}  // namespace rankscope::cli
