@@ -39,7 +39,7 @@ void check_setting_name(const std::string& name, const std::string& path) {
 }
 
 // A JSON scalar as a setting.
-SweepSetting json_setting(const std::string& name, const nlohmann::json& value, const std::string& path) {
+SweepSetting json_setting(const std::string& name, const nlohmann::ordered_json& value, const std::string& path) {
     SweepSetting setting;
     setting.name = name;
     if (value.is_boolean()) {
@@ -104,9 +104,9 @@ void finish_grid(SweepGrid& grid) {
 }
 
 SweepGrid parse_json_grid(const std::string& text, const std::string& path) {
-    nlohmann::json document;
+    nlohmann::ordered_json document;  // keeps the file's order of axes and fixed settings
     try {
-        document = nlohmann::json::parse(text);
+        document = nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::parse_error& error) {
         throw Error(std::string("not valid JSON: ") + error.what(), path);
     }

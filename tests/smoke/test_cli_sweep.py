@@ -14,7 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import BINARY, read_csv, run  # noqa: E402
+from common import BINARY, load_json, read_csv, run  # noqa: E402
 
 GRID_TOML = """# a small theory sweep
 experiment = "theory"
@@ -83,10 +83,10 @@ class Sweep(unittest.TestCase):
         # Every table the cells wrote is gathered the same way.
         for name in ["theory.csv", "theory_summary.csv", "verdicts.csv"]:
             self.assertTrue(os.path.exists(os.path.join(self.local, "tables", name)), name)
-        document = json.load(open(os.path.join(self.local, "sweep.json")))
+        document = load_json(os.path.join(self.local, "sweep.json"))
         self.assertEqual(document["cells"], 8)
         self.assertEqual(document["axes"]["heads"], ["1", "2"])
-        record = json.load(open(os.path.join(self.local, cells[0]["folder"], "cell.json")))
+        record = load_json(os.path.join(self.local, cells[0]["folder"], "cell.json"))
         self.assertEqual(record["status"], "ok")
         self.assertIn("--d-model", record["argv"])
 
@@ -114,9 +114,12 @@ class Sweep(unittest.TestCase):
         self.assertIn("8 cells of `rankscope theory`, 8 done, 0 to run", result.stdout)
 
     def test_a_rerun_reuses_every_cell(self):
-        again = run("sweep", self.grid, "--out", self.local)
+        copy = os.path.join(self.directory, "rerun")
+        shutil.copytree(self.local, copy)
+        again = run("sweep", self.grid, "--out", copy)
         self.assertIn("0 ran now, 8 reused, 0 failed", again.stdout)
-        self.assertEqual(len(read_csv(os.path.join(self.local, "sweep.csv"))), len(read_csv(os.path.join(self.local, "tables", "theory.csv"))))
+        self.assertEqual({c["status"] for c in read_csv(os.path.join(copy, "cells.csv"))}, {"reused"})
+        self.assertEqual(data_lines(os.path.join(copy, "sweep.csv")), data_lines(os.path.join(self.local, "sweep.csv")))
 
     def test_killed_sweep_resumes(self):
         grid = os.path.join(self.directory, "slow.toml")
@@ -204,7 +207,7 @@ class Sweep(unittest.TestCase):
             return
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("on 2 ranks", result.stdout)
-        document = json.load(open(os.path.join(out, "sweep.json")))
+        document = load_json(os.path.join(out, "sweep.json"))
         self.assertEqual(document["mpi_ranks"], 2)
         self.assertIn("Open MPI", document["mpi_library"])
         cells = read_csv(os.path.join(out, "cells.csv"))

@@ -1,6 +1,9 @@
 // Sweep grids: parsing (JSON and TOML agree), expansion order, keys, CSV records, table merging, collapse depth.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "rankscope/error.hpp"
 #include "rankscope/sweep.hpp"
 
@@ -61,7 +64,7 @@ TEST(SweepGrid, BadGridsNameTheFileAndTheProblem) {
         try {
             parse_sweep_grid(text, format, "grid." + format);
         } catch (const Error& error) {
-            return std::string(error.what());
+            return error.one_line();
         }
         return std::string("no error");
     };

@@ -270,8 +270,9 @@ void run_sweep(const SweepOptions& options) {
             }
             if (!options.dry_run) std::filesystem::create_directories(out / "cells");
         } catch (const std::exception& error) {
-            problem = error.what();
             if (mpi.size() == 1) throw;
+            const auto* named = dynamic_cast<const Error*>(&error);
+            problem = named ? named->one_line() : error.what();
         }
     }
     // Every rank stops with rank 0's error (e.g. a bad flag in the grid), before any cell runs.
