@@ -77,7 +77,7 @@ Findings real_model_findings(const RealModelResult& result) {
     std::vector<std::string> kinds;
     for (const auto& run : result.runs) kinds.push_back(run.weights);
     f.subject = fmt::format("{} ({})", result.model, fmt::join(kinds, " and "));
-    const auto label = [&](const std::string& variant) { return variant_label(variant, result.settings.layer_norm); };
+    const auto label = [&](const std::string& variant) { return variant_label(variant, result.settings.layer_norm, result.settings.bidirectional); };
     const bool lite = result.model_type == "use_lite";
     if (result.settings.layer_norm != LayerNormSurgery::Keep)
         f.notes.push_back("LayerNorm surgery '" + to_string(result.settings.layer_norm) +
