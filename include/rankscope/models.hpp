@@ -41,6 +41,12 @@ struct HfConfig {
     // ---- decoders (gpt2, llama, mistral, qwen2) ----
     int kv_heads = 0;                 // num_key_value_heads (grouped-query attention; 0 = heads)
     double rope_theta = 10000.0;      // rotary base (Llama family)
+    // rope_scaling: "default" (none), "linear" (inverse frequencies / factor) or "llama3" (Llama 3.1's: wavelengths
+    // above original_max_position_embeddings / low_freq_factor divided by factor, below .../ high_freq_factor kept,
+    // smoothly interpolated between).
+    std::string rope_type = "default";
+    double rope_factor = 1.0, rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
+    int rope_original_max_positions = 0;
     bool qkv_bias = false;            // q/k/v projections have biases (Llama attention_bias; Qwen2: always)
     bool output_bias = false;         // o_proj has a bias (Llama attention_bias; Qwen2: never)
     bool mlp_bias = false;            // gate/up/down projections have biases (Llama mlp_bias)

@@ -106,11 +106,34 @@ void read_gpt2_fields(const nlohmann::json& json, const std::string& path, HfCon
     c.head_size = c.hidden_size / c.heads;
 }
 
+// rope_scaling: {"rope_type" (or the older "type"): "default" | "linear" | "llama3", "factor", and for llama3
+// "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}. Other types (dynamic, yarn, longrope)
+// are refused.
+void read_rope_scaling(const nlohmann::json& scaling, const std::string& path, HfConfig& c) {
+    if (!scaling.is_object()) throw Error("config field 'rope_scaling' must be an object or null", path);
+    c.rope_type = string_or(scaling, "rope_type", string_or(scaling, "type", "default", path), path);
+    if (c.rope_type == "default") return;
+    if (c.rope_type != "linear" && c.rope_type != "llama3")
+        throw Error("rope_scaling type '" + printable(c.rope_type, 40) + "' is not supported (default, linear or llama3)", path);
+    if (!present(scaling, "factor")) throw Error("rope_scaling has no 'factor'", path);
+    c.rope_factor = real_or(scaling, "factor", 1.0, 1e-6, 1e6, path);
+    if (c.rope_type == "llama3") {
+        for (const char* field : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+            if (!present(scaling, field)) throw Error(std::string("rope_scaling (llama3) has no '") + field + "'", path);
+        c.rope_low_freq_factor = real_or(scaling, "low_freq_factor", 1.0, 1e-6, 1e6, path);
+        c.rope_high_freq_factor = real_or(scaling, "high_freq_factor", 4.0, 1e-6, 1e6, path);
+        c.rope_original_max_positions = integer(scaling, "original_max_position_embeddings", 1, kMaxPositions, path);
+        if (c.rope_high_freq_factor <= c.rope_low_freq_factor)
+            throw Error("rope_scaling high_freq_factor must exceed low_freq_factor", path);
+    }
+}
+
 // LlamaConfig / MistralConfig / Qwen2Config (Hugging Face's names and defaults, per model_type):
 //   vocab_size 32000 (qwen2 151936), hidden_size 4096, intermediate_size 11008 (mistral 14336, qwen2 22016),
 //   num_hidden_layers 32, num_attention_heads 32, num_key_value_heads null = num_attention_heads (mistral 8),
 //   head_dim null = hidden_size / num_attention_heads, hidden_act "silu", max_position_embeddings 2048 (mistral
-//   131072, qwen2 32768), rms_norm_eps 1e-6, rope_theta 10000, rope_scaling null, tie_word_embeddings false.
+//   131072, qwen2 32768), rms_norm_eps 1e-6, rope_theta 10000, rope_scaling null (see read_rope_scaling),
+//   tie_word_embeddings false.
 //   llama: attention_bias false (q, k, v and o), mlp_bias false. qwen2: q/k/v biases, no o_proj bias, no MLP bias;
 //   use_sliding_window false, sliding_window 4096, max_window_layers 28 (the window applies to layers >= it).
 //   mistral: no biases, sliding_window 4096 (null = none), on every layer.
@@ -137,8 +160,7 @@ void read_llama_fields(const nlohmann::json& json, const std::string& path, HfCo
         integer_or(json, "max_position_embeddings", mistral ? 131072 : qwen2 ? 32768 : 2048, 1, kMaxPositions, path);
     c.layer_norm_eps = real_or(json, "rms_norm_eps", 1e-6, 1e-30, 1.0, path);
     c.rope_theta = real_or(json, "rope_theta", 10000.0, 1.0, 1e12, path);
-    if (present(json, "rope_scaling"))
-        throw Error("rope_scaling is not supported (only plain rotary positions with rope_theta)", path);
+    if (present(json, "rope_scaling")) read_rope_scaling(json["rope_scaling"], path, c);
     c.tie_word_embeddings = boolean_or(json, "tie_word_embeddings", false, path);
     // The embedding's padding row (zeroed at init only); absent, null or outside the vocabulary (some released configs
     // name a token of the tokenizer's added range): none.

@@ -38,11 +38,24 @@ AttentionResult grouped_query_attention(const at::Tensor& query, const at::Tenso
     return result;
 }
 
-RotaryTables rotary_tables(const at::Tensor& positions, int head_size, double theta, const at::TensorOptions& options) {
+RotaryTables rotary_tables(const at::Tensor& positions, const HfConfig& c, const at::TensorOptions& options) {
     // As Hugging Face: inv_freq from int64 exponents in float32, angles in float32.
+    const int head_size = c.head_size;
     const at::TensorOptions f32 = options.dtype(torch::kFloat);
     const at::Tensor exponents = torch::arange(0, head_size, 2, options.dtype(torch::kLong)).to(torch::kFloat) / head_size;
-    const at::Tensor inv_freq = 1.0 / torch::pow(torch::scalar_tensor(theta, f32), exponents);  // [k/2]
+    at::Tensor inv_freq = 1.0 / torch::pow(torch::scalar_tensor(c.rope_theta, f32), exponents);  // [k/2]
+    if (c.rope_type == "linear") inv_freq = inv_freq / c.rope_factor;
+    if (c.rope_type == "llama3") {
+        // wavelength λ = 2π / inv_freq: λ > old/low → inv_freq / factor; λ < old/high → unchanged; between: mix with
+        // s = (old/λ − low) / (high − low): (1 − s) inv_freq / factor + s inv_freq.
+        const double old_context = c.rope_original_max_positions, low = c.rope_low_freq_factor, high = c.rope_high_freq_factor;
+        const at::Tensor wavelength = 2.0 * M_PI / inv_freq;
+        const at::Tensor scaled = torch::where(wavelength > old_context / low, inv_freq / c.rope_factor, inv_freq);
+        const at::Tensor s = (old_context / wavelength - low) / (high - low);
+        const at::Tensor smoothed = (1.0 - s) * scaled / c.rope_factor + s * scaled;
+        const at::Tensor medium = (wavelength >= old_context / high) & (wavelength <= old_context / low);
+        inv_freq = torch::where(medium, smoothed, scaled);
+    }
     const at::Tensor angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;               // [B, n, k/2]
     const at::Tensor both = torch::cat({angles, angles}, -1).unsqueeze(1);                        // [B, 1, n, k]
     return {both.cos().to(options.dtype()), both.sin().to(options.dtype())};

@@ -2,7 +2,7 @@
 // decoder with RMSNorm, rotary positions and SwiGLU. With x the layer input [B, n, d], H query heads, G key/value
 // heads, k = head_dim:
 //   q = RMS_1(x) W_qᵀ [+ b_q]  [B, n, H·k];  k, v likewise [B, n, G·k]    layers.{l}.self_attn.{q,k,v}_proj
-//   q, k ← rotary(q), rotary(k) at the real-token positions (rope_theta)
+//   q, k ← rotary(q), rotary(k) at the real-token positions (rope_theta, rope_scaling default/linear/llama3)
 //   P = softmax(q kᵀ/√k + mask), query head h reading key/value head ⌊h H/G⌋ ... (grouped-query attention)
 //   a = (P v) W_oᵀ [+ b_o]                                               layers.{l}.self_attn.o_proj
 //   h = x + a                                                            (remove_attention_skip: h = a)
@@ -77,7 +77,7 @@ at::Tensor llama_forward(LlamaModelImpl& model, const HfConfig& c, const ModelBa
     auto norm = [&](const LlamaRMSNorm& rms, const at::Tensor& x) { return rms_norm(x, rms->weight, c.layer_norm_eps, surgery, mask); };
     at::Tensor x = model.embed_tokens(batch.input_ids);  // [B, n, d]
     record(recorder, "hook_embed", x);
-    const RotaryTables rotary = rotary_tables(real_token_positions(mask), c.head_size, c.rope_theta, x.options());
+    const RotaryTables rotary = rotary_tables(real_token_positions(mask), c, x.options());
     const at::Tensor full_causal = attention_allowed(mask, surgery.bidirectional, 0);  // [B, 1, n, n]
     // The sliding window changes the mask only when a query can see more than `window` keys.
     const bool windowed = c.sliding_window > 0 && mask.size(1) > c.sliding_window && !surgery.bidirectional;

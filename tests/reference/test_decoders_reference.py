@@ -64,13 +64,39 @@ def attention(q, k, v, heads, kv_heads, ok):
     return p, (p @ v).transpose(1, 2).reshape(B, n, heads * size)
 
 
-def rotary(x, heads, pos, theta):
-    """RoFormer in the rotate-half pairing: features i and i + k/2 of each head turn by pos · θ^(−2i/k)."""
+def inverse_frequencies(c, size):
+    """θ^(−2i/k), i < k/2, with rope_scaling: linear divides by the factor; llama3 (Meta's Llama 3.1 rule) divides
+    the frequencies whose wavelength exceeds original / low_freq_factor, keeps those below original /
+    high_freq_factor, and interpolates in between on (original / wavelength − low) / (high − low)."""
+    theta = c.get("rope_theta", 10000.0)
+    frequency = theta ** (-2.0 * torch.arange(size // 2, dtype=torch.float64) / size)
+    scaling = c.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "linear":
+        return frequency / scaling["factor"]
+    if kind == "llama3":
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        original = scaling["original_max_position_embeddings"]
+        out = []
+        for f in frequency.tolist():
+            wavelength = 2 * math.pi / f
+            if wavelength < original / high:
+                out.append(f)
+            elif wavelength > original / low:
+                out.append(f / factor)
+            else:
+                smooth = (original / wavelength - low) / (high - low)
+                out.append((1 - smooth) * f / factor + smooth * f)
+        return torch.tensor(out, dtype=torch.float64)
+    return frequency
+
+
+def rotary(x, heads, pos, frequency):
+    """RoFormer in the rotate-half pairing: features i and i + k/2 of each head turn by pos · frequency_i."""
     B, n, _ = x.shape
     size = x.shape[-1] // heads
     x = x.view(B, n, heads, size)
     half = size // 2
-    frequency = theta ** (-2.0 * torch.arange(half, dtype=torch.float64) / size)
     angle = pos.double()[:, :, None, None] * frequency  # [B, n, 1, k/2]
     first, second = x[..., :half], x[..., half:]
     out = torch.cat([first * torch.cos(angle) - second * torch.sin(angle),
@@ -132,7 +158,8 @@ def llama_reference(w, c, ids, mask, bidirectional=False, norm="keep"):
     """Llama / Mistral / Qwen2 (model_type in c); biases present in `w` are added."""
     H = c["num_attention_heads"]
     G = c.get("num_key_value_heads", H)
-    eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
+    eps = c.get("rms_norm_eps", 1e-6)
+    frequency = inverse_frequencies(c, c.get("head_dim") or c["hidden_size"] // H)
     window, from_layer = 0, 0
     if c["model_type"] == "mistral":
         window = c.get("sliding_window") or 0
@@ -151,8 +178,8 @@ def llama_reference(w, c, ids, mask, bidirectional=False, norm="keep"):
         p = f"layers.{l}."
         out[f"blocks.{l}.hook_resid_pre"] = x
         m = rms(x, p + "input_layernorm")
-        q = rotary(linear(m, p + "self_attn.q_proj"), H, pos, theta)
-        k = rotary(linear(m, p + "self_attn.k_proj"), G, pos, theta)
+        q = rotary(linear(m, p + "self_attn.q_proj"), H, pos, frequency)
+        k = rotary(linear(m, p + "self_attn.k_proj"), G, pos, frequency)
         v = linear(m, p + "self_attn.v_proj")
         ok = allowed(mask, bidirectional, window if l >= from_layer else 0)
         pattern, context = attention(q, k, v, H, G, ok)
@@ -328,6 +355,20 @@ class DecodersAgainstEquations(unittest.TestCase):
         folder = os.path.join(self.folder, "llama-tied")
         w = save(folder, c, llama_weights(c, self.rng))
         self.check(folder, llama_reference, w, c, 2, "--layer-norm", "freeze", norm="freeze")
+
+    def test_llama3_rope_scaling(self):
+        # head_dim 16: wavelengths 2π·10000^(i/8) = 6.3, 20, 63, 199, ... fall below, between and above the
+        # thresholds original/high = 16 and original/low = 64.
+        c = self.llama_config(hidden_size=32, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                              rope_theta=10000.0, attention_bias=False, mlp_bias=False,
+                              rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                            "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+        folder = os.path.join(self.folder, "llama3")
+        w = save(folder, c, llama_weights(c, self.rng), prefix="model.", dtype="BF16")
+        self.check(folder, llama_reference, w, c, 2)
+        c["rope_scaling"] = {"type": "linear", "factor": 4.0}
+        w = save(folder, c, llama_weights(c, self.rng), prefix="model.")
+        self.check(folder, llama_reference, w, c, 2)
 
     def test_qwen2_biases_and_sliding_window_from_max_window_layers(self):
         c = {"model_type": "qwen2", "vocab_size": 50, "hidden_size": 16, "intermediate_size": 20, "num_hidden_layers": 2,

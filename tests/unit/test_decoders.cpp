@@ -125,7 +125,15 @@ TEST(DecoderConfig, HuggingFaceNamesAndDefaults) {
     expect_error([&] { config_from(dir.path, R"({"model_type": "llama", "num_attention_heads": 6, "num_key_value_heads": 4})"); },
                  "not a multiple of num_key_value_heads", path);
     expect_error([&] { config_from(dir.path, R"({"model_type": "llama", "rope_scaling": {"type": "llama3"}})"); },
-                 "rope_scaling", path);
+                 "rope_scaling has no 'factor'", path);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 4}})"); },
+                 "rope_scaling type 'yarn' is not supported", path);
+    const HfConfig llama3 = config_from(dir.path, R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3",
+        "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})");
+    EXPECT_EQ(llama3.rope_type, "llama3");
+    EXPECT_DOUBLE_EQ(llama3.rope_factor, 8.0);
+    EXPECT_EQ(llama3.rope_original_max_positions, 8192);
     expect_error([&] { config_from(dir.path, R"({"model_type": "gpt2", "n_embd": 10, "n_head": 4})"); },
                  "not divisible by n_head", path);
     expect_error([&] { config_from(dir.path, R"({"model_type": "llama"})"); }, "parameters", path);  // 6.7e9 > the limit
