@@ -48,7 +48,22 @@ struct RealModelSettings {
     int draws = 100;          // E2 draws per path length
     int iterate_steps = 0;    // USE lite: applications of its pretrained layer-1 attention sublayer (0 = none)
     std::uint64_t seed = 0;
+    bool bidirectional = false;   // decoders: every variant without the causal mask (Surgery::bidirectional)
+    double sink_threshold = 0.3;  // a head is a sink when its mean attention to the first real token exceeds this
 };
+
+// Attention statistics of one layer's heads on the unmodified model (docs/attention_sinks.md), each a mean over the
+// samples of a mean over the sample's real query tokens:
+//   first_token_share[h] = mean_i P_h[i, f]   (f = the sample's first real token; for a causal model the query i = f
+//                                              itself pays it 1, as in Gu et al. 2024's α_1)
+//   entropy[h]           = mean_i −Σ_j P_h[i, j] log P_h[i, j]   (nats; 0 log 0 = 0)
+struct HeadAttentionStats {
+    std::vector<double> first_token_share, entropy;  // [H]
+};
+// pattern [B, H, n, n], attention_mask [B, n].
+HeadAttentionStats head_attention_stats(const at::Tensor& pattern, const at::Tensor& attention_mask);
+// The fraction of heads whose first_token_share exceeds `threshold` (strictly).
+double sink_rate(const std::vector<double>& first_token_share, double threshold);
 
 // E1, E2, the skip ratio and (USE lite) the iterate experiment for one set of weights.
 struct WeightsRun {
@@ -59,6 +74,7 @@ struct WeightsRun {
     // (real tokens only): the weight of the skip branch in layer l.
     std::vector<double> skip_ratio;
     std::vector<IterateRow> iterate;
+    std::vector<HeadAttentionStats> heads;  // per layer, of the unmodified model (attention sinks, entropy)
 };
 // Runs the variants, E2 and α on `model`; `recorder` (optional) receives the unmodified model's activations.
 WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
@@ -80,7 +96,8 @@ struct RealModelResult {
 Findings real_model_findings(const RealModelResult& result);
 
 // Label of a variant under a LayerNorm surgery: "SAN" with keep, "SAN (LN remove)" otherwise.
-std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm);
+// With `bidirectional` (decoders without their causal mask): "SAN (bidirectional)", "SAN (LN remove, bidirectional)".
+std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm, bool bidirectional = false);
 
 // ---- one `rankscope model` run, shared by the command line and the Python module (e1_model_runs.cpp) ---------------
 // What a model argument names: a Hugging Face folder (config.json + model.safetensors: BERT, ALBERT, XLNet), USE lite
@@ -123,5 +140,7 @@ Table residual_table(const RealModelResult& result);       // residual.csv (norm
 Table path_products_table(const RealModelResult& result);  // paths.csv (layers, heads as "2 5 7")
 Table skip_ratio_table(const RealModelResult& result);     // skip_ratio.csv
 Table iterate_table(const RealModelResult& result);        // iterate.csv (USE lite; no rows otherwise)
+Table attention_heads_table(const RealModelResult& result);  // attention_heads.csv: per layer and head (decoders)
+Table sink_rate_table(const RealModelResult& result);        // sink_rate.csv: per layer (decoders)
 
 }  // namespace rankscope

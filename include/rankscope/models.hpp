@@ -1,8 +1,10 @@
 #pragma once
-// Hugging Face encoder architectures (BERT, ALBERT, XLNet) as torch::nn modules whose parameter names equal the
-// checkpoint names, with the paper's surgery (SPEC.md §4 E1) as explicit options.
+// Hugging Face architectures as torch::nn modules whose parameter names equal the checkpoint names, with the paper's
+// surgery (SPEC.md §4 E1) as explicit options: the encoders BERT, ALBERT, XLNet, and the decoders GPT-2 and the Llama
+// family (Llama, Mistral, Qwen2: one module, told apart by config.json).
 //
-//   auto model = load_hf_model("path/to/bert-base-cased");          // config.json + model.safetensors
+//   auto model = load_hf_model("path/to/bert-base-cased");  // config.json + model.safetensors, or a sharded
+//                                                           // model.safetensors.index.json; F32/F16/BF16 weights
 //   auto random = make_hf_model(read_hf_config("config.json"), 0);  // the library's from_config init, seed 0
 //   Recorder recorder;
 //   model->forward(batch, Surgery{}, &recorder);   // hook_embed, blocks.{l}.hook_resid_post, blocks.{l}.attn.hook_pattern
@@ -17,9 +19,9 @@
 
 namespace rankscope {
 
-// The fields of config.json that the three architectures use.
+// The fields of config.json that the architectures use (Hugging Face's field names and defaults; see hf_config.cpp).
 struct HfConfig {
-    std::string model_type;       // "bert", "albert", "xlnet"
+    std::string model_type;       // "bert", "albert", "xlnet", "gpt2", "llama", "mistral", "qwen2"
     std::string path;             // where it was read from ("" when built in code)
     int vocab_size = 0;
     int hidden_size = 0;          // d (XLNet: d_model)
@@ -36,9 +38,29 @@ struct HfConfig {
     std::string activation = "gelu";  // "gelu" (erf), "gelu_new" (tanh approximation), "relu"
     int clamp_len = -1;               // XLNet
     int pad_token_id = 0;
+    // ---- decoders (gpt2, llama, mistral, qwen2) ----
+    int kv_heads = 0;                 // num_key_value_heads (grouped-query attention; 0 = heads)
+    double rope_theta = 10000.0;      // rotary base (Llama family)
+    // rope_scaling: "default" (none), "linear" (inverse frequencies / factor) or "llama3" (Llama 3.1's: wavelengths
+    // above original_max_position_embeddings / low_freq_factor divided by factor, below .../ high_freq_factor kept,
+    // smoothly interpolated between).
+    std::string rope_type = "default";
+    double rope_factor = 1.0, rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
+    int rope_original_max_positions = 0;
+    bool qkv_bias = false;            // q/k/v projections have biases (Llama attention_bias; Qwen2: always)
+    bool output_bias = false;         // o_proj has a bias (Llama attention_bias; Qwen2: never)
+    bool mlp_bias = false;            // gate/up/down projections have biases (Llama mlp_bias)
+    bool tie_word_embeddings = false; // the LM head reuses the token embedding (not used by any measurement)
+    int sliding_window = 0;           // Mistral / Qwen2 sliding-window attention: query i sees keys j with
+                                      // 0 <= i - j < sliding_window (0 = no window)
+    int sliding_window_from_layer = 0;  // the window applies to layers >= this (Qwen2's max_window_layers; else 0)
 };
-// The published configurations of bert-base-cased, albert-base-v2 and xlnet-base-cased (12 layers, 12 heads,
-// d = 768), for random-init runs without a download. Throws for other names.
+// A decoder-only architecture (causal attention): gpt2, llama, mistral, qwen2.
+bool is_decoder(const HfConfig& config);
+// The published configurations of bert-base-cased, albert-base-v2, xlnet-base-cased and gpt2 (12 layers, 12 heads,
+// d = 768), and two Llama-style ones of ours: llama-12l (12 layers, d = 768, 12 heads of 64, SwiGLU 2048, RMSNorm eps
+// 1e-6, rope_theta 10000, vocabulary 32000, untied) and llama-gqa (the same with 4 key/value heads: 3 query heads share
+// each), for random-init runs without a download. Throws for other names.
 HfConfig builtin_hf_config(const std::string& name);
 bool is_builtin_hf_config(const std::string& name);
 
@@ -52,12 +74,18 @@ HfConfig read_hf_config(const std::string& path);
 // Beyond the paper, the layers' LayerNorms (not the embedding's): Keep; Remove (identity); Freeze (the paper's affine
 // model of LN: one mean and one standard deviation per sample over all its tokens and features, then γ, β — no
 // token-dependent division, so LN can no longer change the rank structure).
+// Pre-norm decoders (GPT-2, Llama): remove_attention_skip turns x + attn(norm(x)) into attn(norm(x)); remove_mlp turns
+// h + mlp(norm(h)) into h; the LayerNorm setting applies to every norm of the layers and the final norm. RMSNorm's
+// Freeze is the same idea: one root mean square per sample over all its real tokens and features, then γ.
+// bidirectional: decoders only — the same weights with every real token attending to every real token (no causal
+// mask, no sliding window); padding stays masked. Encoders ignore it.
 enum class LayerNormSurgery { Keep, Remove, Freeze };
 struct Surgery {
     bool remove_attention_skip = false;
     bool remove_mlp = false;
     bool official_compat = false;
     LayerNormSurgery layer_norm = LayerNormSurgery::Keep;
+    bool bidirectional = false;
 };
 // "keep", "remove", "freeze"
 LayerNormSurgery parse_layer_norm_surgery(const std::string& text);
@@ -84,11 +112,16 @@ class EncoderModel {
 public:
     virtual ~EncoderModel() = default;
     virtual const HfConfig& config() const = 0;
-    // Returns the last hidden state [B, n, d]; records hook_embed (= Hugging Face hidden_states[0]),
+    // Returns the last hidden state [B, n, d] (decoders: after the final norm); records hook_embed (= Hugging Face
+    // hidden_states[0]),
     // blocks.{l}.hook_resid_post (= hidden_states[l+1]) and blocks.{l}.attn.hook_pattern [B, H, n, n]; also
     // blocks.{l}.hook_attn_out (the attention sublayer's output after the output projection, before the skip is added)
     // and blocks.{l}.hook_resid_pre (the skip branch it is added to: the layer's input; USE lite's layer 0: after its
     // 256 → 512 residual projection). Both feed the skip ratio α_l = ‖resid_pre‖ / (‖resid_pre‖ + ‖attn_out‖).
+    // Decoders: blocks.{L-1}.hook_resid_post is the last layer's output BEFORE the final norm (as TransformerLens);
+    // the final norm's output is ln_final.hook_normalized (= Hugging Face's last hidden_states entry, which has the
+    // final norm applied). Positions count real tokens only (position = real tokens before this one), so padding on
+    // either side leaves the real tokens' states unchanged; Hugging Face's generate() builds the same position ids.
     virtual at::Tensor forward(const ModelBatch& batch, const Surgery& surgery, Recorder* recorder) = 0;
     // Every parameter with its checkpoint name.
     virtual std::vector<std::pair<std::string, at::Tensor>> parameters() = 0;
@@ -99,7 +132,9 @@ void set_linear_fast_path(bool enabled);
 
 // Random init as the library's from_config: normal(0, initializer_range) weights, zero biases, unit LayerNorm.
 std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_t seed);
-// config.json + model.safetensors from a folder; every parameter's presence and shape are checked.
+// config.json + model.safetensors (or model.safetensors.index.json + the shards of its weight_map) from a folder;
+// F32/F16/BF16/F64 tensors (converted to float32), names bare or prefixed (bert., albert., transformer., model.);
+// every parameter's presence and shape are checked. Errors name the file (shard, index) and the tensor.
 std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory);
 
 }  // namespace rankscope

@@ -66,6 +66,37 @@ std::map<int, PathMedians> path_medians(const WeightsRun& run) {
     return medians;
 }
 
+// Decoders: the attention-sink numbers of the unmodified model (docs/decoders.md) as key numbers and one sentence.
+// A uniform causal head gives the first token (1/n) Σ_{i=1..n} 1/i, the baseline the sentence quotes.
+std::string sink_reading(const WeightsRun& run, const RealModelResult& result, Findings& f) {
+    const double threshold = result.settings.sink_threshold;
+    std::vector<double> shares;
+    double entropy = 0;
+    for (const auto& layer : run.heads) {
+        shares.insert(shares.end(), layer.first_token_share.begin(), layer.first_token_share.end());
+        for (double e : layer.entropy) entropy += e;
+    }
+    double mean_share = 0;
+    for (double share : shares) mean_share += share / double(shares.size());
+    entropy /= double(shares.size());
+    double uniform = 0;
+    for (std::int64_t i = 1; i <= result.tokens; ++i) uniform += 1.0 / double(i) / double(result.tokens);
+    const double rate = sink_rate(shares, threshold);
+    const std::string mask = result.settings.bidirectional ? "bidirectional" : "causal";
+    f.key(fmt::format("{}, {} mask: sink rate (first-token share > {})", run.weights, mask, threshold), rate);
+    f.key(fmt::format("{}, {} mask: mean first-token share", run.weights, mask), mean_share);
+    f.key(fmt::format("{}, {} mask: mean attention entropy (nats)", run.weights, mask), entropy);
+    const double baseline = result.settings.bidirectional ? 1.0 / double(result.tokens) : uniform;
+    return fmt::format("Attention sinks ({} weights, {} mask): {} of {} heads put more than {} of their attention on the "
+                       "first real token (sink rate {}); the mean first-token share is {}, {} the {} of a uniform {} head; "
+                       "mean attention entropy {} nats (uniform over all {} tokens: {}). ",
+                       run.weights, mask, static_cast<int>(std::lround(rate * double(shares.size()))), shares.size(),
+                       threshold, quote_number(rate), quote_number(mean_share),
+                       mean_share > 2 * baseline ? "well above" : mean_share < 0.5 * baseline ? "well below" : "close to",
+                       quote_number(baseline), mask, quote_number(entropy), result.tokens,
+                       quote_number(std::log(double(result.tokens))));
+}
+
 }  // namespace
 
 Findings real_model_findings(const RealModelResult& result) {
@@ -77,8 +108,11 @@ Findings real_model_findings(const RealModelResult& result) {
     std::vector<std::string> kinds;
     for (const auto& run : result.runs) kinds.push_back(run.weights);
     f.subject = fmt::format("{} ({})", result.model, fmt::join(kinds, " and "));
-    const auto label = [&](const std::string& variant) { return variant_label(variant, result.settings.layer_norm); };
+    if (result.settings.bidirectional) f.subject += ", bidirectional mask";
+    const auto label = [&](const std::string& variant) { return variant_label(variant, result.settings.layer_norm, result.settings.bidirectional); };
     const bool lite = result.model_type == "use_lite";
+    const bool decoder = result.model_type == "gpt2" || result.model_type == "llama" || result.model_type == "mistral" ||
+                         result.model_type == "qwen2";
     if (result.settings.layer_norm != LayerNormSurgery::Keep)
         f.notes.push_back("LayerNorm surgery '" + to_string(result.settings.layer_norm) +
                           "' applied to every variant: the paper keeps LayerNorm in every ablation, so its numbers "
@@ -224,6 +258,7 @@ Findings real_model_findings(const RealModelResult& result) {
                                    quote_number(by_variant["attention+skip"].front()),
                                    quote_number(by_variant["attention+skip"].back()));
         }
+        if (decoder && !run.heads.empty()) reading += sink_reading(run, result, f);
     }
     if (lite || L < kPretrainedCollapseDepth)
         f.notes.push_back(fmt::format("{} has {} layers: claims about collapse over 3–5 pretrained layers are not comparable "

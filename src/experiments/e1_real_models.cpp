@@ -56,8 +56,11 @@ at::Tensor measure_hidden(const at::Tensor& hidden, int layer, const ModelBatch&
 // becomes its per-sample relative residual [B]; with `branches`, each layer's skip branch (hook_resid_pre) and
 // attention branch (hook_attn_out) become their per-sample Frobenius norms [B]; with `patterns`, the attention maps
 // are kept (E2). Everything else the forward records is dropped.
+// With `head_stats` (the unmodified forward), each attention map is also reduced to its heads' statistics, stored in
+// (*head_stats)[l]; the map itself is then kept only with `patterns`.
 Recorder measuring_recorder(int layers, const ModelBatch& batch, const std::string& model_name, const std::string& variant,
-                            bool branches, bool patterns) {
+                            bool branches, bool patterns,
+                            const std::shared_ptr<std::vector<HeadAttentionStats>>& head_stats = nullptr) {
     std::vector<std::string> keep;
     for (int l = 0; l <= layers; ++l) keep.push_back(hidden_hook(l));
     for (int l = 0; patterns && l < layers; ++l) keep.push_back(block_hook(l, "attn.hook_pattern"));
@@ -70,6 +73,14 @@ Recorder measuring_recorder(int layers, const ModelBatch& batch, const std::stri
         for (const char* branch : {"hook_resid_pre", "hook_attn_out"})
             recorder.reduce(block_hook(l, branch),
                             [&batch](const at::Tensor& m) { return frobenius_over_real_tokens(m, batch.attention_mask); });
+    if (head_stats) {
+        head_stats->assign(static_cast<std::size_t>(layers), {});
+        for (int l = 0; l < layers; ++l)
+            recorder.reduce(block_hook(l, "attn.hook_pattern"), [l, patterns, head_stats, &batch](const at::Tensor& pattern) {
+                (*head_stats)[static_cast<std::size_t>(l)] = head_attention_stats(pattern, batch.attention_mask);
+                return patterns ? pattern : at::Tensor();
+            });
+    }
     return recorder;
 }
 
@@ -85,9 +96,11 @@ void append_residual_rows(const Recorder& sink, bool measured, const EncoderMode
     }
 }
 
-Surgery variant_surgery(const std::string& variant, bool official_compat, LayerNormSurgery layer_norm) {
+Surgery variant_surgery(const std::string& variant, bool official_compat, LayerNormSurgery layer_norm,
+                        bool bidirectional = false) {
     Surgery surgery = surgery_for_variant(variant, official_compat);
     surgery.layer_norm = layer_norm;
+    surgery.bidirectional = bidirectional;
     return surgery;
 }
 
@@ -112,8 +125,10 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
     return rows;
 }
 
-std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm) {
-    return layer_norm == LayerNormSurgery::Keep ? variant : variant + " (LN " + to_string(layer_norm) + ")";
+std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm, bool bidirectional) {
+    std::string notes = layer_norm == LayerNormSurgery::Keep ? "" : "LN " + to_string(layer_norm);
+    if (bidirectional) notes += (notes.empty() ? "" : ", ") + std::string("bidirectional");
+    return notes.empty() ? variant : variant + " (" + notes + ")";
 }
 
 WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
@@ -143,7 +158,8 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
     const Recorder* unmodified_sink = nullptr;
     auto run_forward = [&](const Surgery& surgery, const std::string& variant, bool unmodified, bool rows) {
         const bool to_caller = unmodified && recorder != nullptr;
-        Recorder measuring = measuring_recorder(L, batch, model_name, variant, unmodified, unmodified && sample_paths);
+        const auto head_stats = unmodified ? std::make_shared<std::vector<HeadAttentionStats>>() : nullptr;
+        Recorder measuring = measuring_recorder(L, batch, model_name, variant, unmodified, unmodified && sample_paths, head_stats);
         Recorder& sink = to_caller ? *recorder : measuring;
         sink.set_interrupt(interrupt);
         model.forward(batch, surgery, &sink);
@@ -152,14 +168,21 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         if (!unmodified) return;
         if (!to_caller) unmodified_measured.emplace(std::move(measuring));
         unmodified_sink = to_caller ? recorder : &*unmodified_measured;
+        if (to_caller)  // the caller's recorder kept the maps themselves
+            for (int l = 0; l < L; ++l)
+                run.heads.push_back(head_attention_stats(recorder->get(block_hook(l, "attn.hook_pattern")), batch.attention_mask));
+        else
+            run.heads = *head_stats;
     };
     for (const auto& variant : settings.variants) {
-        const Surgery surgery = variant_surgery(variant, settings.official_compat, settings.layer_norm);
-        run_forward(surgery, variant_label(variant, settings.layer_norm), is_unmodified(surgery) && !unmodified_sink, true);
+        const Surgery surgery = variant_surgery(variant, settings.official_compat, settings.layer_norm, settings.bidirectional);
+        run_forward(surgery, variant_label(variant, settings.layer_norm, settings.bidirectional),
+                    is_unmodified(surgery) && !unmodified_sink, true);
     }
     if (!unmodified_sink) {
         Surgery unmodified;
         unmodified.layer_norm = settings.layer_norm;
+        unmodified.bidirectional = settings.bidirectional;
         run_forward(unmodified, "unmodified", true, false);
     }
     const bool measured = unmodified_sink != recorder;

@@ -81,7 +81,116 @@ bool boolean_or(const nlohmann::json& json, const char* name, bool fallback, con
     return json[name].get<bool>();
 }
 
+// GPT2Config (Hugging Face's names and defaults): n_embd 768, n_layer 12, n_head 12, n_inner null (= 4 n_embd),
+// n_positions 1024, vocab_size 50257, layer_norm_epsilon 1e-5, activation_function "gelu_new", tie_word_embeddings true.
+void read_gpt2_fields(const nlohmann::json& json, const std::string& path, HfConfig& c) {
+    c.vocab_size = integer_or(json, "vocab_size", 50257, 1, kMaxVocab, path);
+    c.hidden_size = c.embedding_size = integer_or(json, "n_embd", 768, 1, kMaxHidden, path);
+    c.layers = integer_or(json, "n_layer", 12, 1, kMaxLayers, path);
+    c.heads = c.kv_heads = integer_or(json, "n_head", 12, 1, kMaxHeads, path);
+    c.intermediate_size = integer_or(json, "n_inner", 4 * std::int64_t(c.hidden_size), 1, kMaxIntermediate, path);
+    c.max_position_embeddings = integer_or(json, "n_positions", 1024, 1, kMaxPositions, path);
+    c.layer_norm_eps = real_or(json, "layer_norm_epsilon", 1e-5, 1e-30, 1.0, path);
+    c.activation = string_or(json, "activation_function", "gelu_new", path);
+    c.tie_word_embeddings = boolean_or(json, "tie_word_embeddings", true, path);
+    c.pad_token_id = 0;  // GPT-2 has no padding token; padding is given by the attention mask only
+    c.qkv_bias = c.output_bias = c.mlp_bias = true;
+    if (!boolean_or(json, "scale_attn_weights", true, path))
+        throw Error("GPT-2 with scale_attn_weights false is not supported", path);
+    if (boolean_or(json, "scale_attn_by_inverse_layer_idx", false, path))
+        throw Error("GPT-2 with scale_attn_by_inverse_layer_idx true is not supported", path);
+    if (boolean_or(json, "add_cross_attention", false, path))
+        throw Error("GPT-2 with add_cross_attention true is not supported", path);
+    if (c.hidden_size % c.heads != 0)
+        throw Error(fmt::format("n_embd {} is not divisible by n_head {}", c.hidden_size, c.heads), path);
+    c.head_size = c.hidden_size / c.heads;
+}
+
+// rope_scaling: {"rope_type" (or the older "type"): "default" | "linear" | "llama3", "factor", and for llama3
+// "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}. Other types (dynamic, yarn, longrope)
+// are refused.
+void read_rope_scaling(const nlohmann::json& scaling, const std::string& path, HfConfig& c) {
+    if (!scaling.is_object()) throw Error("config field 'rope_scaling' must be an object or null", path);
+    c.rope_type = string_or(scaling, "rope_type", string_or(scaling, "type", "default", path), path);
+    if (c.rope_type == "default") return;
+    if (c.rope_type != "linear" && c.rope_type != "llama3")
+        throw Error("rope_scaling type '" + printable(c.rope_type, 40) + "' is not supported (default, linear or llama3)", path);
+    if (!present(scaling, "factor")) throw Error("rope_scaling has no 'factor'", path);
+    c.rope_factor = real_or(scaling, "factor", 1.0, 1e-6, 1e6, path);
+    if (c.rope_type == "llama3") {
+        for (const char* field : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+            if (!present(scaling, field)) throw Error(std::string("rope_scaling (llama3) has no '") + field + "'", path);
+        c.rope_low_freq_factor = real_or(scaling, "low_freq_factor", 1.0, 1e-6, 1e6, path);
+        c.rope_high_freq_factor = real_or(scaling, "high_freq_factor", 4.0, 1e-6, 1e6, path);
+        c.rope_original_max_positions = integer(scaling, "original_max_position_embeddings", 1, kMaxPositions, path);
+        if (c.rope_high_freq_factor <= c.rope_low_freq_factor)
+            throw Error("rope_scaling high_freq_factor must exceed low_freq_factor", path);
+    }
+}
+
+// LlamaConfig / MistralConfig / Qwen2Config (Hugging Face's names and defaults, per model_type):
+//   vocab_size 32000 (qwen2 151936), hidden_size 4096, intermediate_size 11008 (mistral 14336, qwen2 22016),
+//   num_hidden_layers 32, num_attention_heads 32, num_key_value_heads null = num_attention_heads (mistral 8),
+//   head_dim null = hidden_size / num_attention_heads, hidden_act "silu", max_position_embeddings 2048 (mistral
+//   131072, qwen2 32768), rms_norm_eps 1e-6, rope_theta 10000, rope_scaling null (see read_rope_scaling),
+//   tie_word_embeddings false.
+//   llama: attention_bias false (q, k, v and o), mlp_bias false. qwen2: q/k/v biases, no o_proj bias, no MLP bias;
+//   use_sliding_window false, sliding_window 4096, max_window_layers 28 (the window applies to layers >= it).
+//   mistral: no biases, sliding_window 4096 (null = none), on every layer.
+void read_llama_fields(const nlohmann::json& json, const std::string& path, HfConfig& c) {
+    const bool mistral = c.model_type == "mistral", qwen2 = c.model_type == "qwen2";
+    c.vocab_size = integer_or(json, "vocab_size", qwen2 ? 151936 : 32000, 1, kMaxVocab, path);
+    c.hidden_size = c.embedding_size = integer_or(json, "hidden_size", 4096, 1, kMaxHidden, path);
+    c.intermediate_size =
+        integer_or(json, "intermediate_size", mistral ? 14336 : qwen2 ? 22016 : 11008, 1, kMaxIntermediate, path);
+    c.layers = integer_or(json, "num_hidden_layers", 32, 1, kMaxLayers, path);
+    c.heads = integer_or(json, "num_attention_heads", 32, 1, kMaxHeads, path);
+    c.kv_heads = integer_or(json, "num_key_value_heads", mistral ? 8 : c.heads, 1, kMaxHeads, path);
+    if (c.heads % c.kv_heads != 0)
+        throw Error(fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}", c.heads, c.kv_heads),
+                    path);
+    if (!present(json, "head_dim") && c.hidden_size % c.heads != 0)
+        throw Error(fmt::format("hidden_size {} is not divisible by num_attention_heads {} (and no head_dim is given)",
+                                c.hidden_size, c.heads),
+                    path);
+    c.head_size = integer_or(json, "head_dim", c.hidden_size / std::max(c.heads, 1), 1, kMaxHidden, path);
+    if (c.head_size % 2 != 0) throw Error(fmt::format("head_dim {} must be even for rotary positions", c.head_size), path);
+    c.activation = string_or(json, "hidden_act", "silu", path);
+    c.max_position_embeddings =
+        integer_or(json, "max_position_embeddings", mistral ? 131072 : qwen2 ? 32768 : 2048, 1, kMaxPositions, path);
+    c.layer_norm_eps = real_or(json, "rms_norm_eps", 1e-6, 1e-30, 1.0, path);
+    c.rope_theta = real_or(json, "rope_theta", 10000.0, 1.0, 1e12, path);
+    if (present(json, "rope_scaling")) read_rope_scaling(json["rope_scaling"], path, c);
+    c.tie_word_embeddings = boolean_or(json, "tie_word_embeddings", false, path);
+    // The embedding's padding row (zeroed at init only); absent, null or outside the vocabulary (some released configs
+    // name a token of the tokenizer's added range): none.
+    c.pad_token_id = -1;
+    if (present(json, "pad_token_id") && json["pad_token_id"].is_number_integer() &&
+        json["pad_token_id"].get<std::int64_t>() >= 0 && json["pad_token_id"].get<std::int64_t>() < c.vocab_size)
+        c.pad_token_id = static_cast<int>(json["pad_token_id"].get<std::int64_t>());
+    // sliding_window: absent = the default 4096; an explicit null = no window (as Hugging Face's configs).
+    const bool window_null = json.contains("sliding_window") && json["sliding_window"].is_null();
+    const int window = window_null ? 0 : integer_or(json, "sliding_window", 4096, 1, kMaxPositions, path);
+    if (qwen2) {
+        c.qkv_bias = true;
+        c.output_bias = c.mlp_bias = false;
+        if (boolean_or(json, "use_sliding_window", false, path)) {
+            c.sliding_window = window;
+            c.sliding_window_from_layer = integer_or(json, "max_window_layers", 28, 0, kMaxLayers, path);
+        }
+    } else {
+        c.qkv_bias = c.output_bias = !mistral && boolean_or(json, "attention_bias", false, path);
+        c.mlp_bias = !mistral && boolean_or(json, "mlp_bias", false, path);
+        if (mistral) c.sliding_window = window;
+    }
+}
+
 }  // namespace
+
+bool is_decoder(const HfConfig& config) {
+    return config.model_type == "gpt2" || config.model_type == "llama" || config.model_type == "mistral" ||
+           config.model_type == "qwen2";
+}
 
 HfConfig read_hf_config(const std::string& path) {
     const nlohmann::json json = read_json_file(path, "config file");
@@ -89,10 +198,12 @@ HfConfig read_hf_config(const std::string& path) {
     HfConfig c;
     c.path = path;
     c.model_type = string_or(json, "model_type", "", path);
-    c.vocab_size = integer(json, "vocab_size", 1, kMaxVocab, path);
     c.initializer_range = real_or(json, "initializer_range", 0.02, 0.0, 10.0, path);
-    c.layer_norm_eps = real_or(json, "layer_norm_eps", 1e-12, 1e-30, 1.0, path);
-    c.pad_token_id = integer_or(json, "pad_token_id", 0, 0, c.vocab_size - 1, path);
+    if (!is_decoder(c)) {
+        c.vocab_size = integer(json, "vocab_size", 1, kMaxVocab, path);
+        c.layer_norm_eps = real_or(json, "layer_norm_eps", 1e-12, 1e-30, 1.0, path);
+        c.pad_token_id = integer_or(json, "pad_token_id", 0, 0, c.vocab_size - 1, path);
+    }
     if (c.model_type == "bert" || c.model_type == "albert") {
         c.hidden_size = integer(json, "hidden_size", 1, kMaxHidden, path);
         c.layers = integer(json, "num_hidden_layers", 1, kMaxLayers, path);
@@ -124,12 +235,31 @@ HfConfig read_hf_config(const std::string& path) {
         // As Hugging Face's XLNetConfig: d_head must be d_model / n_head.
         if (c.hidden_size % c.heads != 0 || c.head_size != c.hidden_size / c.heads)
             throw Error(fmt::format("d_head {} must equal d_model {} / n_head {}", c.head_size, c.hidden_size, c.heads), path);
+    } else if (c.model_type == "gpt2") {
+        read_gpt2_fields(json, path, c);
+    } else if (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2") {
+        read_llama_fields(json, path, c);
     } else {
-        throw Error("unknown model_type '" + printable(c.model_type, 40) + "' (expected bert, albert or xlnet)", path);
+        throw Error("unknown model_type '" + printable(c.model_type, 40) +
+                        "' (expected bert, albert, xlnet, gpt2, llama, mistral or qwen2)",
+                    path);
     }
-    if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "relu")
-        throw Error("unsupported activation '" + printable(c.activation, 40) + "' (expected gelu, gelu_new or relu)", path);
+    if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "relu" && c.activation != "silu")
+        throw Error("unsupported activation '" + printable(c.activation, 40) + "' (expected gelu, gelu_new, relu or silu)",
+                    path);
     // The parameter budget, in double (no overflow): embeddings, then the layers (ALBERT shares one).
+    if (is_decoder(c)) {
+        const double h = c.hidden_size, attention_width = double(c.heads) * c.head_size,
+                     kv_width = double(c.kv_heads) * c.head_size;
+        const double mlp = (c.model_type == "gpt2" ? 2.0 : 3.0) * h * c.intermediate_size;
+        const double parameters = (double(c.vocab_size) + (c.model_type == "gpt2" ? c.max_position_embeddings : 0)) * h +
+                                  double(c.layers) * (2.0 * h * attention_width + 2.0 * h * kv_width + mlp);
+        if (parameters > kMaxParameters)
+            throw Error(fmt::format("config describes about {:.3g} parameters, more than the limit of {:.3g}", parameters,
+                                    kMaxParameters),
+                        path);
+        return c;
+    }
     const double h = c.hidden_size, e = c.embedding_size;
     const double embeddings = (static_cast<double>(c.vocab_size) + c.max_position_embeddings + c.type_vocab_size) * e + e * h;
     const double layer = 4.0 * h * h + 2.0 * h * c.intermediate_size + 2.0 * c.heads * c.head_size * h;

@@ -1,4 +1,5 @@
-// config.json and model.safetensors of a Hugging Face folder → one of the architecture modules.
+// config.json and model.safetensors (or model.safetensors.index.json + shards) of a Hugging Face folder → one of the
+// architecture modules.
 // The checkpoint-name → parameter table is the module tree itself (member name = checkpoint name); every parameter
 // must be present with its exact shape, and finite.
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "loaders/hf_checkpoint.hpp"
 #include "models/common.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -23,7 +25,8 @@ bool is_floating(DType dtype) {
 }  // namespace
 
 bool is_builtin_hf_config(const std::string& name) {
-    return name == "bert-base-cased" || name == "albert-base-v2" || name == "xlnet-base-cased";
+    return name == "bert-base-cased" || name == "albert-base-v2" || name == "xlnet-base-cased" || name == "gpt2" ||
+           name == "llama-12l" || name == "llama-gqa";
 }
 
 HfConfig builtin_hf_config(const std::string& name) {
@@ -31,7 +34,7 @@ HfConfig builtin_hf_config(const std::string& name) {
     c.path = "built-in " + name;
     c.hidden_size = c.embedding_size = 768;
     c.layers = 12;
-    c.heads = 12;
+    c.heads = c.kv_heads = 12;
     c.head_size = 64;
     c.intermediate_size = 3072;
     if (name == "bert-base-cased") {
@@ -46,8 +49,28 @@ HfConfig builtin_hf_config(const std::string& name) {
         c.model_type = "xlnet";
         c.vocab_size = 32000;
         c.pad_token_id = 5;
+    } else if (name == "gpt2") {  // the published gpt2 (124M) config.json
+        c.model_type = "gpt2";
+        c.vocab_size = 50257;
+        c.max_position_embeddings = 1024;
+        c.layer_norm_eps = 1e-5;
+        c.activation = "gelu_new";
+        c.qkv_bias = c.output_bias = c.mlp_bias = true;
+        c.tie_word_embeddings = true;
+    } else if (name == "llama-12l" || name == "llama-gqa") {
+        // Ours, Llama-shaped at GPT-2's size: SwiGLU width 2048 (≈ 8/3 d), no biases, untied head.
+        c.model_type = "llama";
+        c.vocab_size = 32000;
+        c.intermediate_size = 2048;
+        c.max_position_embeddings = 2048;
+        c.layer_norm_eps = 1e-6;
+        c.rope_theta = 10000.0;
+        c.activation = "silu";
+        c.pad_token_id = -1;
+        if (name == "llama-gqa") c.kv_heads = 4;  // 3 query heads share each key/value head
     } else {
-        throw Error("no built-in configuration named '" + name + "' (bert-base-cased, albert-base-v2, xlnet-base-cased)");
+        throw Error("no built-in configuration named '" + name +
+                    "' (bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa)");
     }
     return c;
 }
@@ -59,6 +82,9 @@ std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_
     if (config.model_type == "bert") return models::make_bert(config);
     if (config.model_type == "albert") return models::make_albert(config);
     if (config.model_type == "xlnet") return models::make_xlnet(config);
+    if (config.model_type == "gpt2") return models::make_gpt2(config);
+    if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2")
+        return models::make_llama(config);
     throw Error("unknown model_type '" + config.model_type + "'", config.path);
 }
 
@@ -66,20 +92,21 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
     const std::filesystem::path folder = directory;
     if (!std::filesystem::is_directory(folder)) throw Error("not a model folder", directory);
     const HfConfig config = read_hf_config((folder / "config.json").string());
-    const std::string weights_path = (folder / "model.safetensors").string();
-    if (!std::filesystem::exists(weights_path)) throw Error("missing model.safetensors", weights_path);
-    SafetensorsFile weights(weights_path);
+    const HfCheckpoint weights(directory);  // model.safetensors, or the index + shards
+    const std::string& weights_path = weights.source();
     auto model = make_hf_model(config, 0);
 
-    // Checkpoints saved from task heads prefix the base model ("bert.", "albert.", "transformer.").
+    // Checkpoints saved from task heads prefix the base model ("bert.", "albert.", "transformer." for XLNet and
+    // GPT-2, "model." for the Llama family); the heads' own tensors sit beside it.
     std::string prefix;
-    for (const char* candidate : {"bert.", "albert.", "transformer."}) {
-        const auto names = weights.names();
+    const auto names = weights.names();
+    for (const char* candidate : {"bert.", "albert.", "transformer.", "model."}) {
         if (!names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& name) {
                 return name.rfind(candidate, 0) == 0 || name.find('.') == std::string::npos ||
                        name.rfind("cls.", 0) == 0 || name.rfind("lm_loss", 0) == 0 || name.rfind("predictions.", 0) == 0 ||
                        name.rfind("sequence_summary.", 0) == 0 || name.rfind("classifier.", 0) == 0 ||
-                       name.rfind("sop_classifier.", 0) == 0 || name.rfind("qa_outputs.", 0) == 0;
+                       name.rfind("sop_classifier.", 0) == 0 || name.rfind("qa_outputs.", 0) == 0 ||
+                       name.rfind("lm_head.", 0) == 0 || name.rfind("score.", 0) == 0;
             }) && weights.contains(std::string(candidate) + model->parameters().front().first))
             prefix = candidate;
     }
@@ -93,7 +120,7 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
             continue;
         }
         const ArrayView view = weights.view(stored);
-        const std::string where = weights_path + ":" + stored;
+        const std::string where = weights.where(stored);
         if (view.shape != std::vector<std::int64_t>(parameter.sizes().begin(), parameter.sizes().end())) {
             auto text = [](const auto& shape) {
                 std::string out;
@@ -105,8 +132,10 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
         if (!is_floating(view.dtype)) throw Error("weights must be floating point, found " + dtype_name(view.dtype), where);
         const at::Tensor source = torch::from_blob(const_cast<std::byte*>(view.data), view.shape,
                                                    torch::TensorOptions().dtype(torch_dtype(view.dtype, where)));
-        if (!torch::isfinite(source).all().item<bool>()) throw Error("weights contain NaN or Inf", where);
-        parameter.copy_(source);
+        // F16 / BF16 / F64 weights are converted to the parameter's float32 for compute.
+        const at::Tensor converted = source.to(parameter.scalar_type());
+        if (!torch::isfinite(converted).all().item<bool>()) throw Error("weights contain NaN or Inf", where);
+        parameter.copy_(converted);
     }
     if (!missing.empty()) {
         std::string list;

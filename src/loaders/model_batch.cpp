@@ -83,7 +83,12 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
         if (shape[1] > config.max_position_embeddings)
             throw Error(fmt::format("{} tokens per sample; the model allows {}", shape[1], config.max_position_embeddings),
                         name("input_ids"));
+    } else if (config.model_type == "gpt2" && shape[1] > config.max_position_embeddings) {
+        throw Error(fmt::format("{} tokens per sample; the model allows {} (n_positions)", shape[1],
+                                config.max_position_embeddings),
+                    name("input_ids"));
     } else {
+        // XLNet reads token types; the decoders ignore them.
         check_range(batch.token_type_ids, 0, std::numeric_limits<std::int64_t>::max(), "token types", name("token_type_ids"));
     }
     return batch;

@@ -11,7 +11,8 @@ at::Tensor activation(const std::string& name, const at::Tensor& x) {
     if (name == "gelu_new" || name == "gelu_pytorch_tanh")
         return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
     if (name == "relu") return torch::relu(x);
-    throw Error("unsupported activation '" + name + "' (expected gelu, gelu_new or relu)");
+    if (name == "silu") return torch::silu(x);  // x σ(x), the Llama family's SwiGLU gate
+    throw Error("unsupported activation '" + name + "' (expected gelu, gelu_new, relu or silu)");
 }
 
 at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dtype) {

@@ -8,7 +8,7 @@
 
 namespace rankscope::models {
 
-// "gelu" = x Φ(x) (erf), "gelu_new" = tanh approximation, "relu".
+// "gelu" = x Φ(x) (erf), "gelu_new" = tanh approximation, "relu", "silu" = x σ(x).
 at::Tensor activation(const std::string& name, const at::Tensor& x);
 
 // Additive mask [B, 1, 1, n]: 0 for real tokens, the dtype's lowest value for padding (Hugging Face's extended mask).
@@ -77,5 +77,7 @@ private:
 std::unique_ptr<EncoderModel> make_bert(const HfConfig& config);
 std::unique_ptr<EncoderModel> make_albert(const HfConfig& config);
 std::unique_ptr<EncoderModel> make_xlnet(const HfConfig& config);
+std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config);
+std::unique_ptr<EncoderModel> make_llama(const HfConfig& config);  // llama, mistral, qwen2
 
 }  // namespace rankscope::models

@@ -55,16 +55,29 @@ def records(document, matrix=0):
     return out
 
 
+class Bf16:
+    """A float array rounded to bfloat16 (round to nearest even): `bits` (uint16) for the file, `values` (float32,
+    exactly the stored numbers) for the reference."""
+
+    def __init__(self, array):
+        words = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        rounded = (words + 0x7FFF + ((words >> 16) & 1)) >> 16
+        self.bits = rounded.astype(np.uint16)
+        self.values = (self.bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def write_safetensors(path, tensors, metadata=None):
-    """An independent writer of the published safetensors layout (no library)."""
+    """An independent writer of the published safetensors layout (no library). A BF16 tensor is given as its raw
+    bits, a Bf16 wrapper (numpy has no bfloat16)."""
     header, offset, blobs = {}, 0, []
-    codes = {np.float32: "F32", np.float64: "F64", np.int64: "I64", np.float16: "F16"}
+    codes = {np.float32: "F32", np.float64: "F64", np.int64: "I64", np.float16: "F16", Bf16: "BF16"}
     if metadata:
         header["__metadata__"] = metadata
     for name, array in tensors.items():
-        array = np.ascontiguousarray(array)
+        code = codes[type(array)] if isinstance(array, Bf16) else codes[np.asarray(array).dtype.type]
+        array = np.ascontiguousarray(array.bits if isinstance(array, Bf16) else array)
         blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": codes[array.dtype.type], "shape": list(array.shape),
+        header[name] = {"dtype": code, "shape": list(array.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         offset += len(blob)
         blobs.append(blob)

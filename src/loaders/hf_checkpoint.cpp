@@ -1,0 +1,67 @@
+// model.safetensors or model.safetensors.index.json + shards (see hf_checkpoint.hpp).
+#include "loaders/hf_checkpoint.hpp"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "rankscope/error.hpp"
+
+namespace rankscope {
+
+HfCheckpoint::HfCheckpoint(const std::string& directory) {
+    const std::filesystem::path folder = directory;
+    const std::filesystem::path index = folder / "model.safetensors.index.json";
+    const std::filesystem::path single = folder / "model.safetensors";
+    if (!std::filesystem::exists(index)) {
+        if (!std::filesystem::exists(single))
+            throw Error("missing model.safetensors (and no model.safetensors.index.json)", single.string());
+        source_ = single.string();
+        auto file = std::make_unique<SafetensorsFile>(source_);
+        for (const auto& name : file->names()) location_[name] = source_;
+        shards_.emplace(source_, std::move(file));
+        return;
+    }
+    source_ = index.string();
+    const nlohmann::json json = read_json_file(source_, "checkpoint index");
+    if (!json.is_object() || !json.contains("weight_map") || !json["weight_map"].is_object())
+        throw Error("checkpoint index has no \"weight_map\" object", source_);
+    for (const auto& [name, shard] : json["weight_map"].items()) {
+        if (!shard.is_string()) throw Error("weight_map entry '" + printable(name) + "' is not a file name", source_);
+        const std::string file_name = shard.get<std::string>();
+        // A shard is a plain file in the folder: never a path elsewhere.
+        if (file_name.empty() || file_name.find('/') != std::string::npos || file_name == "." || file_name == "..")
+            throw Error("weight_map entry '" + printable(name) + "' names '" + printable(file_name) +
+                            "', not a file name in the checkpoint folder",
+                        source_);
+        const std::string path = (folder / file_name).string();
+        if (!shards_.count(path)) {
+            if (!std::filesystem::exists(path))
+                throw Error("missing shard " + printable(file_name) + " (named by " + source_ + ")", path);
+            shards_.emplace(path, std::make_unique<SafetensorsFile>(path));
+        }
+        if (!shards_.at(path)->contains(name))
+            throw Error("tensor '" + printable(name) + "' is mapped to this shard by the index, but the shard does not hold it",
+                        path);
+        location_[name] = path;
+    }
+    if (location_.empty()) throw Error("checkpoint index has an empty weight_map", source_);
+}
+
+std::vector<std::string> HfCheckpoint::names() const {
+    std::vector<std::string> out;
+    for (const auto& entry : location_) out.push_back(entry.first);
+    return out;
+}
+
+ArrayView HfCheckpoint::view(const std::string& name) const {
+    const auto found = location_.find(name);
+    if (found == location_.end()) throw Error("no tensor named '" + printable(name) + "'", source_);
+    return shards_.at(found->second)->view(name);
+}
+
+std::string HfCheckpoint::where(const std::string& name) const {
+    const auto found = location_.find(name);
+    return (found == location_.end() ? source_ : found->second) + ":" + name;
+}
+
+}  // namespace rankscope

@@ -1,0 +1,68 @@
+"""`rankscope model` on the built-in decoder configurations at random init (gpt2, llama-gqa) end to end: the
+attention-sink tables, the causal vs bidirectional option and its refusal on an encoder."""
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import RTE, read_csv, require, run  # noqa: E402
+
+
+class DecoderModelCommand(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require(RTE)
+        cls.directory = tempfile.mkdtemp(prefix="rankscope-decoders-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.directory, ignore_errors=True)
+
+    def model(self, name, *extra):
+        out = os.path.join(self.directory, name + "-" + "-".join(extra).replace("-", ""))
+        result = run("model", "--model", name, "--weights", "init", "--samples", "2", "--tokens", "24", "--draws", "3",
+                     "--out", out, *extra)
+        return out, result
+
+    def test_gpt2_causal_writes_sink_tables(self):
+        out, result = self.model("gpt2")
+        heads = read_csv(os.path.join(out, "attention_heads.csv"))
+        self.assertEqual(len(heads), 12 * 12)
+        self.assertEqual({row["mask"] for row in heads}, {"causal"})
+        for row in heads:
+            share = float(row["first_token_share"])
+            # Causal: the first real token attends only to itself, so every head's share is at least 1/n.
+            self.assertGreaterEqual(share, 1 / 24 - 1e-9)
+            self.assertLessEqual(share, 1.0)
+            self.assertEqual(int(row["sink"]), int(share > 0.3))
+        rates = read_csv(os.path.join(out, "sink_rate.csv"))
+        self.assertEqual([int(r["layer"]) for r in rates], list(range(12)))
+        with open(os.path.join(out, "findings.json")) as f:
+            findings = json.load(f)
+        self.assertIn("Attention sinks (init weights, causal mask)", findings["reading"])
+        self.assertIn("sink rate", result.stdout)
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["mask"], "causal")
+
+    def test_llama_gqa_bidirectional_labels_every_variant(self):
+        out, _ = self.model("llama-gqa", "--mask", "bidirectional")
+        variants = {row["variant"] for row in read_csv(os.path.join(out, "residual.csv"))}
+        self.assertEqual(variants, {"SAN (bidirectional)", "SAN+MLP (bidirectional)", "SAN+skip (bidirectional)",
+                                    "transformer (bidirectional)"})
+        heads = read_csv(os.path.join(out, "attention_heads.csv"))
+        self.assertEqual(len(heads), 12 * 12)  # query heads, not the 4 key/value heads
+        self.assertEqual({row["mask"] for row in heads}, {"bidirectional"})
+
+    def test_mask_on_an_encoder_is_an_error(self):
+        result = run("model", "--model", "bert-base-cased", "--weights", "init", "--samples", "2", "--tokens", "16",
+                     "--mask", "causal", "--out", os.path.join(self.directory, "bert"), check=False)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("--mask applies to decoders", result.stderr)
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])

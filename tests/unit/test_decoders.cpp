@@ -1,0 +1,310 @@
+// GPT-2 and the Llama family: config.json read as Hugging Face reads it, the checkpoint loader's errors (sharded and
+// not), the surgeries and masks on the decoders' forward, the built-in configurations and the attention-sink measures.
+// The forward itself is checked against a python3-torch reference in tests/reference/test_decoders_reference.py.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "models/decoder.hpp"
+#include "rankscope/e1.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/models.hpp"
+
+using namespace rankscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder under the temp directory, removed at the end of the test.
+struct TempFolder {
+    fs::path path;
+    explicit TempFolder(const std::string& name)
+        : path(fs::temp_directory_path() / ("rankscope-" + name + "-" + std::to_string(::getpid()))) {
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~TempFolder() { fs::remove_all(path); }
+};
+
+HfConfig config_from(const fs::path& folder, const std::string& json) {
+    std::ofstream(folder / "config.json") << json;
+    return read_hf_config((folder / "config.json").string());
+}
+
+const char* kTinyLlama = R"({"model_type": "llama", "vocab_size": 30, "hidden_size": 16, "intermediate_size": 24,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2})";
+const char* kTinyGpt2 = R"({"model_type": "gpt2", "vocab_size": 30, "n_embd": 16, "n_layer": 2, "n_head": 4,
+    "n_positions": 16})";
+
+// The model's parameters written as a checkpoint (`prefix` + name), F32, split over `shards` files when > 1.
+void write_checkpoint(EncoderModel& model, const fs::path& folder, const std::string& prefix, int shards) {
+    std::vector<NamedArray> tensors;
+    std::vector<at::Tensor> keep;
+    for (const auto& [name, parameter] : model.parameters()) {
+        keep.push_back(parameter.contiguous());
+        tensors.push_back({prefix + name, ArrayView{DType::F32, std::vector<std::int64_t>(parameter.sizes().begin(), parameter.sizes().end()),
+                                                    static_cast<const std::byte*>(keep.back().data_ptr())}});
+    }
+    if (shards == 1) {
+        write_safetensors((folder / "model.safetensors").string(), tensors);
+        return;
+    }
+    std::string weight_map;
+    for (int s = 0; s < shards; ++s) {
+        std::vector<NamedArray> part;
+        const std::string file = "model-0000" + std::to_string(s + 1) + ".safetensors";
+        for (std::size_t i = s; i < tensors.size(); i += shards) {
+            part.push_back(tensors[i]);
+            weight_map += (weight_map.empty() ? "" : ", ") + ("\"" + tensors[i].name + "\": \"" + file + "\"");
+        }
+        write_safetensors((folder / file).string(), part);
+    }
+    std::ofstream(folder / "model.safetensors.index.json") << "{\"metadata\": {}, \"weight_map\": {" << weight_map << "}}";
+}
+
+ModelBatch batch_of(const HfConfig& config, const at::Tensor& mask) {
+    torch::manual_seed(5);
+    const at::Tensor ids = torch::randint(config.vocab_size, mask.sizes(), torch::kLong);
+    return checked_model_batch(ids, mask, {}, config, "");
+}
+
+void expect_error(const std::function<void()>& action, const std::string& words, const std::string& file) {
+    try {
+        action();
+        ADD_FAILURE() << "no error, expected " << words;
+    } catch (const Error& e) {
+        EXPECT_NE(e.one_line().find(words), std::string::npos) << e.one_line();
+        EXPECT_NE(e.one_line().find(file), std::string::npos) << e.one_line();
+        EXPECT_EQ(e.one_line().find('\n'), std::string::npos) << e.one_line();
+    }
+}
+
+}  // namespace
+
+TEST(DecoderConfig, HuggingFaceNamesAndDefaults) {
+    TempFolder dir("decoder-config");
+    const HfConfig gpt2 = config_from(dir.path, R"({"model_type": "gpt2"})");  // every field from GPT2Config's defaults
+    EXPECT_EQ(gpt2.vocab_size, 50257);
+    EXPECT_EQ(gpt2.hidden_size, 768);
+    EXPECT_EQ(gpt2.intermediate_size, 3072);  // n_inner null = 4 n_embd
+    EXPECT_EQ(gpt2.max_position_embeddings, 1024);
+    EXPECT_DOUBLE_EQ(gpt2.layer_norm_eps, 1e-5);
+    EXPECT_EQ(gpt2.activation, "gelu_new");
+    EXPECT_TRUE(gpt2.tie_word_embeddings);
+    const HfConfig llama = config_from(dir.path, R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100})");
+    EXPECT_EQ(llama.kv_heads, 4);  // null = num_attention_heads
+    EXPECT_EQ(llama.head_size, 16);
+    EXPECT_DOUBLE_EQ(llama.layer_norm_eps, 1e-6);
+    EXPECT_DOUBLE_EQ(llama.rope_theta, 10000.0);
+    EXPECT_FALSE(llama.qkv_bias || llama.output_bias || llama.mlp_bias || llama.tie_word_embeddings);
+    EXPECT_EQ(llama.sliding_window, 0);
+    const HfConfig head_dim = config_from(dir.path, R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100, "head_dim": 32, "attention_bias": true})");
+    EXPECT_EQ(head_dim.head_size, 32);
+    EXPECT_TRUE(head_dim.qkv_bias && head_dim.output_bias && !head_dim.mlp_bias);
+    const HfConfig mistral = config_from(dir.path, R"({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 16,
+        "num_hidden_layers": 2, "intermediate_size": 100})");
+    EXPECT_EQ(mistral.kv_heads, 8);
+    EXPECT_EQ(mistral.sliding_window, 4096);
+    const HfConfig qwen2 = config_from(dir.path, R"({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100, "sliding_window": 128})");
+    EXPECT_TRUE(qwen2.qkv_bias && !qwen2.output_bias && !qwen2.mlp_bias);
+    EXPECT_EQ(qwen2.sliding_window, 0);  // use_sliding_window false
+    const HfConfig qwen2_window = config_from(dir.path, R"({"model_type": "qwen2", "hidden_size": 64,
+        "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 100, "use_sliding_window": true,
+        "sliding_window": 128, "max_window_layers": 1})");
+    EXPECT_EQ(qwen2_window.sliding_window, 128);
+    EXPECT_EQ(qwen2_window.sliding_window_from_layer, 1);
+    const std::string path = (dir.path / "config.json").string();
+    expect_error([&] { config_from(dir.path, R"({"model_type": "llama", "num_attention_heads": 6, "num_key_value_heads": 4})"); },
+                 "not a multiple of num_key_value_heads", path);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "llama", "rope_scaling": {"type": "llama3"}})"); },
+                 "rope_scaling has no 'factor'", path);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 4}})"); },
+                 "rope_scaling type 'yarn' is not supported", path);
+    const HfConfig llama3 = config_from(dir.path, R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3",
+        "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})");
+    EXPECT_EQ(llama3.rope_type, "llama3");
+    EXPECT_DOUBLE_EQ(llama3.rope_factor, 8.0);
+    EXPECT_EQ(llama3.rope_original_max_positions, 8192);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "gpt2", "n_embd": 10, "n_head": 4})"); },
+                 "not divisible by n_head", path);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "llama"})"); }, "parameters", path);  // 6.7e9 > the limit
+}
+
+TEST(DecoderLoader, ShardedPrefixedCheckpointRoundTripsAndErrorsNameTheFile) {
+    TempFolder dir("decoder-loader");
+    const HfConfig config = config_from(dir.path, kTinyLlama);
+    auto model = make_hf_model(config, 7);
+    write_checkpoint(*model, dir.path, "model.", 3);
+    auto loaded = load_hf_model(dir.path.string());
+    const auto original = model->parameters();
+    const auto read = loaded->parameters();
+    ASSERT_EQ(original.size(), read.size());
+    for (std::size_t i = 0; i < read.size(); ++i) EXPECT_TRUE(torch::equal(original[i].second, read[i].second)) << read[i].first;
+
+    const fs::path index = dir.path / "model.safetensors.index.json";
+    std::string text;
+    {
+        std::ifstream in(index);
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    auto load = [&] { load_hf_model(dir.path.string()); };
+    // A missing shard.
+    fs::rename(dir.path / "model-00002.safetensors", dir.path / "moved.safetensors");
+    expect_error(load, "missing shard model-00002.safetensors", "model-00002.safetensors");
+    fs::rename(dir.path / "moved.safetensors", dir.path / "model-00002.safetensors");
+    // A tensor the index maps to a shard that does not hold it.
+    std::string wrong = text;
+    const std::string entry = "\"model.norm.weight\": \"model-0000";
+    const auto at = wrong.find(entry);
+    ASSERT_NE(at, std::string::npos);
+    const char shard = wrong[at + entry.size()];
+    wrong[at + entry.size()] = shard == '1' ? '2' : '1';
+    std::ofstream(index) << wrong;
+    expect_error(load, "'model.norm.weight' is mapped to this shard by the index", ".safetensors");
+    // A tensor missing from the weight_map.
+    std::string missing = text;  // model.norm.weight is not the first entry: remove it with the ", " before it
+    const auto begin = missing.find(entry) - 2;
+    missing.erase(begin, missing.find(".safetensors\"", begin) + 13 - begin);
+    std::ofstream(index) << missing;
+    expect_error(load, "1 tensor missing: model.norm.weight", "model.safetensors.index.json");
+    // A shard path outside the folder.
+    std::string outside = text;
+    outside.replace(outside.find("model-00001"), 11, "../model-00001");
+    std::ofstream(index) << outside;
+    expect_error(load, "not a file name in the checkpoint folder", "model.safetensors.index.json");
+    std::ofstream(index) << text;
+    EXPECT_NO_THROW(load());
+    // A wrong shape (single file): a GPT-2 checkpoint whose Conv1D weight is stored [out, in].
+    TempFolder single("decoder-shape");
+    const HfConfig gpt2 = config_from(single.path, kTinyGpt2);
+    auto gpt2_model = make_hf_model(gpt2, 1);
+    for (auto& [name, parameter] : gpt2_model->parameters())
+        if (name == "h.1.mlp.c_fc.weight") parameter.set_data(parameter.t().contiguous());
+    write_checkpoint(*gpt2_model, single.path, "", 1);
+    expect_error([&] { load_hf_model(single.path.string()); }, "shape [64, 16] does not match the config's [16, 64]",
+                 "model.safetensors:h.1.mlp.c_fc.weight");
+    // An unknown dtype.
+    {
+        const std::string header = R"({"wte.weight": {"dtype": "F8_E4M3", "shape": [1], "data_offsets": [0, 1]}})";
+        std::string bytes(8, '\0');
+        for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>((header.size() >> (8 * b)) & 0xff);
+        std::ofstream(single.path / "model.safetensors", std::ios::binary) << bytes << header << 'x';
+    }
+    expect_error([&] { load_hf_model(single.path.string()); }, "unsupported safetensors dtype 'F8_E4M3'",
+                 "model.safetensors:wte.weight");
+}
+
+TEST(DecoderForward, CausalMaskSurgeriesAndBidirectional) {
+    TempFolder dir("decoder-forward");
+    for (const char* json : {kTinyGpt2, kTinyLlama}) {
+        const HfConfig config = config_from(dir.path, json);
+        auto model = make_hf_model(config, 3);
+        for (auto& [name, parameter] : model->parameters()) {  // larger weights: attention far from uniform
+            torch::NoGradGuard no_grad;
+            if (parameter.dim() == 2) parameter.normal_(0.0, 0.5);
+        }
+        const at::Tensor mask = torch::tensor({1, 1, 1, 1, 1, 1, 0, 0}, torch::kLong).unsqueeze(0);
+        const ModelBatch batch = batch_of(config, mask);
+        auto run = [&](const Surgery& surgery) {
+            Recorder recorder;
+            model->forward(batch, surgery, &recorder);
+            return recorder;
+        };
+        const Recorder causal = run({});
+        const at::Tensor pattern = causal.get("blocks.1.attn.hook_pattern");  // [1, H, 8, 8]
+        EXPECT_EQ(pattern.size(1), 4) << config.model_type;                    // query heads, also with GQA
+        EXPECT_EQ(torch::triu(pattern[0], 1).abs().max().item<double>(), 0.0) << config.model_type;
+        EXPECT_EQ(pattern.select(3, 7).abs().max().item<double>(), 0.0) << "padding keys get no attention";
+        Surgery bidirectional;
+        bidirectional.bidirectional = true;
+        const Recorder full = run(bidirectional);
+        const at::Tensor full_pattern = full.get("blocks.1.attn.hook_pattern");
+        const at::Tensor above_diagonal = torch::ones({6, 6}, torch::kBool).triu(1);  // future real keys
+        EXPECT_GT(full_pattern[0].slice(1, 0, 6).slice(2, 0, 6).masked_select(above_diagonal).min().item<double>(), 0.0);
+        EXPECT_EQ(full_pattern.select(3, 7).abs().max().item<double>(), 0.0);
+        // The last token sees everything either way: its row in layer 0 is the same.
+        EXPECT_TRUE(torch::allclose(full.get("blocks.0.attn.hook_pattern")[0].select(1, 5),
+                                    causal.get("blocks.0.attn.hook_pattern")[0].select(1, 5), 1e-5, 1e-7));
+        // SAN: each layer's output is its attention output.
+        Surgery san;
+        san.remove_attention_skip = san.remove_mlp = true;
+        const Recorder pure = run(san);
+        EXPECT_TRUE(torch::equal(pure.get("blocks.1.hook_resid_post"), pure.get("blocks.1.hook_attn_out")));
+        // SAN+skip: x + attn(norm(x)).
+        Surgery skip_only;
+        skip_only.remove_mlp = true;
+        const Recorder skip = run(skip_only);
+        EXPECT_TRUE(torch::allclose(skip.get("blocks.1.hook_resid_post"),
+                                    skip.get("blocks.1.hook_resid_pre") + skip.get("blocks.1.hook_attn_out")));
+        // The final norm is recorded apart from the last layer's output.
+        EXPECT_FALSE(torch::allclose(causal.get("ln_final.hook_normalized"), causal.get("blocks.1.hook_resid_post")));
+    }
+}
+
+TEST(DecoderForward, NormsUnderSurgeryAndSlidingWindow) {
+    torch::manual_seed(2);
+    const at::Tensor x = torch::randn({2, 5, 8});
+    const at::Tensor weight = torch::randn({8});
+    const at::Tensor mask = torch::tensor({1, 1, 1, 1, 1, 0, 1, 1, 1, 1}, torch::kLong).view({2, 5});
+    Surgery surgery;
+    const at::Tensor kept = models::rms_norm(x, weight, 1e-6, surgery, mask);
+    EXPECT_TRUE(torch::allclose(kept, x / torch::sqrt(x.pow(2).mean(-1, true) + 1e-6) * weight, 1e-5, 1e-6));
+    surgery.layer_norm = LayerNormSurgery::Remove;
+    EXPECT_TRUE(torch::equal(models::rms_norm(x, weight, 1e-6, surgery, mask), x));
+    surgery.layer_norm = LayerNormSurgery::Freeze;  // sample 1: its real tokens are 1..4
+    const at::Tensor frozen = models::rms_norm(x, weight, 1e-6, surgery, mask);
+    const double rms = std::sqrt(x[1].slice(0, 1).pow(2).mean().item<double>() + 1e-6);
+    EXPECT_TRUE(torch::allclose(frozen[1], x[1] / rms * weight, 1e-5, 1e-6));
+    // Window 2: query i sees i − 1 and i.
+    const at::Tensor allowed = models::attention_allowed(torch::ones({1, 5}, torch::kLong), false, 2)[0][0];
+    EXPECT_TRUE(torch::equal(allowed.to(torch::kLong), torch::tensor({1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0,
+                                                                      0, 0, 0, 1, 1}, torch::kLong).view({5, 5})));
+    // Positions count real tokens: left padding does not shift them.
+    EXPECT_TRUE(torch::equal(models::real_token_positions(torch::tensor({0, 0, 1, 1, 1}, torch::kLong).unsqueeze(0)),
+                             torch::tensor({0, 0, 0, 1, 2}, torch::kLong).unsqueeze(0)));
+}
+
+TEST(DecoderBuiltIns, PublishedSizes) {
+    auto count = [](const std::string& name) {
+        std::int64_t total = 0;
+        for (const auto& [_, parameter] : make_hf_model(builtin_hf_config(name), 0)->parameters()) total += parameter.numel();
+        return total;
+    };
+    EXPECT_EQ(count("gpt2"), 124439808);  // the published GPT-2 small
+    // llama-12l: 32000·768 embeddings + 12 × (4·768² attention + 3·768·2048 SwiGLU + 2·768 norms) + 768 final norm.
+    EXPECT_EQ(count("llama-12l"), 32000LL * 768 + 12LL * (4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768) + 768);
+    EXPECT_EQ(count("llama-gqa"), 32000LL * 768 + 12LL * (2 * 768 * 768 + 2 * 768 * 256 + 3 * 768 * 2048 + 2 * 768) + 768);
+    const auto gpt2 = make_hf_model(builtin_hf_config("gpt2"), 0);
+    for (const auto& [name, parameter] : gpt2->parameters())  // GPT-2's init: c_proj scaled by 1/√(2 L)
+        if (name == "h.0.attn.c_proj.weight") {
+            EXPECT_NEAR(parameter.std().item<double>(), 0.02 / std::sqrt(24.0), 3e-4);
+        }
+}
+
+TEST(AttentionSinks, FirstTokenShareEntropyAndSinkRate) {
+    // One sample, 2 heads, 3 real tokens after one left pad. Head 0 puts everything on the first real token;
+    // head 1 is uniform over the allowed (causal) keys.
+    const at::Tensor mask = torch::tensor({0, 1, 1, 1}, torch::kLong).unsqueeze(0);
+    at::Tensor pattern = torch::zeros({1, 2, 4, 4}, torch::kDouble);
+    pattern[0][0].select(1, 1).fill_(1.0);
+    pattern[0][1][0][0] = 1.0;
+    pattern[0][1][1][1] = 1.0;
+    pattern[0][1][2].slice(0, 1, 3).fill_(0.5);
+    pattern[0][1][3].slice(0, 1, 4).fill_(1.0 / 3);
+    const HeadAttentionStats stats = head_attention_stats(pattern, mask);
+    EXPECT_NEAR(stats.first_token_share[0], 1.0, 1e-12);
+    EXPECT_NEAR(stats.first_token_share[1], (1.0 + 0.5 + 1.0 / 3) / 3, 1e-12);
+    EXPECT_NEAR(stats.entropy[0], 0.0, 1e-12);
+    EXPECT_NEAR(stats.entropy[1], (0.0 + std::log(2.0) + std::log(3.0)) / 3, 1e-12);
+    EXPECT_DOUBLE_EQ(sink_rate(stats.first_token_share, 0.3), 1.0);
+    EXPECT_DOUBLE_EQ(sink_rate(stats.first_token_share, 0.7), 0.5);
+}
