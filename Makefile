@@ -1,14 +1,16 @@
 # rankscope: the two set-up commands of the README.
 #   make demo   install what is missing, build, and run rankscope's main job on its built-in defaults
 #   make test   install what is missing, build, and run the whole test suite
-# Other targets: make build, make bench, make test-sanitize (the whole suite under ASan+UBSan, run by CI), make clean.
+# Other targets: make build, make bench, make test-sanitize-parsers (the fuzz corpus replayed through the parsers under
+# ASan+UBSan, run by CI), make test-sanitize (the whole suite under ASan+UBSan, run before merging), make clean.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEMO_OUT ?= out/demo
 
 SANITIZE_BUILD ?= $(BUILD)/sanitize
+SANITIZE_PARSERS_BUILD ?= $(BUILD)/sanitize-parsers
 
-.PHONY: deps configure build demo test test-sanitize bench clean
+.PHONY: deps configure build demo test test-sanitize test-sanitize-parsers bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -34,6 +36,13 @@ test-sanitize: deps
 	@cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRANKSCOPE_SANITIZE=ON -DRANKSCOPE_BUILD_BENCH=OFF -DRANKSCOPE_BUILD_PYTHON=OFF -DRANKSCOPE_MPI=OFF > /dev/null
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 	cd $(SANITIZE_BUILD) && ctest --output-on-failure -j 2
+
+# The parsers of outside files (torch-free) built with g++ -fsanitize=address,undefined, and every input of
+# tests/fuzz_corpus/ (seeds and each input that once broke a parser) replayed through them; about a minute.
+test-sanitize-parsers: deps
+	@cmake -S . -B $(SANITIZE_PARSERS_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKSCOPE_BUILD_FUZZ=ON -DRANKSCOPE_FUZZ_ENGINE=replay > /dev/null
+	@cmake --build $(SANITIZE_PARSERS_BUILD) -j $(JOBS)
+	cd $(SANITIZE_PARSERS_BUILD) && ctest --output-on-failure
 
 bench: build
 	/usr/bin/python3 bench/compare_torch.py $(BUILD)
