@@ -50,6 +50,8 @@ struct RealModelSettings {
     std::uint64_t seed = 0;
     bool bidirectional = false;   // decoders: every variant without the causal mask (Surgery::bidirectional)
     double sink_threshold = 0.3;  // a head is a sink when its mean attention to the first real token exceeds this
+    at::Device device = at::kCPU; // where the forwards run (run_real_model_experiment moves each model there); the
+                                  // measurements read the activations back to the CPU
 };
 
 // Attention statistics of one layer's heads on the unmodified model (docs/attention_sinks.md), each a mean over the

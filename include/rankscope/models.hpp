@@ -125,7 +125,14 @@ public:
     virtual at::Tensor forward(const ModelBatch& batch, const Surgery& surgery, Recorder* recorder) = 0;
     // Every parameter with its checkpoint name.
     virtual std::vector<std::pair<std::string, at::Tensor>> parameters() = 0;
+    // Moves every parameter to `device` (once, explicitly; models are made on the CPU from their seed or file).
+    // forward() then expects its batch on that device (batch_on) and makes every tensor there.
+    virtual void to(const at::Device& device) = 0;
+    virtual at::Device device() const = 0;
 };
+
+// The batch's three tensors on `device` (an explicit copy; the same tensors when already there).
+ModelBatch batch_on(const ModelBatch& batch, const at::Device& device);
 
 // The oneDNN fast path of the architectures' linear layers (on by default); false runs the at::linear reference.
 void set_linear_fast_path(bool enabled);

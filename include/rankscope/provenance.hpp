@@ -21,6 +21,7 @@ struct Provenance {
     std::string git_sha;     // of the build
     std::string started_at;  // UTC, ISO 8601
     int threads = 1;
+    std::string device = "cpu";  // where the models ran (--device)
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 

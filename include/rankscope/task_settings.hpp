@@ -34,6 +34,9 @@ struct TaskSettings {
     double input_noise = 0;                    // circle only: every batch's inputs get N(0, σ²) noise per coordinate and
                                                // the targets the same noise rotated by one step (target = R x̃: the
                                                // map is the rotation, also next to the arcs); 0 = the exact points
+    // Where the model trains and runs: "cpu", "cuda" or "cuda:N" (the model is made on the CPU from the seed and moved
+    // once; each batch is copied there explicitly; measurements read back). Part of the key only when not "cpu".
+    std::string device = "cpu";
     // Everything above, as one JSON object: the checkpoint key is a hash of exactly this. The recipe fields appear for
     // the circle always and for the other tasks only when they differ from the defaults (so older keys stay valid).
     nlohmann::json to_json() const;

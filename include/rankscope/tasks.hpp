@@ -31,6 +31,7 @@ struct TaskBatch {
     std::int64_t size() const { return inputs.size(0); }
     TaskBatch slice(std::int64_t begin, std::int64_t end) const;
     TaskBatch take(const at::Tensor& indices) const;  // the items at int64 `indices` [k], in that order
+    TaskBatch to(const at::Device& device) const;      // an explicit copy there (the same tensors when already there)
 };
 struct TaskSplits {
     TaskBatch train, eval;
@@ -72,7 +73,10 @@ struct TaskModelImpl : torch::nn::Module {
     at::Tensor embed(const at::Tensor& inputs);  // [B, n] or [B, n, f] → [B, n, d]
     at::Tensor unembed(const at::Tensor& hidden);  // [B, n, d] → [B, n, c]
     // Whole model; records hook_embed, blocks.{l}.* and hook_final when a recorder is given.
+    // The batch must be on the model's device (TaskBatch::to); the functions below that take a model and a batch move
+    // the batch there themselves, once.
     at::Tensor forward(const TaskBatch& batch, Recorder* recorder = nullptr);
+    at::Device device() const { return W_U.device(); }
     TaskModelConfig config;
     San encoder{nullptr};
     at::Tensor W_E, W_pos, W_in, b_in, W_hidden, b_hidden, W_U, b_U;

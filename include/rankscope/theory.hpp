@@ -48,8 +48,10 @@ struct TheoryRow {
 constexpr double kRoundOff = 1e-12;
 
 // One variant, one seed: a fresh network (torch seed = seed), float64. The input is `input` ([n, d_model], any float
-// dtype) when given, else N(0, 1) drawn from the seed.
-std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed, const at::Tensor* input = nullptr);
+// dtype) when given, else N(0, 1) drawn from the seed. Network and input are drawn on the CPU, then the forward runs on
+// `device`; the measures and bounds read its activations (and the weights) back to the CPU.
+std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed, const at::Tensor* input = nullptr,
+                                  const at::Device& device = at::kCPU);
 
 // Slope of log(−log r_l) against l over layers with 1e-12 < r_l < 1 (relative residual, pooled over seeds):
 // log 3 ≈ 1.0986 means doubly exponential with base 3. NaN with fewer than 2 usable layers.
@@ -67,6 +69,7 @@ struct TheorySettings {
     int seeds = 5;             // seed, seed + 1, ...
     std::uint64_t seed = 0;
     std::string input_label = "random N(0,1) per seed";  // where X came from (a file name with --input)
+    at::Device device = at::kCPU;  // where the forwards run (--device)
 };
 
 // Per variant and layer: means over seeds (bounds over the seeds whose residual is above round-off; NaN when none).

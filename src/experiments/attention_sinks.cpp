@@ -6,10 +6,10 @@
 namespace rankscope {
 
 HeadAttentionStats head_attention_stats(const at::Tensor& pattern, const at::Tensor& attention_mask) {
-    // pattern P [B, H, n, n] (rows: queries, columns: keys); real [B, n] 0/1.
-    const at::Tensor p = pattern.to(torch::kDouble);
-    const at::Tensor real = attention_mask.to(torch::kDouble);
-    const at::Tensor first = attention_mask.to(torch::kLong).argmax(1);  // [B]: the first real token (argmax: first 1)
+    // pattern P [B, H, n, n] (rows: queries, columns: keys); real [B, n] 0/1. Computed on the CPU (read back).
+    const at::Tensor p = pattern.to(at::kCPU, torch::kDouble);
+    const at::Tensor real = attention_mask.to(at::kCPU, torch::kDouble);
+    const at::Tensor first = attention_mask.to(at::kCPU, torch::kLong).argmax(1);  // [B]: the first real token (argmax: first 1)
     const auto B = p.size(0), H = p.size(1), n = p.size(2);
     // Column f_b of every row: attention each query pays to its sample's first real token, [B, H, n].
     const at::Tensor to_first = p.gather(3, first.view({B, 1, 1, 1}).expand({B, H, n, 1})).squeeze(3);

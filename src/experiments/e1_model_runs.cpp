@@ -94,7 +94,8 @@ RealModelResult run_real_model_experiment(const ModelSource& source, const Model
     Progress progress("model " + source.name, static_cast<long>(weights.size()));
     for (const auto& kind : weights) {
         interrupt.poll();
-        const std::unique_ptr<EncoderModel> model = make_model(source, kind, settings.seed);
+        const std::unique_ptr<EncoderModel> model = make_model(source, kind, settings.seed);  // on the CPU, from the seed
+        model->to(settings.device);
         const bool dump_this = dump && kind == weights.back();
         result.runs.push_back(
             run_real_model(*model, batch, source.name, kind, result.settings, dump_this ? dump : nullptr, interrupt));

@@ -35,18 +35,20 @@ at::Tensor residual_over_real_tokens(const at::Tensor& hidden, const at::Tensor&
     return torch::cat(values);
 }
 
-// ‖M_b‖_F over each sample's real tokens [B]: padding rows are zeroed first.
+// ‖M_b‖_F over each sample's real tokens [B]: padding rows are zeroed first. Computed on the CPU (m is read back).
 at::Tensor frobenius_over_real_tokens(const at::Tensor& m, const at::Tensor& attention_mask) {
-    const at::Tensor rows = attention_mask.to(torch::kDouble).unsqueeze(-1);
-    return (m.to(torch::kDouble) * rows).flatten(1).norm(2, {1});
+    const at::Tensor rows = attention_mask.to(at::kCPU, torch::kDouble).unsqueeze(-1);
+    return (m.to(at::kCPU, torch::kDouble) * rows).flatten(1).norm(2, {1});
 }
 
 // The hidden state E1 reads at layer l: the embeddings' output (l = 0) or layer l's output.
 std::string hidden_hook(int l) { return l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"); }
 
-// E1's measure of one hidden state: the per-sample relative residual [B], after a finiteness check.
-at::Tensor measure_hidden(const at::Tensor& hidden, int layer, const ModelBatch& batch, const std::string& model_name,
+// E1's measure of one hidden state: the per-sample relative residual [B], after a finiteness check. Computed on the
+// CPU: the state is read back from the model's device.
+at::Tensor measure_hidden(const at::Tensor& device_hidden, int layer, const ModelBatch& batch, const std::string& model_name,
                           const std::string& variant) {
+    const at::Tensor hidden = device_hidden.to(at::kCPU);
     if (!torch::isfinite(hidden).all().item<bool>())
         throw Error("non-finite hidden state at layer " + std::to_string(layer) + " (" + variant + ")", model_name);
     return residual_over_real_tokens(hidden, batch.attention_mask);
@@ -78,7 +80,7 @@ Recorder measuring_recorder(int layers, const ModelBatch& batch, const std::stri
         for (int l = 0; l < layers; ++l)
             recorder.reduce(block_hook(l, "attn.hook_pattern"), [l, patterns, head_stats, &batch](const at::Tensor& pattern) {
                 (*head_stats)[static_cast<std::size_t>(l)] = head_attention_stats(pattern, batch.attention_mask);
-                return patterns ? pattern : at::Tensor();
+                return patterns ? pattern.to(at::kCPU) : at::Tensor();
             });
     }
     return recorder;
@@ -113,12 +115,13 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
                                            bool official_compat, Recorder* recorder, LayerNormSurgery layer_norm,
                                            const InterruptPoll& interrupt) {
     std::vector<ResidualRow> rows;
+    const ModelBatch device_batch = batch_on(batch, model.device());
     for (const auto& variant : variants) {
         const bool to_caller = recorder && &variant == &variants.back();
         Recorder measuring = measuring_recorder(model.config().layers, batch, model_name, variant, false, false);
         Recorder& sink = to_caller ? *recorder : measuring;
         sink.set_interrupt(interrupt);
-        model.forward(batch, variant_surgery(variant, official_compat, layer_norm), &sink);
+        model.forward(device_batch, variant_surgery(variant, official_compat, layer_norm), &sink);
         sink.set_interrupt({});  // nothing stays attached to the caller's recorder
         append_residual_rows(sink, !to_caller, model, batch, model_name, weights, variant, rows);
     }
@@ -136,13 +139,15 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
                           const InterruptPoll& interrupt) {
     WeightsRun run;
     run.weights = weights;
+    // The forwards run on the model's device; every measurement reads its tensors back to the CPU, where `batch` is.
+    const ModelBatch device_batch = batch_on(batch, model.device());
     if (settings.iterate_steps > 0) {
         for (bool keep_skip : {false, true}) {
             interrupt.poll();
-            const auto states = iterate_attention(model, batch, settings.iterate_steps, keep_skip);
+            const auto states = iterate_attention(model, device_batch, settings.iterate_steps, keep_skip);
             for (std::size_t step = 0; step < states.size(); ++step) {
                 const Summary s =
-                    summarize(batched_relative_residual(states[step].to(torch::kDouble), Norm::Composite, Center::Mean));
+                    summarize(batched_relative_residual(states[step].to(at::kCPU, torch::kDouble), Norm::Composite, Center::Mean));
                 run.iterate.push_back({keep_skip ? "attention+skip" : "attention", static_cast<int>(step), s.mean, s.std,
                                        s.min, s.max, s.n});
             }
@@ -162,7 +167,7 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         Recorder measuring = measuring_recorder(L, batch, model_name, variant, unmodified, unmodified && sample_paths, head_stats);
         Recorder& sink = to_caller ? *recorder : measuring;
         sink.set_interrupt(interrupt);
-        model.forward(batch, surgery, &sink);
+        model.forward(device_batch, surgery, &sink);
         sink.set_interrupt({});  // nothing stays attached to the caller's recorder
         if (rows) append_residual_rows(sink, !to_caller, model, batch, model_name, weights, variant, run.residual);
         if (!unmodified) return;
@@ -188,7 +193,7 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
     const bool measured = unmodified_sink != recorder;
     std::vector<at::Tensor> patterns;
     for (int l = 0; l < L; ++l) {
-        if (sample_paths) patterns.push_back(unmodified_sink->get(block_hook(l, "attn.hook_pattern")));
+        if (sample_paths) patterns.push_back(unmodified_sink->get(block_hook(l, "attn.hook_pattern")).to(at::kCPU));
         at::Tensor skip = unmodified_sink->get(block_hook(l, "hook_resid_pre"));
         at::Tensor attention = unmodified_sink->get(block_hook(l, "hook_attn_out"));
         if (!measured) {

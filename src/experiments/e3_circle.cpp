@@ -98,7 +98,8 @@ TaskBatch heldout_circle_data(int points) {
 double one_step_rmse(TaskModel& model, const TaskBatch& batch) {
     torch::NoGradGuard no_grad;
     model->eval();
-    return std::sqrt((model->forward(batch) - batch.targets).pow(2).mean().item<double>());
+    const TaskBatch on_device = batch.to(model->device());
+    return std::sqrt((model->forward(on_device) - on_device.targets).pow(2).mean().item<double>());
 }
 
 // A folder for checkpoints when the caller keeps none; removed when the experiment ends.

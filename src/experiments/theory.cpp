@@ -53,7 +53,8 @@ std::vector<TheoryVariant> theory_variants(const SanConfig& base, int heads) {
     return variants;
 }
 
-std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed, const at::Tensor* input) {
+std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed, const at::Tensor* input,
+                                  const at::Device& device) {
     torch::NoGradGuard no_grad;
     // The network and its input come from torch's global generator: draw them under a lock so that runs on several
     // threads are each exactly what a serial run with this seed gives.
@@ -68,8 +69,16 @@ std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t se
                   : random_input(variant.config, 1, torch::kFloat).to(torch::kDouble);
     }
     network->to(torch::kDouble);
+    // The forward on `device` (network and input moved once, explicitly); then everything is read back: the measures
+    // and the bound's matrices are computed on the CPU, in float64.
     Recorder recorder;
-    network->forward(x, &recorder);
+    {
+        network->to(device);
+        Recorder on_device;
+        network->forward(x.to(device), &on_device);
+        network->to(at::kCPU);
+        for (const auto& [name, value] : on_device.all()) recorder.put(name, value.to(at::kCPU));
+    }
 
     const auto& config = variant.config;
     const bool bounded = variant.has_bound();

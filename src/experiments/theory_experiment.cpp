@@ -26,7 +26,7 @@ TheoryResult run_theory_experiment(const TheorySettings& settings, const at::Ten
                 interrupt.poll();
                 const auto& variant = variants[static_cast<std::size_t>(job) / static_cast<std::size_t>(settings.seeds)];
                 const auto seed = settings.seed + static_cast<std::uint64_t>(job % settings.seeds);
-                results[static_cast<std::size_t>(job)] = run_theory(variant, seed, input);
+                results[static_cast<std::size_t>(job)] = run_theory(variant, seed, input, settings.device);
                 std::lock_guard<std::mutex> lock(progress_mutex);
                 progress.advance();
             }

@@ -95,3 +95,12 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
 }
 
 }  // namespace rankscope
+
+namespace rankscope {
+
+ModelBatch batch_on(const ModelBatch& batch, const at::Device& device) {
+    auto on = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+    return {on(batch.input_ids), on(batch.attention_mask), on(batch.token_type_ids)};
+}
+
+}  // namespace rankscope

@@ -84,7 +84,7 @@ TORCH_MODULE(AlbertModel);
 at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
                           Recorder* recorder, Linears& linear) {
     const auto n = batch.input_ids.size(1);
-    const at::Tensor positions = torch::arange(n, torch::kLong).unsqueeze(0);
+    const at::Tensor positions = torch::arange(n, batch.input_ids.options().dtype(torch::kLong)).unsqueeze(0);
     auto& e = *model.embeddings;
     const at::Tensor embedded = e.LayerNorm(e.word_embeddings(batch.input_ids) + e.position_embeddings(positions) +
                                             e.token_type_embeddings(batch.token_type_ids));

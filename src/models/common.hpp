@@ -41,6 +41,8 @@ class Linears {
 public:
     at::Tensor operator()(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
     at::Tensor operator()(const torch::nn::Linear& layer, const at::Tensor& x) { return (*this)(x, layer->weight, layer->bias); }
+    // Drops the converted weights (after the parameters moved: Module::to keeps their identity).
+    void clear() { converted_.clear(); }
 
 private:
     struct Converted {
@@ -66,12 +68,19 @@ public:
         for (const auto& item : module_->named_parameters()) out.emplace_back(item.key(), item.value());
         return out;
     }
+    void to(const at::Device& device) override {
+        module_->to(device);
+        linears_.clear();
+        device_ = device;
+    }
+    at::Device device() const override { return device_; }
 
 private:
     HfConfig config_;
     Holder module_;
     ForwardFunction forward_;
     Linears linears_;
+    at::Device device_ = at::kCPU;
 };
 
 std::unique_ptr<EncoderModel> make_bert(const HfConfig& config);

@@ -92,6 +92,11 @@ public:
     }
     const HfConfig& config() const override { return config_; }
     std::vector<std::pair<std::string, at::Tensor>> parameters() override { return {p_.begin(), p_.end()}; }
+    void to(const at::Device& device) override {
+        for (auto& [name, tensor] : p_) tensor = tensor.to(device);
+        device_ = device;
+    }
+    at::Device device() const override { return device_; }
 
     // x = 2·W_E[ids] + timing signal; [B, n, 256]. The token embedding enters twice, as in the graph:
     //   TransformerStack/Layer_0/AddTimingSignal/add = GatherNd(Encode/Scatter/ScatterNd = W_E[ids]) + TimingSignal
@@ -102,7 +107,7 @@ public:
         const auto n = ids.size(1);
         if (n > config_.max_position_embeddings)
             throw Error(fmt::format("{} tokens: USE lite reads at most {} per sentence", n, config_.max_position_embeddings));
-        const at::Tensor positions = torch::arange(n, torch::kFloat).unsqueeze(1) * p_.at("embed.inv_timescales").unsqueeze(0);
+        const at::Tensor positions = torch::arange(n, ids.options().dtype(torch::kFloat)).unsqueeze(1) * p_.at("embed.inv_timescales").unsqueeze(0);
         const at::Tensor timing = torch::cat({torch::sin(positions), torch::cos(positions)}, 1);  // [n, 256]
         const at::Tensor mask = batch.attention_mask.unsqueeze(-1).to(torch::kFloat);           // padding rows are 0
         const at::Tensor token = p_.at("embed.W_E").index_select(0, ids.reshape(-1)).reshape({ids.size(0), n, -1});
@@ -169,6 +174,7 @@ private:
     HfConfig config_;
     std::map<std::string, at::Tensor> p_;
     double eps_ = 1e-6;
+    at::Device device_ = at::kCPU;
 };
 
 UseLiteModel& as_use_lite(EncoderModel& model) {

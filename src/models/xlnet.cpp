@@ -67,13 +67,13 @@ struct XLNetModelImpl : torch::nn::Module {
 TORCH_MODULE(XLNetModel);
 
 // Sinusoidal relative positions p = n, n−1, ..., −n+1 (2n rows): [sin(p ω_i), cos(p ω_i)], ω_i = 10000^(−2i/d).
-at::Tensor relative_positions(std::int64_t n, const HfConfig& c, at::ScalarType dtype) {
-    const at::Tensor frequencies = torch::arange(0, c.hidden_size, 2, torch::kLong).to(torch::kFloat);
+at::Tensor relative_positions(std::int64_t n, const HfConfig& c, const at::TensorOptions& options) {
+    const at::Tensor frequencies = torch::arange(0, c.hidden_size, 2, options.dtype(torch::kLong)).to(torch::kFloat);
     const at::Tensor inverse = 1.0 / torch::pow(10000.0, frequencies / c.hidden_size);
-    at::Tensor positions = torch::arange(static_cast<double>(n), static_cast<double>(-n), -1.0, torch::kFloat);
+    at::Tensor positions = torch::arange(static_cast<double>(n), static_cast<double>(-n), -1.0, options.dtype(torch::kFloat));
     if (c.clamp_len > 0) positions = positions.clamp(-c.clamp_len, c.clamp_len);
     const at::Tensor angles = torch::outer(positions, inverse);
-    return torch::cat({torch::sin(angles), torch::cos(angles)}, -1).to(dtype);  // [2n, d]
+    return torch::cat({torch::sin(angles), torch::cos(angles)}, -1).to(options.dtype().toScalarType());  // [2n, d]
 }
 
 // [B, H, n, 2n] → [B, H, n, n]: entry (i, j) takes relative position i − j.
@@ -87,7 +87,7 @@ at::Tensor xlnet_forward(XLNetModelImpl& model, const HfConfig& c, const ModelBa
     const auto n = batch.input_ids.size(1);
     at::Tensor h = record(recorder, "hook_embed", model.word_embedding(batch.input_ids));
     const auto dtype = h.scalar_type();
-    const at::Tensor relative = relative_positions(n, c, dtype);
+    const at::Tensor relative = relative_positions(n, c, h.options());
     // Padding keys are masked except on the diagonal (a padded query still sees itself).
     const at::Tensor padding = (1 - batch.attention_mask).to(dtype).unsqueeze(1);                    // [B, 1, n]
     const at::Tensor masked = ((padding - torch::eye(n, h.options()).unsqueeze(0)) > 0).to(dtype);   // [B, n, n]

@@ -21,10 +21,11 @@ std::vector<int> random_path(int layers, int heads, int length, std::mt19937_64&
     return path;
 }
 
-at::Tensor path_ensemble_logits(TaskModel& model, const TaskBatch& batch, const std::vector<std::vector<int>>& paths,
+at::Tensor path_ensemble_logits(TaskModel& model, const TaskBatch& any_device_batch, const std::vector<std::vector<int>>& paths,
                                 bool sub_path) {
     torch::NoGradGuard no_grad;
     model->eval();
+    const TaskBatch batch = any_device_batch.to(model->device());
     const at::Tensor embedded = model->embed(batch.inputs);
     const int layers = model->config.encoder.layers, heads = model->config.encoder.heads;
     at::Tensor sum = torch::zeros_like(embedded);
@@ -45,6 +46,7 @@ std::vector<PathEffectivenessRow> path_effectiveness(TaskModel& model, const Tas
                                                      const std::vector<int>& n_paths_list, int repeats, bool sub_path,
                                                      std::uint64_t seed) {
     const int layers = model->config.encoder.layers, heads = model->config.encoder.heads;
+    const TaskBatch on_device = batch.to(model->device());  // once, for every ensemble
     std::vector<PathEffectivenessRow> rows;
     for (int length = 0; length <= layers; ++length)
         for (int n_paths : n_paths_list)
@@ -55,7 +57,7 @@ std::vector<PathEffectivenessRow> path_effectiveness(TaskModel& model, const Tas
                 std::mt19937_64 rng(cell);
                 std::vector<std::vector<int>> paths;
                 for (int i = 0; i < n_paths; ++i) paths.push_back(random_path(layers, heads, length, rng));
-                const double accuracy = token_accuracy(path_ensemble_logits(model, batch, paths, sub_path), batch.targets);
+                const double accuracy = token_accuracy(path_ensemble_logits(model, on_device, paths, sub_path), on_device.targets);
                 rows.push_back({task, sub_path, length, n_paths, repeat, accuracy});
             }
     return rows;
@@ -64,13 +66,13 @@ std::vector<PathEffectivenessRow> path_effectiveness(TaskModel& model, const Tas
 at::Tensor circle_rollout(TaskModel& model, const at::Tensor& start, int steps) {
     torch::NoGradGuard no_grad;
     model->eval();
-    std::vector<at::Tensor> trajectory = {start.squeeze(0)};
-    at::Tensor x = start;
+    std::vector<at::Tensor> trajectory = {start.squeeze(0).to(at::kCPU)};
+    at::Tensor x = start.to(model->device());
     for (int step = 1; step < steps; ++step) {
         x = model->forward(TaskBatch{x, {}, {}});
         // A recurrent affine map can run away; from there on the trajectory is NaN (the rows stay, the plot skips them).
         if (!torch::isfinite(x).all().item<bool>() || x.abs().max().item<double>() > 1e3) x = torch::full_like(x, NAN);
-        trajectory.push_back(x.squeeze(0));
+        trajectory.push_back(x.squeeze(0).to(at::kCPU));
     }
     return torch::stack(trajectory);
 }

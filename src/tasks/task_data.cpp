@@ -27,6 +27,11 @@ TaskBatch TaskBatch::take(const at::Tensor& indices) const {
     return part;
 }
 
+TaskBatch TaskBatch::to(const at::Device& device) const {
+    auto on = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+    return {on(inputs), on(targets), on(key_bias)};
+}
+
 TaskBatch make_sort_data(int count, int length, int vocab, std::mt19937_64& rng) {
     std::uniform_int_distribution<std::int64_t> value(0, vocab - 1);
     at::Tensor inputs = torch::empty({count, length}, torch::kLong);

@@ -11,7 +11,7 @@ std::vector<LayerResidual> residual_by_layer(TaskModel& model, const TaskBatch& 
     torch::NoGradGuard no_grad;
     model->eval();
     Recorder recorder;
-    model->forward(batch, &recorder);
+    model->forward(batch.to(model->device()), &recorder);  // measured below on the CPU, in float64
     const int layers = model->config.encoder.layers;
     // Real tokens per sample: all of them, or the unmasked prefix when the batch is padded.
     std::vector<std::int64_t> lengths(static_cast<std::size_t>(batch.size()), batch.inputs.size(1));
@@ -22,7 +22,7 @@ std::vector<LayerResidual> residual_by_layer(TaskModel& model, const TaskBatch& 
     std::vector<LayerResidual> rows;
     for (int layer = 0; layer <= layers; ++layer) {
         const at::Tensor hidden =
-            recorder.get(layer == 0 ? "hook_embed" : block_hook(layer - 1, "hook_resid_post")).to(torch::kDouble);
+            recorder.get(layer == 0 ? "hook_embed" : block_hook(layer - 1, "hook_resid_post")).to(at::kCPU, torch::kDouble);
         std::vector<double> values;
         for (std::int64_t i = 0; i < batch.size(); ++i)
             values.push_back(relative_residual(to_matrix(hidden[i].narrow(0, 0, lengths[static_cast<std::size_t>(i)])),

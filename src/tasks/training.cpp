@@ -9,6 +9,7 @@
 #include <iterator>
 #include <random>
 
+#include "rankscope/device.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/progress.hpp"
@@ -66,6 +67,7 @@ nlohmann::json TaskSettings::to_json() const {
     if (task == "circle" || lr_schedule != defaults.lr_schedule) json["lr_schedule"] = lr_schedule;
     if (task == "circle" || target_mse != defaults.target_mse) json["target_mse"] = target_mse;
     if (task == "circle") json["embedding_layer_norm"] = embedding_layer_norm, json["input_noise"] = input_noise;
+    if (device != "cpu") json["device"] = device;  // other numerics than the CPU's; the CPU keys stay as they were
     if (task == "memorize") {
         json["text"] = text;
         json["text_fnv1a"] = text.empty() ? "" : file_fingerprint(text);
@@ -195,7 +197,8 @@ double token_accuracy(const at::Tensor& logits, const at::Tensor& targets) {
 double token_accuracy(TaskModel& model, const TaskBatch& batch) {
     torch::NoGradGuard no_grad;
     model->eval();
-    return token_accuracy(model->forward(batch), batch.targets);
+    const TaskBatch on_device = batch.to(model->device());
+    return token_accuracy(model->forward(on_device), on_device.targets);
 }
 
 double majority_accuracy(const TaskBatch& train, const TaskBatch& eval, int classes) {
@@ -207,7 +210,7 @@ double majority_accuracy(const TaskBatch& train, const TaskBatch& eval, int clas
 
 void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings) {
     NamedTensors parameters;
-    for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value().to(torch::kFloat));
+    for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value().to(at::kCPU, torch::kFloat));
     write_tensors(path, parameters,
                   {{"settings", settings.to_json().dump()}, {"key", settings.checkpoint_key()}, {"version", version_string()}});
 }
@@ -236,13 +239,16 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
     result.model = TaskModel(model_config_for(settings, data));
     std::filesystem::create_directories(checkpoint_dir);
     result.checkpoint = (checkpoint_dir / (settings.task + "-" + settings.checkpoint_key() + ".safetensors")).string();
+    const at::Device device = parse_device(settings.device);
     if (!retrain && std::filesystem::exists(result.checkpoint)) {
         load_task_checkpoint(result.checkpoint, result.model, settings);
+        result.model->to(device);
         result.model->eval();
         result.reused = true;
         return result;
     }
     TaskModel& model = result.model;
+    model->to(device);  // before the optimiser takes the parameters
     model->train();
     // These models are small: per-op threading costs more than it gains (sort: 69 s on 2 threads, 23 s on 1;
     // memorize at d = 250 was slower on 2 threads too).
@@ -284,6 +290,7 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
                 part.inputs = part.inputs + noise;
                 part.targets = part.targets + torch::matmul(noise, rotation_t);
             }
+            part = part.to(device);  // made on the CPU (the noise too: the seed gives the same draws on every device)
             const at::Tensor output = model->forward(part);
             at::Tensor loss;
             double metric;
@@ -320,7 +327,8 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
             // mean of the epoch's batches.
             torch::NoGradGuard no_grad;
             model->eval();
-            metric = (model->forward(data.train) - data.train.targets).pow(2).mean().item<double>();
+            const TaskBatch train = data.train.to(device);
+            metric = (model->forward(train) - train.targets).pow(2).mean().item<double>();
             model->train();
             reached = metric < settings.target_mse;
         }

@@ -1,6 +1,7 @@
 """Hostile flags: every numeric flag has a documented range (shown in --help), non-finite numbers and sizes that would
 exhaust the machine are rejected before anything is written, NaN/Inf results are errors unless --allow-nonfinite, and
 every error is ONE line `rankscope: error: <what> (<flag or file>)` with exit status 2."""
+import json
 import os
 import shutil
 import sys
@@ -55,6 +56,13 @@ REJECTED = [
     (["task", "sort", "--repeats", "0"], "--repeats"),
     (["width-depth", "--task", "sort", "--depths", "0"], "--depths"),
     (["reproduce", "--threads", "-1"], "--threads"),
+    # --device: a spelling that is no device, and CUDA on Debian's CPU-only libtorch (the test suite's build)
+    (["theory", "--device", "gpu"], "--device"),
+    (["theory", "--device", "cuda:x"], "--device"),
+    (["theory", "--device", "cuda"], "--device"),
+    (["model", "--model", "bert-base-cased", "--weights", "init", "--device", "cuda:0"], "--device"),
+    (["task", "sort", "--device", "cuda:1"], "--device"),
+    (["width-depth", "--task", "sort", "--device", "cuda"], "--device"),
 ]
 
 
@@ -80,6 +88,19 @@ class Limits(unittest.TestCase):
                 result = run(*args, "--out", out, check=False)
                 self.assert_one_line_error(result, names)
                 self.assertFalse(os.path.exists(out), f"{args} created {out}")
+
+    def test_device_cpu_is_the_default_and_is_recorded(self):
+        def table(out):
+            with open(os.path.join(out, "theory.csv")) as f:
+                return [line for line in f if not line.startswith("#")]
+        small = ["theory", "--layers", "3", "--d-model", "8", "--tokens", "6", "--seeds", "1", "--threads", "1"]
+        default, explicit = os.path.join(self.directory, "default"), os.path.join(self.directory, "cpu")
+        run(*small, "--out", default)
+        run(*small, "--device", "cpu", "--out", explicit)
+        self.assertEqual(table(default), table(explicit))
+        for out in (default, explicit):
+            with open(os.path.join(out, "manifest.json")) as f:
+                self.assertEqual(json.load(f)["device"], "cpu")
 
     def test_help_shows_ranges(self):
         help_text = run("theory", "--help").stdout

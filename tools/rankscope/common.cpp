@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include "rankscope/device.hpp"
+
 #include "rankscope/blas_threads.hpp"
 
 #include <ATen/Parallel.h>
@@ -129,6 +131,13 @@ void add_common_options(CLI::App& command, CommonOptions& options, bool out_requ
                      "Write NaN/Inf results (e.g. a diverged network) instead of stopping with an error");
 }
 
+void add_device_option(CLI::App& command, CommonOptions& options) {
+    command.add_option("--device", options.device,
+                       "Where models run: cpu, cuda or cuda:N (needs a CUDA-enabled libtorch; Debian's is CPU-only). "
+                       "Tensors are made on the CPU from the seed and moved once; measurements read them back")
+        ->capture_default_str();
+}
+
 int apply_threads(int requested) {
     const int threads = requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     at::set_num_threads(threads);
@@ -143,10 +152,13 @@ Provenance start_run(const CommonOptions& options) {
     std::error_code ec;
     if (!options.out.empty() && std::filesystem::exists(options.out, ec) && !std::filesystem::is_directory(options.out, ec))
         throw Error("exists and is not a directory", "--out " + options.out);
+    const at::Device device = parse_device(options.device);  // an unusable device is an error before any work
     const int threads = apply_threads(options.threads);
     std::vector<const char*> argv;
     for (const auto& word : command_line) argv.push_back(word.c_str());
-    return make_provenance(static_cast<int>(argv.size()), argv.data(), options.seed, threads);
+    Provenance provenance = make_provenance(static_cast<int>(argv.size()), argv.data(), options.seed, threads);
+    provenance.device = device_name(device);
+    return provenance;
 }
 
 }  // namespace rankscope::cli

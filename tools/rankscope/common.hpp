@@ -16,6 +16,7 @@ struct CommonOptions {
     int threads = 0;          // --threads N: 0 = all cores, at most kMaxThreads
     std::string format = "table";  // --format table|csv|json: what goes to standard output
     bool allow_nonfinite = false;  // --allow-nonfinite: write NaN/Inf results instead of stopping with an error
+    std::string device = "cpu";    // --device cpu|cuda|cuda:N (commands that run models: add_device_option)
 };
 
 constexpr int kMaxThreads = 256;
@@ -40,6 +41,9 @@ CLI::Validator ReadableFile(bool allow_tensor_suffix = false);
 
 // Adds --out, --seed, --threads, --format, --allow-nonfinite with their defaults shown in --help.
 void add_common_options(CLI::App& command, CommonOptions& options, bool out_required);
+
+// Adds --device (cpu, cuda, cuda:N) to a command that runs models; start_run checks it before any work.
+void add_device_option(CLI::App& command, CommonOptions& options);
 
 // Applies --threads to ATen (intra-op) and returns the number in use.
 int apply_threads(int requested);

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "common.hpp"
+#include "rankscope/device.hpp"
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/findings.hpp"
@@ -53,7 +54,7 @@ std::string default_text() {
 void dump_activations(const std::string& path, const Recorder& recorder, const ModelBatch& batch, const Provenance& provenance) {
     NamedTensors tensors = {{"input_ids", batch.input_ids}, {"attention_mask", batch.attention_mask},
                             {"token_type_ids", batch.token_type_ids}};
-    for (const auto& [name, value] : recorder.all()) tensors.emplace_back(name, value.to(torch::kFloat));
+    for (const auto& [name, value] : recorder.all()) tensors.emplace_back(name, value.to(at::kCPU, torch::kFloat));
     write_tensors(path, tensors, {{"command", provenance.command}, {"seed", std::to_string(provenance.seed)},
                                   {"version", version_string()}});
 }
@@ -89,6 +90,7 @@ void run_model(const ModelOptions& options) {
     settings.draws = options.draws;
     settings.iterate_steps = options.iterate_steps;
     settings.seed = options.common.seed;
+    settings.device = parse_device(options.common.device);
     const bool decoder = source.kind != ModelSource::UseLite && is_decoder(source.config);
     if (!options.mask.empty() && !decoder)
         throw Error("--mask applies to decoders (gpt2, llama, mistral, qwen2); " + name +
@@ -222,6 +224,7 @@ std::function<void()> setup_model(CLI::App& command) {
         ->transform(IntRange(0, 1000));
     command.add_option("--dump", options->dump, "Write the unmodified model's activations to this .safetensors");
     add_common_options(command, options->common, false);
+    add_device_option(command, options->common);
     return [options] { run_model(*options); };
 }
 

@@ -276,6 +276,7 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
 std::function<void()> setup_task(CLI::App& command) {
     auto options = std::make_shared<TaskOptions>();
     add_common_options(command, options->common, true);
+    add_device_option(command, options->common);
     command.add_option("task", options->task, "circle, sort, hull or memorize")
         ->required()
         ->check(CLI::IsMember({"circle", "sort", "hull", "memorize"}));
@@ -303,6 +304,7 @@ std::function<void()> setup_task(CLI::App& command) {
     command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
     return [options, flags] {
         options->settings = flags->settings_for(options->task, options->common.seed);
+        options->settings.device = options->common.device;
         const TaskSettings& s = options->settings;
         const Provenance provenance = start_run(options->common);
         const std::filesystem::path out = options->common.out;

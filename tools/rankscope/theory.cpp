@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "common.hpp"
+#include "rankscope/device.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/findings.hpp"
 #include "rankscope/figure.hpp"
@@ -36,6 +37,7 @@ void run_theory_command(TheoryOptions options) {
     settings.heads = options.heads;
     settings.seeds = options.seeds;
     settings.seed = options.common.seed;
+    settings.device = parse_device(options.common.device);
     at::Tensor given;
     if (!options.input.empty()) given = theory_input(read_matrix_file(options.input).view(), options.input, settings);
     check_theory_settings(settings);
@@ -127,6 +129,7 @@ std::function<void()> setup_theory(CLI::App& command) {
                        "Input X (n x d matrix: .npy, .csv, .safetensors:name) instead of random; sets --tokens and --d-model")
         ->check(ReadableFile(true));
     add_common_options(command, options->common, false);
+    add_device_option(command, options->common);
     return [options] { run_theory_command(*options); };
 }
 

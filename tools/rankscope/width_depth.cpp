@@ -91,6 +91,7 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
 std::function<void()> setup_width_depth(CLI::App& command) {
     auto options = std::make_shared<WidthDepthOptions>();
     add_common_options(command, options->common, true);
+    add_device_option(command, options->common);
     command.add_option("--task", options->task, "sort or hull")->required()->check(CLI::IsMember({"sort", "hull"}));
     command.add_option("--depths", options->layers,
                        "Layer counts to compare; each gets the width whose parameter count is closest to the base model's")
@@ -103,7 +104,9 @@ std::function<void()> setup_width_depth(CLI::App& command) {
     return [options, flags] {
         for (int layers : options->layers)
             if (layers < 1) throw Error("--depths: layer counts must be positive");
-        run_width_depth(*options, flags->settings_for(options->task, options->common.seed));
+        TaskSettings base = flags->settings_for(options->task, options->common.seed);
+        base.device = options->common.device;
+        run_width_depth(*options, base);
     };
 }
 
