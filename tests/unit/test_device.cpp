@@ -1,19 +1,29 @@
-// --device: every model's forward makes its tensors on the device of its inputs and parameters, and nowhere else.
-// No GPU here, so the forwards run on PyTorch's `meta` device (shapes only, no data): a tensor made without the
-// inputs' device (a bare torch::arange, torch::ones, a mask) lands on the CPU and is caught — by the op that mixes
-// it with meta tensors, or by the check of every recorded activation below. parse_device's refusals are checked too.
+// --device: a forward makes every tensor of its own on the device of its inputs and moves nothing. No GPU here, and
+// libtorch 1.13's C++ Module::to refuses the `meta` device (set_data: incompatible tensor type), so the forwards are
+// watched at the dispatcher instead (at::RecordFunction, the profiler's hook): every operator the forward calls
+// directly (not the ones libtorch calls inside an operator) is checked, and the test fails on
+//   - a factory (arange, ones, zeros, full, empty, eye, scalar_tensor, randn, ...) called without a device: it would
+//     make its tensor on the CPU whatever device the model is on (torch::arange(n) instead of
+//     torch::arange(n, x.options()));
+//   - a copy to a stated device inside the forward (x.to(at::kCPU), torch::tensor(...), which copies from the CPU);
+// and, run on the CPU, on any operator output on another device. parse_device's refusals are checked too.
 #include <gtest/gtest.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 #include <unistd.h>
 
 #include "rankscope/device.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/models.hpp"
 #include "rankscope/san.hpp"
+#include "rankscope/tasks.hpp"
 #include "rankscope/theory.hpp"
 
 using namespace rankscope;
@@ -22,6 +32,64 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kFixtures = RANKSCOPE_FIXTURES_DIR;
+
+// What a watched forward did wrong, one line per operator call.
+struct DeviceWatch {
+    std::mutex mutex;
+    std::thread::id thread;
+    std::vector<std::string> findings;
+    int operators = 0;
+};
+DeviceWatch* watch = nullptr;
+thread_local int depth = 0;
+
+std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& call) {
+    if (depth++ != 0 || !watch || std::this_thread::get_id() != watch->thread) return nullptr;
+    const auto name = call.operator_name();
+    if (!name) return nullptr;
+    const auto handle = c10::Dispatcher::singleton().findSchema(*name);
+    if (!handle) return nullptr;
+    const auto& arguments = handle->schema().arguments();
+    const auto inputs = call.inputs();
+    std::lock_guard<std::mutex> lock(watch->mutex);
+    ++watch->operators;
+    const std::string op = call.name();
+    const bool move = op == "aten::to" || op == "aten::_to_copy" || op == "aten::copy_";
+    const bool follows_input = op.size() > 5 && op.compare(op.size() - 5, 5, "_like") == 0;
+    for (std::size_t i = 0; i < arguments.size() && i < inputs.size(); ++i) {
+        if (arguments[i].name() != "device") continue;
+        if (inputs[i].isNone() && !follows_input && !move)
+            watch->findings.push_back(op + " without a device (it makes its tensor on the CPU)");
+        if (!inputs[i].isNone() && move)
+            watch->findings.push_back(op + " to " + inputs[i].toDevice().str() + " (a copy inside the forward)");
+    }
+    return nullptr;
+}
+void on_operator_end(const at::RecordFunction&, at::ObserverContext*) { --depth; }
+
+// Runs `work` with the observer on; returns what it found ("" = nothing) and fails when no operator was seen.
+template <typename Work>
+std::string watched(Work work) {
+    DeviceWatch state;
+    state.thread = std::this_thread::get_id();
+    watch = &state;
+    const auto handle = at::addGlobalCallback(at::RecordFunctionCallback(on_operator_start, on_operator_end)
+                                                  .needsInputs(true)
+                                                  .scopes({at::RecordScope::FUNCTION}));
+    try {
+        work();
+    } catch (...) {
+        at::removeCallback(handle);
+        watch = nullptr;
+        throw;
+    }
+    at::removeCallback(handle);
+    watch = nullptr;
+    EXPECT_GT(state.operators, 10) << "the observer saw no operators: the check would pass vacuously";
+    std::string report;
+    for (const auto& finding : state.findings) report += "\n  " + finding;
+    return report;
+}
 
 HfConfig config_from_json(const std::string& name, const std::string& json) {
     const fs::path folder = fs::temp_directory_path() / ("rankscope-device-" + name + "-" + std::to_string(::getpid()));
@@ -72,15 +140,27 @@ void expect_on(const at::Device& device, const at::Tensor& tensor, const std::st
 
 }  // namespace
 
-TEST(Device, EveryForwardStaysOnTheRequestedDevice) {
-    const at::Device meta(at::kMeta);
+// The observer itself: it catches each kind of mistake it is there for, and passes the right spellings.
+TEST(Device, TheWatchCatchesTensorsMadeOffTheInputsDevice) {
+    const at::Tensor x = torch::randn({4, 5});
+    auto ops = [&] {  // enough operators for the watch to count
+        at::Tensor y = x;
+        for (int i = 0; i < 12; ++i) y = torch::relu(y);
+    };
+    EXPECT_EQ(watched([&] { ops(); torch::arange(5, x.options().dtype(torch::kLong)); torch::zeros_like(x); x.to(torch::kDouble); }), "");
+    EXPECT_NE(watched([&] { ops(); torch::arange(5, torch::kLong); }).find("aten::arange without a device"), std::string::npos);
+    EXPECT_NE(watched([&] { ops(); torch::ones({3}); }).find("aten::ones without a device"), std::string::npos);
+    EXPECT_NE(watched([&] { ops(); x.to(at::kCPU); }).find("aten::to to cpu"), std::string::npos);
+    EXPECT_NE(watched([&] { ops(); torch::tensor({1.0, 2.0}, torch::kFloat); }).find("a copy inside the forward"), std::string::npos);
+}
+
+TEST(Device, EveryForwardMakesItsTensorsOnItsInputsDevice) {
     for (const auto& [name, config] : configurations()) {
         SCOPED_TRACE(name);
         const auto model = make_hf_model(config, 0);
-        model->to(meta);
-        EXPECT_EQ(model->device(), meta);
-        for (const auto& [parameter, tensor] : model->parameters()) expect_on(meta, tensor, parameter);
-        const ModelBatch batch = batch_on(cpu_batch(config), meta);
+        model->to(at::kCPU);
+        EXPECT_EQ(model->device(), at::Device(at::kCPU));
+        const ModelBatch batch = batch_on(cpu_batch(config), model->device());
         Surgery frozen;
         frozen.layer_norm = LayerNormSurgery::Freeze;
         Surgery bidirectional_san;
@@ -89,16 +169,15 @@ TEST(Device, EveryForwardStaysOnTheRequestedDevice) {
         for (const Surgery& surgery : {Surgery{}, frozen, bidirectional_san}) {
             Recorder recorder;
             at::Tensor out;
-            ASSERT_NO_THROW(out = model->forward(batch, surgery, &recorder)) << "a tensor of the forward left the device";
-            expect_on(meta, out, "the output");
+            EXPECT_EQ(watched([&] { out = model->forward(batch, surgery, &recorder); }), "");
+            expect_on(model->device(), out, "the output");
             EXPECT_GE(recorder.all().size(), static_cast<std::size_t>(1 + 4 * config.layers));
-            for (const auto& [hook, value] : recorder.all()) expect_on(meta, value, hook);
+            for (const auto& [hook, value] : recorder.all()) expect_on(model->device(), value, hook);
         }
     }
 }
 
-TEST(Device, SanForwardStaysOnTheRequestedDevice) {
-    const at::Device meta(at::kMeta);
+TEST(Device, SanAndTaskForwardsMakeTheirTensorsOnTheirInputsDevice) {
     SanConfig config;
     config.layers = 2;
     config.heads = 2;
@@ -106,16 +185,29 @@ TEST(Device, SanForwardStaysOnTheRequestedDevice) {
     config.tokens = 5;
     config.biases = true;
     for (const LayerNormKind norm : {LayerNormKind::None, LayerNormKind::Post, LayerNormKind::Pre, LayerNormKind::Affine}) {
+        SCOPED_TRACE(to_string(norm));
         config.block = BlockConfig{};
         config.block.attention_skip = config.block.mlp = config.block.mlp_skip = true;
         config.block.layer_norm = norm;
         San network(config);
-        network->to(meta);
+        network->to(at::kCPU);
+        const at::Tensor x = random_input(config, 3, torch::kFloat);
+        const at::Tensor key_bias = torch::zeros({3, 1, 1, config.tokens});
         Recorder recorder;
-        const at::Tensor out = network->forward(random_input(config, 3, torch::kFloat).to(meta), &recorder);
-        expect_on(meta, out, "the SAN output (" + to_string(norm) + ")");
-        for (const auto& [hook, value] : recorder.all()) expect_on(meta, value, hook + " (" + to_string(norm) + ")");
+        EXPECT_EQ(watched([&] { network->forward(x, &recorder, key_bias); }), "");
+        for (const auto& [hook, value] : recorder.all()) expect_on(at::kCPU, value, hook);
     }
+    std::mt19937_64 rng(1);
+    TaskSplits data;
+    data.train = data.eval = make_sort_data(6, 8, 10, rng);
+    data.classes = data.input_vocab = 10;
+    TaskSettings settings = default_task_settings("sort");
+    settings.layers = 2;
+    TaskModel model(model_config_for(settings, data));
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const TaskBatch batch = data.eval.to(model->device());
+    EXPECT_EQ(watched([&] { model->forward(batch); }), "");
 }
 
 TEST(Device, TheoryRunOnAnExplicitCpuDeviceEqualsTheDefault) {
