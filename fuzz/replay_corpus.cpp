@@ -2,28 +2,62 @@
 // fuzzers' entry points, in a build compiled with AddressSanitizer + UndefinedBehaviorSanitizer by any compiler (no
 // libFuzzer needed): `make test-sanitize-parsers`, run by CI. A sanitizer report, a crash or an exception other than
 // rankscope::Error ends the program with a non-zero status.
+// With --mutations N each input is also replayed N more times, deterministically mutated (seeded by the file's name and
+// the mutation number): cut at a random length, bytes flipped, overwritten with boundary values (0, 0xff, '"', '{',
+// digits), inserted or deleted. A small, repeatable fuzz run for compilers without libFuzzer.
 //
-//   replay_corpus tests/fuzz_corpus            # every parser
-//   replay_corpus tests/fuzz_corpus npy csv    # some
+//   replay_corpus tests/fuzz_corpus                       # every parser, the inputs as they are
+//   replay_corpus tests/fuzz_corpus --mutations 300 npy   # some parsers, 300 variants of each input
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <random>
 #include <vector>
 
 #include "fuzz_targets.hpp"
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Variant `number` of `input`: one to four edits drawn from a generator seeded by the file name and the number.
+std::string mutated(const std::string& input, const std::string& file, int number) {
+    std::seed_seq seed{static_cast<unsigned>(std::hash<std::string>{}(file)), static_cast<unsigned>(number)};
+    std::mt19937 rng(seed);
+    std::string bytes = input;
+    static const char kBoundary[] = {'\0', '\xff', '"', '{', '}', '[', ',', ':', '-', '9', '0', '\n', '.', 'e'};
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+        const std::size_t at = bytes.empty() ? 0 : rng() % bytes.size();
+        switch (rng() % 5) {
+            case 0: bytes.resize(at); break;                                                      // cut
+            case 1: if (!bytes.empty()) bytes[at] = static_cast<char>(bytes[at] ^ (1u << (rng() % 8))); break;  // flip a bit
+            case 2: if (!bytes.empty()) bytes[at] = kBoundary[rng() % sizeof kBoundary]; break;  // boundary byte
+            case 3: bytes.insert(at, 1, kBoundary[rng() % sizeof kBoundary]); break;             // insert
+            default: if (!bytes.empty()) bytes.erase(at, 1 + rng() % 8); break;                  // delete a run
+        }
+    }
+    return bytes;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: replay_corpus CORPUS_DIR [PARSER...]\n");
+        std::fprintf(stderr, "usage: replay_corpus CORPUS_DIR [--mutations N] [PARSER...]\n");
         return 2;
     }
     const fs::path root = argv[1];
     std::vector<std::string> names;
-    for (int i = 2; i < argc; ++i) names.emplace_back(argv[i]);
+    int mutations = 0;
+    for (int i = 2; i < argc; ++i) {
+        if (std::string(argv[i]) == "--mutations" && i + 1 < argc) mutations = std::atoi(argv[++i]);
+        else names.emplace_back(argv[i]);
+    }
     if (names.empty())
         for (const auto& [name, function] : rankscope::fuzz::parsers()) names.push_back(name);
     std::size_t total = 0;
@@ -44,8 +78,13 @@ int main(int argc, char** argv) {
             std::ifstream in(file, std::ios::binary);
             const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
             rankscope::fuzz::run(name, reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+            for (int m = 0; m < mutations; ++m) {
+                const std::string variant = mutated(bytes, file.filename().string(), m);
+                rankscope::fuzz::run(name, reinterpret_cast<const std::uint8_t*>(variant.data()), variant.size());
+            }
         }
-        std::printf("replay_corpus: %-12s %zu inputs ended cleanly\n", name.c_str(), files.size());
+        std::printf("replay_corpus: %-12s %zu inputs and %zu variants ended cleanly\n", name.c_str(), files.size(),
+                    files.size() * static_cast<std::size_t>(mutations));
         total += files.size();
     }
     std::error_code ignored;
