@@ -56,7 +56,8 @@ void check_cells_parse(const SweepGrid& grid, const std::vector<SweepCell>& cell
         if (!checked.insert(signature).second) continue;
         CLI::App app{"rankscope", "rankscope"};
         CLI::App* command = app.add_subcommand(subcommand->name, subcommand->description);
-        subcommand->setup(*command);
+        // The function setup returns owns the options the parser writes into: it must outlive the parse.
+        const std::function<void()> keeps_the_options = subcommand->setup(*command);
         std::vector<std::string> words = {"rankscope"};
         words.insert(words.end(), cell.arguments.begin(), cell.arguments.end());
         words.insert(words.end(), {"--out", "sweep-check"});
