@@ -13,12 +13,15 @@ struct SumNorms {
 SumNorms shifted_sum_norms(const Matrix& x, const RowVector& center);
 SumNorms sum_norms(const Matrix& x);
 
-// σ1, u1, v1 of X from the eigen-decomposition of the smaller Gram matrix (double precision).
+// σ1, u1, v1 of X from the top eigenpair of the smaller Gram matrix (double precision): LAPACK dsyevr computing that
+// pair only (the fast path), or Eigen's full eigen-decomposition (the reference, and the fallback should LAPACK fail).
+// The sign of u, v is the solver's; σ1 u v1ᵀ is not affected by it.
 struct TopSingular {
     double sigma = 0;
     Vector u, v;
 };
 TopSingular top_singular_triplet(const Matrix& x);
+TopSingular top_singular_triplet_reference(const Matrix& x);
 
 }  // namespace rankscope::detail
 

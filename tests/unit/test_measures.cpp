@@ -4,6 +4,9 @@
 #include <cmath>
 #include <random>
 
+#include <Eigen/SVD>
+
+#include "measures/kernels.hpp"
 #include "rankscope/measures.hpp"
 
 using namespace rankscope;
@@ -153,4 +156,47 @@ TEST(Names, RoundTripAndRejectUnknown) {
     for (Center center : all_centers()) EXPECT_EQ(parse_center(to_string(center)), center);
     EXPECT_THROW(parse_norm("l2"), std::exception);
     EXPECT_THROW(parse_center("mode"), std::exception);
+}
+
+// The top singular triplet's fast path (LAPACK dsyevr, the top eigenpair only) against its reference (Eigen's full
+// eigen-decomposition of the same Gram matrix) and against an SVD: both Gram sides, square, single rows and columns,
+// exactly rank 1, zero, a repeated top singular value (where the vectors are not unique: only σ1 and the residual's
+// norm are compared), and attention-product-like stochastic matrices close to rank 1.
+TEST(TopSingularTriplet, LapackTopPairEqualsTheFullEigenSolve) {
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> normal;
+    auto random = [&](Eigen::Index rows, Eigen::Index cols) {
+        Matrix m(rows, cols);
+        for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+        return m;
+    };
+    std::vector<Matrix> cases = {random(128, 64), random(64, 128), random(40, 40), random(1, 7), random(9, 1),
+                                 random(128, 1) * random(1, 128), Matrix::Zero(5, 3)};
+    Matrix repeated = Matrix::Zero(6, 4);
+    repeated(0, 0) = repeated(1, 1) = 3.0, repeated(2, 2) = 1.0;
+    cases.push_back(repeated);
+    for (int k = 1; k <= 12; k += 11) {  // products of k row-stochastic 128 × 128 matrices
+        Matrix product = Matrix::Identity(128, 128);
+        for (int j = 0; j < k; ++j) {
+            Matrix a = random(128, 128).array().exp().matrix();
+            for (Eigen::Index i = 0; i < a.rows(); ++i) a.row(i) /= a.row(i).sum();
+            product = a * product;
+        }
+        cases.push_back(product);
+    }
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+        SCOPED_TRACE("case " + std::to_string(c));
+        const Matrix& x = cases[c];
+        const auto fast = detail::top_singular_triplet(x);
+        const auto reference = detail::top_singular_triplet_reference(x);
+        const Vector s = Eigen::JacobiSVD<Matrix>(x).singularValues();
+        const double scale = std::max(1.0, s.size() ? s(0) : 0.0);
+        EXPECT_NEAR(fast.sigma, reference.sigma, 1e-12 * scale);
+        EXPECT_NEAR(fast.sigma, s.size() ? s(0) : 0.0, 1e-10 * scale);
+        const Matrix fast_rest = x - fast.sigma * fast.u * fast.v.transpose();
+        const Matrix reference_rest = x - reference.sigma * reference.u * reference.v.transpose();
+        EXPECT_NEAR(fast_rest.norm(), reference_rest.norm(), 1e-10 * scale);
+        if (c != 7) EXPECT_LE((fast_rest - reference_rest).cwiseAbs().maxCoeff(), 1e-10 * scale);  // unique top pair
+        if (fast.sigma > 0) EXPECT_NEAR(fast.v.norm(), 1.0, 1e-12);
+    }
 }
