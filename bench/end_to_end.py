@@ -7,7 +7,10 @@
    (python3-torch's default on this machine) and at 2 threads. Wall time and peak RSS of each process.
 2. E2 path sampling: 12 lengths x 100 draws of attention products of BERT-base at init and their rank-1 residuals
    (`rankscope paths sample --patterns`) against bench/e2_paths_torch.py.
-3. The machine's single-precision GEMM peak, measured here with python3-torch's BLAS (OpenBLAS in Debian; the best
+3. Training steps per second: E4 sort in the paper's configuration (6 post-LN attention layers, 2 heads, d = 48,
+   batches of 30, Adam), `rankscope task sort --epochs 20 --retrain` (its task.json's train_seconds: the training loop
+   only) against bench/e4_train_torch.py (nn.MultiheadAttention, the same loop, timed the same way), at 1 and 2 threads.
+4. The machine's single-precision GEMM peak, measured here with python3-torch's BLAS (OpenBLAS in Debian; the best
    BLAS this machine has), at 1 and 2 threads; the share of it that the E1 grid's matrix products reach over the whole
    rankscope run (a lower bound: the run's wall time includes everything else).
 Each command runs REPEATS times (default 3), the commands in turn; medians are reported.
@@ -103,13 +106,31 @@ paths = compare({
     "torch, 2 threads": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "2"],
 })
 
-# 3. The GEMM peak and the grid's share of it.
+# 3. Training steps per second (E4 sort, the paper's configuration), the runs in turn.
+train_epochs, steps = 20, 20 * 34  # 1000 sequences in batches of 30: 34 steps per epoch
+training_runs = {"rankscope": [], "torch, 1 thread (default)": [], "torch, 2 threads": []}
+for _ in range(repeats):
+    out = os.path.join(work, "e4")
+    subprocess.run([rankscope, "task", "sort", "--epochs", str(train_epochs), "--retrain", "--paths", "1", "--repeats",
+                    "1", "--sub-path", "no", "--threads", "2", "--out", out], check=True, capture_output=True)
+    with open(os.path.join(out, "task.json")) as f:
+        training_runs["rankscope"].append(steps / json.load(f)["train_seconds"])
+    for threads, name in ((1, "torch, 1 thread (default)"), (2, "torch, 2 threads")):
+        result = subprocess.run([python, os.path.join(HERE, "e4_train_torch.py"), str(train_epochs), str(threads)],
+                                check=True, capture_output=True, text=True)
+        measured = json.loads(result.stdout)
+        assert measured["steps"] == steps, measured
+        training_runs[name].append(steps / measured["train_seconds"])
+training = {name: statistics.median(rates) for name, rates in training_runs.items()}
+
+# 4. The GEMM peak and the grid's share of it.
 peak = {threads: gemm_gflops(threads) for threads in (1, 2)}
 best_peak = max(peak.values())
 grid_seconds = grid["rankscope (2 threads)"][0]
 share = e1_grid_flops() / grid_seconds / 1e9 / best_peak
 
-report = {"repeats": repeats, "e1_grid": grid, "e2_paths": paths, "gemm_peak_gflops": peak,
+report = {"repeats": repeats, "e1_grid": grid, "e2_paths": paths, "training_steps_per_second": training,
+          "gemm_peak_gflops": peak,
           "e1_grid_gflop": e1_grid_flops() / 1e9, "e1_grid_share_of_peak": share}
 print(f"rankscope against plain python3-torch; medians of {repeats} runs each, commands in turn; 2 cores")
 for title, table in [("E1 grid: BERT-base init, 32 x 128 tokens, 4 surgeries x 12 layers", grid),
@@ -120,6 +141,11 @@ for title, table in [("E1 grid: BERT-base init, 32 x 128 tokens, 4 surgeries x 1
     for name, (seconds, megabytes) in table.items():
         ratio = "" if name.startswith("rankscope") else f"{seconds / ours:.2f}x"
         print(f"{name:<28}{seconds:>8.2f}{megabytes:>9.0f}{ratio:>21}")
+print(f"\nE4 sort training, the paper's configuration, {steps} steps ({train_epochs} epochs)")
+print(f"{'':<28}{'steps/s':>8}{'rankscope faster by':>30}")
+for name, rate in training.items():
+    ratio = "" if name == "rankscope" else f"{training['rankscope'] / rate:.2f}x"
+    print(f"{name:<28}{rate:>8.1f}{ratio:>30}")
 print(f"\nSGEMM 4096 x 768 x 3072 (python3-torch's BLAS): {peak[1]:.0f} GFLOP/s at 1 thread, {peak[2]:.0f} at 2")
 print(f"E1 grid: {e1_grid_flops() / 1e9:.0f} GFLOP of matrix products in {grid_seconds:.2f} s = "
       f"{e1_grid_flops() / grid_seconds / 1e9:.0f} GFLOP/s, {100 * share:.0f}% of the measured peak over the whole run")
