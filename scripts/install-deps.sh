@@ -6,13 +6,13 @@ set -euo pipefail
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
   libtorch-dev libopenblas-dev libeigen3-dev
-  libglpk-dev libutf8proc-dev
+  libglpk-dev libutf8proc-dev libpcre2-dev
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
   libtomlplusplus-dev libopenmpi-dev openmpi-bin
   gnuplot-nox
   chromium
-  python3-torch python3-numpy
+  python3-torch python3-numpy python3-regex
   pybind11-dev python3-pytest python3-matplotlib python3-pandas python3-venv
 )
 

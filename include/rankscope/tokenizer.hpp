@@ -46,7 +46,12 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, con
 // For built-in configurations and trained tasks: realistic token statistics without the original vocabulary.
 std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& sentences, const std::string& directory,
                                                int vocab_size, const std::string& model_type);
-// The tokenizer of a Hugging Face folder: spiece.model if present, else vocab.txt.
+// Byte-level BPE from a Hugging Face tokenizer.json (GPT-2, Llama 3, Qwen2; byte_level_bpe.cpp lists what is read and
+// what is refused): encode() gives the content ids; prefix()/suffix() the post-processor's special tokens (Llama 3:
+// <|begin_of_text|> first; GPT-2: none).
+std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path);
+// The tokenizer of a Hugging Face folder: spiece.model if present, else vocab.txt, else a byte-level BPE
+// tokenizer.json.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config);
 
 // Sentences of a UTF-8 text file: for a GLUE-style .tsv with a header naming sentence1/sentence2, those columns;

@@ -147,8 +147,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
         return load_sentencepiece((folder / "spiece.model").string(), config.model_type,
                                   lower_case < 0 ? config.model_type == "albert" : lower_case == 1);
     if (std::filesystem::exists(folder / "vocab.txt")) return load_wordpiece((folder / "vocab.txt").string(), lower_case);
-    throw Error("no tokenizer: neither spiece.model nor vocab.txt (tokenizer.json and Llama's tokenizer.model are not read; "
-                "pass token ids with --inputs)",
+    if (std::filesystem::exists(folder / "tokenizer.json")) return load_byte_level_bpe((folder / "tokenizer.json").string());
+    throw Error("no tokenizer: none of spiece.model, vocab.txt, tokenizer.json (Llama 2's tokenizer.model alone is not "
+                "read; pass token ids with --inputs)",
                 directory);
 }
 

@@ -1,0 +1,403 @@
+// Byte-level BPE from a Hugging Face tokenizer.json (GPT-2, Llama 3, Qwen2): the encoding half of the `tokenizers`
+// library's BPE model, for the configurations these checkpoints use. Training is not here (not needed: the
+// checkpoints ship their merges).
+//
+//   text ─ normalizer (none, or NFC) ─ added tokens split out literally (longest first) ─ pre-tokenizer:
+//     ByteLevel(use_regex = true): GPT-2's split pattern, or Sequence[Split(Regex, Isolated), ByteLevel(use_regex =
+//     false)] (Llama 3, Qwen2: their own pattern) ─ each piece's UTF-8 bytes mapped to printable characters
+//     (GPT-2's bytes_to_unicode) ─ BPE: repeatedly merge the adjacent pair with the lowest merge rank (ignore_merges:
+//     a piece that is itself in the vocabulary is taken whole, as Llama 3 asks) ─ ids.
+//   Post-processor: TemplateProcessing's single-sequence special tokens become prefix()/suffix() (Llama 3's
+//   <|begin_of_text|>); ByteLevel adds nothing.
+// Anything else (byte_fallback, dropout, Metaspace/Llama 2 style, continuing_subword_prefix, other normalizers) is
+// refused in one line naming tokenizer.json and the field. Regular expressions: PCRE2 (UTF and Unicode properties,
+// a match limit so no pattern can hang on hostile text).
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <pcre2.h>
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+#include "rankscope/tokenizer.hpp"
+
+namespace rankscope {
+namespace {
+
+// GPT-2's split pattern (ByteLevel with use_regex = true).
+const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr int kMaxVocabulary = 10'000'000;
+constexpr std::size_t kMaxPieceBytes = 1 << 16;  // a longer run of one character class is cut, not merged quadratically
+
+// Appends the UTF-8 encoding of code point `c`.
+void append_utf8(std::string& out, std::uint32_t c) {
+    if (c < 0x80) {
+        out += static_cast<char>(c);
+    } else if (c < 0x800) {
+        out += static_cast<char>(0xC0 | (c >> 6));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+    } else {
+        out += static_cast<char>(0xE0 | (c >> 12));
+        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+}
+
+// GPT-2's bytes_to_unicode: the printable bytes stand for themselves; the others (controls, space, 127–160, 173)
+// are mapped, in byte order, to U+0100, U+0101, ... Returned as each byte's UTF-8 string.
+const std::vector<std::string>& byte_symbols() {
+    static const std::vector<std::string> symbols = [] {
+        std::vector<std::string> out(256);
+        std::uint32_t next = 256;
+        for (int b = 0; b < 256; ++b) {
+            const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+            append_utf8(out[static_cast<std::size_t>(b)], printable ? static_cast<std::uint32_t>(b) : next++);
+        }
+        return out;
+    }();
+    return symbols;
+}
+
+struct Regex {
+    pcre2_code* code = nullptr;
+    ~Regex() { pcre2_code_free(code); }
+};
+
+class ByteLevelBpe : public Tokenizer {
+public:
+    explicit ByteLevelBpe(const std::string& path) : path_(path) {
+        const nlohmann::json json = read_json_file(path, "tokenizer.json");
+        if (!json.is_object()) throw Error("tokenizer.json must hold a JSON object", path);
+        read_model(field(json, "model"));
+        read_normalizer(json.value("normalizer", nlohmann::json()));
+        read_pre_tokenizer(field(json, "pre_tokenizer"));
+        read_added_tokens(json.value("added_tokens", nlohmann::json::array()));
+        read_post_processor(json.value("post_processor", nlohmann::json()));
+    }
+
+    std::vector<int> encode(const std::string& text) const override {
+        std::string normalized = text;
+        if (nfc_) {
+            utf8proc_uint8_t* composed = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(text.c_str()));
+            if (!composed) throw Error("text is not valid UTF-8 (NFC normalization failed)", path_);
+            normalized = reinterpret_cast<const char*>(composed);
+            std::free(composed);
+        }
+        std::vector<int> ids;
+        // Added tokens are matched literally first (longest first at each position); the text between goes through
+        // the pre-tokenizer and BPE.
+        std::size_t start = 0, at = 0;
+        while (at < normalized.size()) {
+            if (!added_first_bytes_[static_cast<unsigned char>(normalized[at])]) {
+                ++at;
+                continue;
+            }
+            int added = -1;
+            std::size_t length = 0;
+            for (const auto& [content, id] : added_by_length_)
+                if (normalized.compare(at, content.size(), content) == 0) {
+                    added = id;
+                    length = content.size();
+                    break;
+                }
+            if (added < 0) {
+                ++at;
+                continue;
+            }
+            encode_text(normalized.substr(start, at - start), ids);
+            ids.push_back(added);
+            at += length;
+            start = at;
+        }
+        encode_text(normalized.substr(start), ids);
+        return ids;
+    }
+    std::vector<int> prefix() const override { return prefix_; }
+    std::vector<int> suffix() const override { return suffix_; }
+    int vocab_size() const override { return vocab_size_; }
+    std::string source() const override { return path_; }
+
+private:
+    const nlohmann::json& field(const nlohmann::json& object, const char* name) const {
+        if (!object.is_object() || !object.contains(name)) throw Error(std::string("no '") + name + "' field", path_);
+        return object.at(name);
+    }
+    [[noreturn]] void unsupported(const std::string& what) const {
+        throw Error(what + " is not supported (byte-level BPE only: GPT-2, Llama 3, Qwen2 style); pass token ids with --inputs",
+                    path_);
+    }
+
+    void read_model(const nlohmann::json& model) {
+        if (!model.is_object() || model.value("type", "") != "BPE")
+            unsupported("model.type " + (model.is_object() ? model.value("type", std::string("(none)")) : std::string("(none)")));
+        if (model.value("byte_fallback", false)) unsupported("model.byte_fallback = true (Llama 2 / SentencePiece style)");
+        if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0) unsupported("BPE dropout");
+        for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
+            if (model.contains(affix) && model[affix].is_string() && !model[affix].get<std::string>().empty())
+                unsupported(std::string("model.") + affix);
+        ignore_merges_ = model.value("ignore_merges", false);
+        const auto& vocab = field(model, "vocab");
+        if (!vocab.is_object() || vocab.empty()) throw Error("model.vocab must be a non-empty object", path_);
+        for (const auto& [piece, id] : vocab.items()) {
+            if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() >= kMaxVocabulary)
+                throw Error(fmt::format("model.vocab: the id of '{}' is not an integer in [0, {})", escaped(piece), kMaxVocabulary), path_);
+            ids_[piece] = id.get<int>();
+            vocab_size_ = std::max(vocab_size_, id.get<int>() + 1);
+        }
+        const auto& merges = field(model, "merges");
+        if (!merges.is_array()) throw Error("model.merges must be an array", path_);
+        for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+            const auto& merge = merges[rank];
+            std::string left, right;
+            if (merge.is_string()) {  // "a b" (older files)
+                const std::string text = merge.get<std::string>();
+                const std::size_t space = text.find(' ');
+                if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos)
+                    throw Error(fmt::format("model.merges[{}] is not two symbols separated by one space", rank), path_);
+                left = text.substr(0, space), right = text.substr(space + 1);
+            } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+                left = merge[0].get<std::string>(), right = merge[1].get<std::string>();
+            } else {
+                throw Error(fmt::format("model.merges[{}] is neither \"a b\" nor [\"a\", \"b\"]", rank), path_);
+            }
+            if (!ids_.count(left + right))
+                throw Error(fmt::format("model.merges[{}]: the merged symbol '{}' is not in the vocabulary", rank,
+                                        escaped(left + right)), path_);
+            ranks_.emplace(pair_key(left, right), static_cast<int>(rank));  // a repeated pair keeps its first rank
+        }
+    }
+
+    void read_normalizer(const nlohmann::json& normalizer) {
+        if (normalizer.is_null()) return;
+        if (normalizer.is_object() && normalizer.value("type", "") == "NFC") {
+            nfc_ = true;
+            return;
+        }
+        unsupported("normalizer " + normalizer.dump().substr(0, 80));
+    }
+
+    void read_pre_tokenizer(const nlohmann::json& pre) {
+        auto byte_level = [&](const nlohmann::json& p, bool with_split) {
+            if (p.value("add_prefix_space", false)) unsupported("ByteLevel add_prefix_space = true");
+            const bool use_regex = p.value("use_regex", true);
+            if (with_split == use_regex) unsupported(with_split ? "Split followed by ByteLevel(use_regex = true)"
+                                                                : "ByteLevel(use_regex = false) without a Split");
+        };
+        std::string pattern;
+        if (pre.is_object() && pre.value("type", "") == "ByteLevel") {
+            byte_level(pre, false);
+            pattern = kGpt2Pattern;
+        } else if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
+                   pre["pretokenizers"].is_array() && pre["pretokenizers"].size() == 2) {
+            const auto& split = pre["pretokenizers"][0];
+            if (!split.is_object() || split.value("type", "") != "Split" || split.value("behavior", "") != "Isolated" ||
+                split.value("invert", false) || !split.contains("pattern") || !split["pattern"].is_object() ||
+                !split["pattern"].contains("Regex") || !split["pattern"]["Regex"].is_string())
+                unsupported("pre_tokenizer.pretokenizers[0] (expected Split with a Regex pattern, behavior Isolated)");
+            const auto& second = pre["pretokenizers"][1];
+            if (!second.is_object() || second.value("type", "") != "ByteLevel")
+                unsupported("pre_tokenizer.pretokenizers[1] (expected ByteLevel)");
+            byte_level(second, true);
+            pattern = split["pattern"]["Regex"].get<std::string>();
+        } else {
+            unsupported("pre_tokenizer " + pre.dump().substr(0, 80));
+        }
+        int code = 0;
+        PCRE2_SIZE offset = 0;
+        regex_ = std::make_shared<Regex>();
+        regex_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
+                                     PCRE2_UTF | PCRE2_UCP, &code, &offset, nullptr);
+        if (!regex_->code) {
+            PCRE2_UCHAR message[256];
+            pcre2_get_error_message(code, message, sizeof message);
+            throw Error(fmt::format("the pre-tokenizer's pattern does not compile at offset {}: {}", offset,
+                                    reinterpret_cast<const char*>(message)), path_);
+        }
+    }
+
+    void read_added_tokens(const nlohmann::json& added) {
+        if (!added.is_array()) throw Error("added_tokens must be an array", path_);
+        std::vector<std::pair<std::string, int>> tokens;
+        for (const auto& token : added) {
+            if (!token.is_object() || !token.contains("id") || !token.contains("content") || !token["id"].is_number_integer() ||
+                !token["content"].is_string())
+                throw Error("added_tokens: each needs an integer id and a string content", path_);
+            const long long id = token["id"].get<long long>();
+            if (id < 0 || id >= kMaxVocabulary) throw Error("added_tokens: an id is out of range", path_);
+            const std::string content = token["content"].get<std::string>();
+            if (content.empty()) throw Error("added_tokens: an empty content", path_);
+            tokens.emplace_back(content, static_cast<int>(id));
+            added_ids_[content] = static_cast<int>(id);
+            vocab_size_ = std::max(vocab_size_, static_cast<int>(id) + 1);
+        }
+        std::stable_sort(tokens.begin(), tokens.end(),
+                         [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+        added_by_length_ = tokens;
+        for (const auto& [content, id] : tokens) added_first_bytes_[static_cast<unsigned char>(content[0])] = true;
+    }
+
+    void read_post_processor(const nlohmann::json& post) {
+        if (post.is_null()) return;
+        if (!post.is_object()) unsupported("post_processor");
+        const std::string type = post.value("type", "");
+        if (type == "ByteLevel") return;
+        if (type == "Sequence" && post.contains("processors") && post["processors"].is_array()) {
+            for (const auto& processor : post["processors"]) read_post_processor(processor);
+            return;
+        }
+        if (type != "TemplateProcessing" || !post.contains("single") || !post["single"].is_array())
+            unsupported("post_processor " + type);
+        bool after = false;
+        for (const auto& item : post["single"]) {
+            if (item.contains("Sequence")) {
+                after = true;
+                continue;
+            }
+            if (!item.contains("SpecialToken") || !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string())
+                unsupported("post_processor.single item " + item.dump().substr(0, 60));
+            const std::string name = item["SpecialToken"]["id"].get<std::string>();
+            int id = -1;
+            if (post.contains("special_tokens") && post["special_tokens"].contains(name) &&
+                post["special_tokens"][name].contains("ids") && post["special_tokens"][name]["ids"].is_array() &&
+                post["special_tokens"][name]["ids"].size() == 1 && post["special_tokens"][name]["ids"][0].is_number_integer())
+                id = post["special_tokens"][name]["ids"][0].get<int>();
+            else if (added_ids_.count(name))
+                id = added_ids_.at(name);
+            if (id < 0 || id >= vocab_size_) throw Error("post_processor: special token '" + escaped(name) + "' has no id", path_);
+            (after ? suffix_ : prefix_).push_back(id);
+        }
+    }
+
+    static std::string escaped(const std::string& text) {
+        std::string out;
+        for (unsigned char c : text.substr(0, 80)) out += c < 0x20 ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
+        return out;
+    }
+    static std::string pair_key(const std::string& left, const std::string& right) { return left + '\0' + right; }
+
+    // Pre-tokenizes `text` and appends the ids of its pieces.
+    void encode_text(const std::string& text, std::vector<int>& ids) const {
+        if (text.empty()) return;
+        std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+            pcre2_match_data_create_from_pattern(regex_->code, nullptr), &pcre2_match_data_free);
+        std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> context(
+            pcre2_match_context_create(nullptr), &pcre2_match_context_free);
+        pcre2_set_match_limit(context.get(), 10'000'000);
+        std::size_t at = 0;
+        bool checked = false;  // PCRE2 checks the whole subject's UTF-8 on the first call; later calls skip it
+        while (at < text.size()) {
+            const int found = pcre2_match(regex_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at,
+                                          checked ? PCRE2_NO_UTF_CHECK : 0, match.get(), context.get());
+            checked = true;
+            if (found == PCRE2_ERROR_NOMATCH) {
+                encode_piece(text.substr(at), ids);  // the rest matched nothing: one piece (Isolated keeps gaps)
+                return;
+            }
+            if (found <= PCRE2_ERROR_UTF8_ERR1 && found >= PCRE2_ERROR_UTF8_ERR21)
+                throw Error("text is not valid UTF-8", path_);
+            if (found < 0) throw Error(fmt::format("the pre-tokenizer's pattern failed on the text (PCRE2 error {})", found), path_);
+            const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
+            if (span[0] > at) encode_piece(text.substr(at, span[0] - at), ids);  // a gap before the match
+            if (span[1] == span[0]) {  // an empty match: step one character on (never happens with these patterns)
+                std::size_t next = span[0] + 1;
+                while (next < text.size() && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80) ++next;
+                encode_piece(text.substr(span[0], next - span[0]), ids);
+                at = next;
+                continue;
+            }
+            encode_piece(text.substr(span[0], span[1] - span[0]), ids);
+            at = span[1];
+        }
+    }
+
+    void encode_piece(const std::string& piece, std::vector<int>& ids) const {
+        for (std::size_t begin = 0; begin < piece.size(); begin += kMaxPieceBytes) {
+            const std::string part = piece.substr(begin, kMaxPieceBytes);
+            {
+                std::lock_guard<std::mutex> lock(cache_mutex_);
+                const auto hit = cache_.find(part);
+                if (hit != cache_.end()) {
+                    ids.insert(ids.end(), hit->second.begin(), hit->second.end());
+                    continue;
+                }
+            }
+            std::vector<int> out = bpe(part);
+            ids.insert(ids.end(), out.begin(), out.end());
+            std::lock_guard<std::mutex> lock(cache_mutex_);
+            if (cache_.size() < 200'000) cache_.emplace(part, std::move(out));
+        }
+    }
+
+    // One pre-tokenized piece: its bytes as symbols, then merges by rank.
+    std::vector<int> bpe(const std::string& piece) const {
+        std::vector<std::string> symbols;
+        std::string whole;
+        for (unsigned char byte : piece) {
+            symbols.push_back(byte_symbols()[byte]);
+            whole += symbols.back();
+        }
+        if (ignore_merges_) {
+            const auto it = ids_.find(whole);
+            if (it != ids_.end()) return {it->second};
+        }
+        while (symbols.size() > 1) {
+            int best = std::numeric_limits<int>::max();
+            std::size_t best_at = 0;
+            for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
+                const auto it = ranks_.find(pair_key(symbols[i], symbols[i + 1]));
+                if (it != ranks_.end() && it->second < best) best = it->second, best_at = i;
+            }
+            if (best == std::numeric_limits<int>::max()) break;
+            // Merge every occurrence of the best pair, left to right (GPT-2's bpe()).
+            const std::string left = symbols[best_at], right = symbols[best_at + 1];
+            std::vector<std::string> merged;
+            for (std::size_t i = 0; i < symbols.size();) {
+                if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
+                    merged.push_back(left + right);
+                    i += 2;
+                } else {
+                    merged.push_back(symbols[i++]);
+                }
+            }
+            symbols.swap(merged);
+        }
+        std::vector<int> out;
+        for (const auto& symbol : symbols) {
+            const auto it = ids_.find(symbol);
+            if (it == ids_.end())
+                throw Error("the symbol '" + escaped(symbol) + "' is not in the vocabulary (every byte needs one)", path_);
+            out.push_back(it->second);
+        }
+        return out;
+    }
+
+    std::string path_;
+    std::unordered_map<std::string, int> ids_, added_ids_;
+    std::unordered_map<std::string, int> ranks_;
+    std::vector<std::pair<std::string, int>> added_by_length_;
+    std::array<bool, 256> added_first_bytes_{};
+    std::vector<int> prefix_, suffix_;
+    std::shared_ptr<Regex> regex_;
+    bool nfc_ = false, ignore_merges_ = false;
+    int vocab_size_ = 0;
+    mutable std::mutex cache_mutex_;
+    mutable std::unordered_map<std::string, std::vector<int>> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path) {
+    return std::make_unique<ByteLevelBpe>(tokenizer_json_path);
+}
+
+}  // namespace rankscope
