@@ -123,11 +123,21 @@ inline void text(const std::uint8_t* data, std::size_t size) {
                 if (id < 0 || id >= t->vocab_size()) throw std::logic_error("text: id outside the vocabulary");
 }
 
+// tokenizer.json (byte-level BPE): the loader's checks, then encoding a sample text with what it accepted.
+inline void tokenizer_json(const std::uint8_t* data, std::size_t size) {
+    const auto tokenizer = load_byte_level_bpe(put("bpe/tokenizer.json", data, size));
+    for (int id : tokenizer->encode(kSampleText))
+        if (id < 0 || id >= tokenizer->vocab_size()) throw std::logic_error("tokenizer.json: id outside the vocabulary");
+    for (int id : tokenizer->prefix())
+        if (id < 0 || id >= tokenizer->vocab_size()) throw std::logic_error("tokenizer.json: special id outside the vocabulary");
+}
+
 using Parser = void (*)(const std::uint8_t*, std::size_t);
 inline const std::map<std::string, Parser>& parsers() {
     static const std::map<std::string, Parser> table = {
         {"npy", npy},          {"safetensors", safetensors}, {"csv", csv},   {"config", config},
-        {"manifest", manifest}, {"vocab_txt", vocab_txt},    {"vocab_json", vocab_json}, {"text", text}};
+        {"manifest", manifest}, {"vocab_txt", vocab_txt},    {"vocab_json", vocab_json}, {"text", text},
+        {"tokenizer_json", tokenizer_json}};
     return table;
 }
 
