@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bindings.hpp"
+#include "rankscope/blas_threads.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/error_report.hpp"
 #include "rankscope/provenance.hpp"
@@ -84,9 +85,15 @@ PYBIND11_MODULE(_rankscope, module) {
             if (threads < 0 || threads > 256) throw rankscope::Error(std::to_string(threads) + " is outside [0, 256]", "threads");
             const int used = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
             at::set_num_threads(used);
+            // As --threads: ATen's threads do the parallel work and OpenBLAS's own pool is held at one thread (two
+            // pools on the same cores only wait on each other; docs/performance.md). This is process-wide: it also
+            // applies to torch's own BLAS calls in this Python process.
+            rankscope::set_openblas_threads(1);
             return used;
         },
-        py::arg("threads"), "Sets ATen's intra-op threads (0 = all cores), as --threads; returns the number in use.");
+        py::arg("threads"),
+        "Sets ATen's intra-op threads (0 = all cores) and holds OpenBLAS's own pool at one thread, as --threads does; "
+        "returns the number in use. Process-wide (torch's BLAS calls in this process are affected too).");
     module.def("get_threads", [] { return at::get_num_threads(); }, "ATen's intra-op threads in use.");
     module.def(
         "configure_allocator",

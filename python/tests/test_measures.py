@@ -201,3 +201,16 @@ def test_inputs_are_viewed_not_copied_and_outputs_view_engine_memory(rng):
     bf = torch.from_numpy(x).to(torch.bfloat16)
     np.testing.assert_allclose(rs.relative_residual(bf).numpy(), relative_residual_reference(bf.float().numpy().astype(np.float64)),
                                rtol=1e-12)
+
+
+def test_set_threads_holds_openblas_at_one_thread_as_the_command_line_does():
+    import ctypes
+    openblas = ctypes.CDLL("libopenblas.so.0")  # the instance already loaded under torch and rankscope
+    openblas.openblas_set_num_threads(2)
+    assert openblas.openblas_get_num_threads() == 2
+    try:
+        assert rs.set_threads(2) == 2
+        assert rs.get_threads() == 2
+        assert openblas.openblas_get_num_threads() == 1
+    finally:
+        rs.set_threads(0)
