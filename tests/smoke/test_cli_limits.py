@@ -63,6 +63,7 @@ REJECTED = [
     (["model", "--model", "bert-base-cased", "--weights", "init", "--device", "cuda:0"], "--device"),
     (["task", "sort", "--device", "cuda:1"], "--device"),
     (["width-depth", "--task", "sort", "--device", "cuda"], "--device"),
+    (["reproduce", "--quick", "--device", "cuda"], "--device"),
 ]
 
 

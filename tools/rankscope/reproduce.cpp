@@ -165,6 +165,13 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
                      {"width_depth.csv", "width_depth_residual.csv", "width_depth_paths.csv", "width_depth.json"}});
     // Every cell judges its own results against the paper: findings.json (checks, key numbers, reading) + verdicts.csv.
     for (auto& cell : cells) cell.data.insert(cell.data.begin(), {"verdicts.csv", "findings.json"});
+    // --device goes to every cell whose command runs models (left out on the CPU, so CPU cells keep their arguments
+    // and are reused as before).
+    if (options.common.device != "cpu")
+        for (auto& cell : cells)
+            if (cell.arguments[0] == "theory" || cell.arguments[0] == "model" || cell.arguments[0] == "task" ||
+                cell.arguments[0] == "width-depth")
+                cell.arguments.insert(cell.arguments.end(), {"--device", options.common.device});
     return cells;
 }
 
@@ -572,6 +579,7 @@ std::function<void()> setup_reproduce(CLI::App& command) {
     command.add_option("--model", options->models,
                        "Hugging Face folders (pretrained + init panels) or built-in configurations for E1/E2");
     add_common_options(command, options->common, false);
+    add_device_option(command, options->common);
     return [options] { run_reproduce(*options); };
 }
 
