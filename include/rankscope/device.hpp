@@ -19,7 +19,5 @@ namespace rankscope {
 // "cpu", "cuda" (= cuda:0) or "cuda:N". Throws rankscope::Error for another spelling, for CUDA when this libtorch was
 // built without it or sees no GPU, and for an index past the devices it sees.
 at::Device parse_device(const std::string& text);
-// "cpu", "cuda:0", "meta", ...
-std::string device_name(const at::Device& device);
 
 }  // namespace rankscope

@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -30,6 +29,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tokenizer.hpp"
+#include "unicode.hpp"
 
 namespace rankscope {
 namespace {
@@ -39,29 +39,17 @@ const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p
 constexpr int kMaxVocabulary = 10'000'000;
 constexpr std::size_t kMaxPieceBytes = 1 << 16;  // a longer run of one character class is cut, not merged quadratically
 
-// Appends the UTF-8 encoding of code point `c`.
-void append_utf8(std::string& out, std::uint32_t c) {
-    if (c < 0x80) {
-        out += static_cast<char>(c);
-    } else if (c < 0x800) {
-        out += static_cast<char>(0xC0 | (c >> 6));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-        out += static_cast<char>(0xE0 | (c >> 12));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-}
-
 // GPT-2's bytes_to_unicode: the printable bytes stand for themselves; the others (controls, space, 127–160, 173)
 // are mapped, in byte order, to U+0100, U+0101, ... Returned as each byte's UTF-8 string.
 const std::vector<std::string>& byte_symbols() {
     static const std::vector<std::string> symbols = [] {
         std::vector<std::string> out(256);
-        std::uint32_t next = 256;
+        utf8proc_int32_t next = 256;
         for (int b = 0; b < 256; ++b) {
             const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-            append_utf8(out[static_cast<std::size_t>(b)], printable ? static_cast<std::uint32_t>(b) : next++);
+            utf8proc_uint8_t bytes[4];
+            const auto length = utf8proc_encode_char(printable ? b : static_cast<utf8proc_int32_t>(next++), bytes);
+            out[static_cast<std::size_t>(b)].assign(reinterpret_cast<const char*>(bytes), static_cast<std::size_t>(length));
         }
         return out;
     }();
@@ -86,13 +74,7 @@ public:
     }
 
     std::vector<int> encode(const std::string& text) const override {
-        std::string normalized = text;
-        if (nfc_) {
-            utf8proc_uint8_t* composed = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(text.c_str()));
-            if (!composed) throw Error("text is not valid UTF-8 (NFC normalization failed)", path_);
-            normalized = reinterpret_cast<const char*>(composed);
-            std::free(composed);
-        }
+        const std::string normalized = nfc_ ? unicode::nfc(text, path_) : text;
         std::vector<int> ids;
         // Added tokens are matched literally first (longest first at each position); the text between goes through
         // the pre-tokenizer and BPE.
@@ -150,7 +132,7 @@ private:
         if (!vocab.is_object() || vocab.empty()) throw Error("model.vocab must be a non-empty object", path_);
         for (const auto& [piece, id] : vocab.items()) {
             if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() >= kMaxVocabulary)
-                throw Error(fmt::format("model.vocab: the id of '{}' is not an integer in [0, {})", escaped(piece), kMaxVocabulary), path_);
+                throw Error(fmt::format("model.vocab: the id of '{}' is not an integer in [0, {})", printable(piece), kMaxVocabulary), path_);
             ids_[piece] = id.get<int>();
             vocab_size_ = std::max(vocab_size_, id.get<int>() + 1);
         }
@@ -172,7 +154,7 @@ private:
             }
             if (!ids_.count(left + right))
                 throw Error(fmt::format("model.merges[{}]: the merged symbol '{}' is not in the vocabulary", rank,
-                                        escaped(left + right)), path_);
+                                        printable(left + right)), path_);
             ranks_.emplace(pair_key(left, right), static_cast<int>(rank));  // a repeated pair keeps its first rank
         }
     }
@@ -273,16 +255,11 @@ private:
                 id = post["special_tokens"][name]["ids"][0].get<int>();
             else if (added_ids_.count(name))
                 id = added_ids_.at(name);
-            if (id < 0 || id >= vocab_size_) throw Error("post_processor: special token '" + escaped(name) + "' has no id", path_);
+            if (id < 0 || id >= vocab_size_) throw Error("post_processor: special token '" + printable(name) + "' has no id", path_);
             (after ? suffix_ : prefix_).push_back(id);
         }
     }
 
-    static std::string escaped(const std::string& text) {
-        std::string out;
-        for (unsigned char c : text.substr(0, 80)) out += c < 0x20 ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
-        return out;
-    }
     static std::string pair_key(const std::string& left, const std::string& right) { return left + '\0' + right; }
 
     // Pre-tokenizes `text` and appends the ids of its pieces.
@@ -375,7 +352,7 @@ private:
         for (const auto& symbol : symbols) {
             const auto it = ids_.find(symbol);
             if (it == ids_.end())
-                throw Error("the symbol '" + escaped(symbol) + "' is not in the vocabulary (every byte needs one)", path_);
+                throw Error("the symbol '" + printable(symbol) + "' is not in the vocabulary (every byte needs one)", path_);
             out.push_back(it->second);
         }
         return out;

@@ -29,6 +29,4 @@ at::Device parse_device(const std::string& text) {
     return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
-std::string device_name(const at::Device& device) { return device.str(); }
-
 }  // namespace rankscope

@@ -267,6 +267,8 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
     std::mt19937_64 order_rng(settings.seed ^ 0x53485546464c45ULL);  // the epoch orders, apart from the init stream
     std::vector<std::int64_t> order(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) order[static_cast<std::size_t>(i)] = i;
+    // The stopping rule's whole training set, copied to the device once.
+    const TaskBatch train_on_device = data.classes == 0 && settings.target_mse > 0 ? data.train.to(device) : TaskBatch{};
     const auto start = std::chrono::steady_clock::now();
     for (int epoch = 1; epoch <= settings.epochs; ++epoch) {
         double learning_rate = settings.learning_rate;
@@ -327,8 +329,7 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
             // mean of the epoch's batches.
             torch::NoGradGuard no_grad;
             model->eval();
-            const TaskBatch train = data.train.to(device);
-            metric = (model->forward(train) - train.targets).pow(2).mean().item<double>();
+            metric = (model->forward(train_on_device) - train_on_device.targets).pow(2).mean().item<double>();
             model->train();
             reached = metric < settings.target_mse;
         }

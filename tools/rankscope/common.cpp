@@ -157,7 +157,7 @@ Provenance start_run(const CommonOptions& options) {
     std::vector<const char*> argv;
     for (const auto& word : command_line) argv.push_back(word.c_str());
     Provenance provenance = make_provenance(static_cast<int>(argv.size()), argv.data(), options.seed, threads);
-    provenance.device = device_name(device);
+    provenance.device = device.str();
     return provenance;
 }
 
