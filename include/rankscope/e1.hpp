@@ -40,6 +40,13 @@ struct IterateRow {
     int n = 0;
 };
 
+// Reading a pretrained decoder's layers one at a time (load_hf_model_streamed): On; Off (the whole model in memory);
+// Auto = On when the weights in float32 would take more than 3/4 of the memory available now (/proc/meminfo
+// MemAvailable). Init weights are always made whole in memory from the seed. The results are the same either way.
+enum class Streaming { Auto, On, Off };
+// "auto", "on", "off"
+Streaming parse_streaming(const std::string& text);
+
 // Settings of one E1/E2 run on one model.
 struct RealModelSettings {
     std::vector<std::string> variants = {"SAN", "SAN+MLP", "SAN+skip", "transformer"};
@@ -50,6 +57,7 @@ struct RealModelSettings {
     std::uint64_t seed = 0;
     bool bidirectional = false;   // decoders: every variant without the causal mask (Surgery::bidirectional)
     double sink_threshold = 0.3;  // a head is a sink when its mean attention to the first real token exceeds this
+    Streaming stream = Streaming::Auto;  // pretrained decoders: read layer by layer (see Streaming)
     at::Device device = at::kCPU; // where the forwards run (run_real_model_experiment moves each model there); the
                                   // measurements read the activations back to the CPU
 };
@@ -70,6 +78,7 @@ double sink_rate(const std::vector<double>& first_token_share, double threshold)
 // E1, E2, the skip ratio and (USE lite) the iterate experiment for one set of weights.
 struct WeightsRun {
     std::string weights;                   // "init" or "pretrained"
+    bool streamed = false;                 // the layers were read one at a time (load_hf_model_streamed)
     std::vector<ResidualRow> residual;     // E1: variant × layer (variant labels carry the LN surgery when not kept)
     std::vector<PathProductSample> paths;  // E2, on the unmodified model
     // α_l = ‖resid_pre‖_F / (‖resid_pre‖_F + ‖attn_out‖_F) per layer of the unmodified model, mean over samples
@@ -118,7 +127,9 @@ struct ModelSource {
 ModelSource resolve_model_source(const std::string& argument);
 // `weights`: "pretrained" (read from the folder) or "init" (the library's from_config init from `seed`). A built-in
 // configuration has no pretrained weights: an Error saying so.
-std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed);
+// `stream` decides how pretrained decoder weights are read (Streaming; On for anything else is an Error).
+std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed,
+                                         Streaming stream = Streaming::Off);
 // "both" → {"init", "pretrained"}; "init" / "pretrained" → itself; a built-in configuration with anything but "init"
 // is the Error make_model would throw, raised before any work.
 std::vector<std::string> weight_kinds(const ModelSource& source, const std::string& weights);

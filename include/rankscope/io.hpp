@@ -78,6 +78,9 @@ public:
     // Throws Error("no tensor named ...", path) listing a few available names.
     ArrayView view(const std::string& name) const;
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
+    // Hands the tensor's pages back (madvise MADV_DONTNEED): they leave this process's resident memory and are read
+    // again from the file (or the page cache) if the tensor is viewed later. For loaders that copy a tensor once.
+    void release(const std::string& name) const;
 
 private:
     std::string path_;

@@ -12,8 +12,10 @@
 // Dimension legend: B batch, n tokens, d hidden size, H heads.
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rankscope/recorder.hpp"
 
@@ -123,6 +125,13 @@ public:
     // final norm applied). Positions count real tokens only (position = real tokens before this one), so padding on
     // either side leaves the real tokens' states unchanged; Hugging Face's generate() builds the same position ids.
     virtual at::Tensor forward(const ModelBatch& batch, const Surgery& surgery, Recorder* recorder) = 0;
+    // Every surgery on the same batch: returns forward(batch, surgeries[i], recorders[i]) for each i (recorders[i] may
+    // be null). The default runs them one after another; the decoders run layer-major (every surgery passes layer l
+    // before layer l + 1), so a streamed model reads each layer once. The results are the same either way.
+    virtual std::vector<at::Tensor> forward_all(const ModelBatch& batch, const std::vector<Surgery>& surgeries,
+                                                const std::vector<Recorder*>& recorders);
+    // True when the layers are read from the checkpoint during the forward (load_hf_model_streamed).
+    virtual bool streamed() const { return false; }
     // Every parameter with its checkpoint name.
     virtual std::vector<std::pair<std::string, at::Tensor>> parameters() = 0;
     // Moves every parameter to `device` (once, explicitly; models are made on the CPU from their seed or file).
@@ -143,5 +152,14 @@ std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_
 // F32/F16/BF16/F64 tensors (converted to float32), names bare or prefixed (bert., albert., transformer., model.);
 // every parameter's presence and shape are checked. Errors name the file (shard, index) and the tensor.
 std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory);
+// The same folder read one layer at a time (decoders: gpt2, llama, mistral, qwen2): the forward reads each layer from
+// the memory-mapped shards when it reaches it, runs every surgery through it and frees it (its pages are handed back to
+// the page cache), so the peak memory is about one layer in float32, the token-embedding rows in use, the other
+// embeddings and the activations. Every tensor's presence, shape and dtype are checked before any work, a layer's
+// values (finite) when it is read. Encoders are an Error (they are small enough to load whole). parameters() of a
+// streamed model throws (it never holds them all).
+std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& directory);
+// Bytes the folder's weights take once converted to float32 (from the checkpoint headers; no weight is read).
+std::int64_t hf_model_float32_bytes(const std::string& directory);
 
 }  // namespace rankscope

@@ -1,6 +1,7 @@
-"""Real architectures (SPEC.md §4, E1/E2): BERT, ALBERT and XLNet from a Hugging Face folder (config.json +
-model.safetensors + vocab.txt or spiece.model), Universal Sentence Encoder lite ("use-lite"), or a built-in
-configuration (bert-base-cased, albert-base-v2, xlnet-base-cased: random init only).
+"""Real architectures (SPEC.md §4, E1/E2): the encoders BERT, ALBERT and XLNet and the decoders GPT-2, Llama, Mistral
+and Qwen2 from a Hugging Face folder (config.json + model.safetensors or a sharded index, and the tokenizer files),
+Universal Sentence Encoder lite ("use-lite"), or a built-in configuration (bert-base-cased, albert-base-v2,
+xlnet-base-cased, gpt2, llama-12l, llama-gqa: random init only).
 
 >>> run = run_model("tests/fixtures/bert-tiny", samples=8, tokens=32)
 >>> run.residual          # residual.csv: model, weights, variant, layer, norm, center, mean, std, min, max, n
@@ -36,11 +37,19 @@ def _compat(compat: str) -> bool:
 
 
 class Model:
-    """An encoder with pretrained (`weights="pretrained"`) or random (`"init"`, from `seed`) weights whose parameter
-    names are the checkpoint's."""
+    """An encoder or decoder with pretrained (`weights="pretrained"`) or random (`"init"`, from `seed`) weights whose
+    parameter names are the checkpoint's. `stream` (pretrained decoders): "on" reads each layer from the checkpoint
+    when the forward reaches it and frees it after (peak memory about one layer; parameters() is then unavailable),
+    "off" loads the whole model, "auto" streams when the weights in float32 would take more than 3/4 of the
+    available memory."""
 
-    def __init__(self, model: ModelArgument, weights: str = "pretrained", seed: int = 0):
-        self._engine = _rankscope.Model(model_source(model), weights, seed)
+    def __init__(self, model: ModelArgument, weights: str = "pretrained", seed: int = 0, stream: str = "auto"):
+        self._engine = _rankscope.Model(model_source(model), weights, seed, stream)
+
+    @property
+    def streamed(self) -> bool:
+        """True when the layers are read from the checkpoint during each forward."""
+        return self._engine.streamed
 
     @property
     def source(self) -> ModelSource:
@@ -56,14 +65,16 @@ class Model:
 
     def forward(self, input_ids: Any, attention_mask: Any = None, token_type_ids: Any = None,
                 variant: str = "transformer", layer_norm: str = "keep", compat: str = "none",
-                record: bool = True) -> Tuple[Any, Dict[str, Any]]:
+                mask: Optional[str] = None, record: bool = True) -> Tuple[Any, Dict[str, Any]]:
         """(last hidden state [B, n, d], {hook: activation}) under the paper's surgery: variant SAN (no attention skip,
-        no MLP), SAN+MLP, SAN+skip or transformer; layer_norm keep, remove or freeze (the paper's affine model).
-        Hooks: hook_embed, blocks.{l}.hook_resid_pre, hook_attn_out, hook_resid_post, attn.hook_pattern."""
+        no MLP), SAN+MLP, SAN+skip or transformer; layer_norm keep, remove or freeze (the paper's affine model);
+        mask (decoders) causal (their own, the default) or bidirectional (the same weights, every real token attending
+        to every real token). Hooks: hook_embed, blocks.{l}.hook_resid_pre, hook_attn_out, hook_resid_post,
+        attn.hook_pattern; decoders also ln_final.hook_normalized."""
         ids, torch_out = to_engine(input_ids, "input_ids")
-        mask = None if attention_mask is None else to_engine(attention_mask, "attention_mask")[0]
+        real = None if attention_mask is None else to_engine(attention_mask, "attention_mask")[0]
         types = None if token_type_ids is None else to_engine(token_type_ids, "token_type_ids")[0]
-        last, hooks = self._engine.forward(ids, mask, types, variant, layer_norm, _compat(compat), record)
+        last, hooks = self._engine.forward(ids, real, types, variant, layer_norm, _compat(compat), mask or "", record)
         return from_engine(last, torch_out), map_arrays(hooks, torch_out)
 
     __call__ = forward
@@ -73,10 +84,10 @@ class Model:
         return self._engine.parameters()
 
 
-def load_model(model: ModelArgument, weights: str = "pretrained", seed: int = 0) -> Model:
-    """The encoder `model` names with pretrained weights, or random ones (weights="init", drawn from `seed` as the
-    library's from_config init: normal(0, initializer_range), zero biases, unit LayerNorm)."""
-    return Model(model, weights, seed)
+def load_model(model: ModelArgument, weights: str = "pretrained", seed: int = 0, stream: str = "auto") -> Model:
+    """The model `model` names with pretrained weights, or random ones (weights="init", drawn from `seed` as the
+    library's from_config init: normal(0, initializer_range), zero biases, unit norms). `stream`: see Model."""
+    return Model(model, weights, seed, stream)
 
 
 def _text_path(text: Optional["str | os.PathLike[str]"]) -> str:
@@ -114,6 +125,10 @@ class ModelRun:
     findings: Findings   # E1/E2/α claims with computed verdicts
     batch: Dict[str, Any]
     activations: Dict[str, Any] = field(default_factory=dict)  # with record=True: the unmodified model's, last weights
+    attention_heads: Any = None  # attention_heads.csv (decoders): first-token share, entropy per layer and head
+    sink_rate: Any = None        # sink_rate.csv (decoders): fraction of heads above sink_threshold per layer
+    mask: str = "bidirectional"  # the attention mask the variants ran with (decoders: causal or bidirectional)
+    streamed: bool = False       # the pretrained layers were read one at a time
 
 
 def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = None,
@@ -121,12 +136,16 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
               tokens: int = 128, weights: str = "both", variants: Sequence[str] = VARIANTS, compat: str = "none",
               draws: int = 100, iterate: int = 12, layer_norm: str = "keep", seed: int = 0,
               allow_nonfinite: bool = False, record: bool = False, frame: bool = False,
-              tokenizer_dir: Optional[str] = None) -> ModelRun:
+              tokenizer_dir: Optional[str] = None, mask: Optional[str] = None, sink_threshold: float = 0.3,
+              stream: str = "auto") -> ModelRun:
     """`rankscope model`: E1 (relative residual after the embeddings and each layer for each surgery), E2 (attention
     products along `draws` random paths per length; 0: no E2), the skip ratio α and, for USE lite, `iterate` applications of its
     pretrained layer-1 attention. `weights`: pretrained, init or both. The batch: `inputs` (token ids: a .safetensors
     file as --inputs, or a dict with input_ids and optional attention_mask, token_type_ids), else `text` packed into
-    `samples` × `tokens`. Ctrl-C stops it within a layer."""
+    `samples` × `tokens`. Decoders: `mask` causal (default) or bidirectional for every variant, and the attention
+    statistics of the unmodified model per head (attention_heads) and the sink rate per layer (sink_rate: heads whose
+    mean attention to the first real token exceeds `sink_threshold`); `stream` as in Model. Ctrl-C stops it within a
+    layer."""
     source = model_source(model)
     check_range(draws, 0, 100000, "draws")  # 0: no E2
     check_range(iterate, 0, 1000, "iterate")
@@ -140,8 +159,11 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
     else:
         batch = text_batch(source, text, samples, tokens, tokenizer_dir)
     result = _rankscope.run_model(source, batch, weights, list(variants), _compat(compat), layer_norm, draws, iterate,
-                                  seed, allow_nonfinite, record)
+                                  seed, allow_nonfinite, record, mask or "", float(sink_threshold), stream)
     return ModelRun(model=result["model"], model_type=result["model_type"], weights=list(result["weights"]),
                     residual=as_table(result["residual"], frame), paths=as_table(result["paths"], frame),
                     skip_ratio=as_table(result["skip_ratio"], frame), iterate=as_table(result["iterate"], frame),
-                    findings=result["findings"], batch=result["batch"], activations=dict(result["activations"]))
+                    findings=result["findings"], batch=result["batch"], activations=dict(result["activations"]),
+                    attention_heads=as_table(result["attention_heads"], frame),
+                    sink_rate=as_table(result["sink_rate"], frame), mask=result["mask"],
+                    streamed=bool(result["streamed"]))

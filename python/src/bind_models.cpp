@@ -29,7 +29,10 @@ py::dict config_dict(const HfConfig& c) {
                     "heads"_a = c.heads, "head_size"_a = c.head_size, "intermediate_size"_a = c.intermediate_size,
                     "max_position_embeddings"_a = c.max_position_embeddings, "type_vocab_size"_a = c.type_vocab_size,
                     "layer_norm_eps"_a = c.layer_norm_eps, "initializer_range"_a = c.initializer_range,
-                    "activation"_a = c.activation, "clamp_len"_a = c.clamp_len, "pad_token_id"_a = c.pad_token_id);
+                    "activation"_a = c.activation, "clamp_len"_a = c.clamp_len, "pad_token_id"_a = c.pad_token_id,
+                    "kv_heads"_a = c.kv_heads, "rope_theta"_a = c.rope_theta, "rope_type"_a = c.rope_type,
+                    "sliding_window"_a = c.sliding_window, "tie_word_embeddings"_a = c.tie_word_embeddings,
+                    "decoder"_a = is_decoder(c));
 }
 
 py::dict batch_dict(const ModelBatch& batch) {
@@ -54,6 +57,18 @@ LayerNormSurgery parse_layer_norm_option(const std::string& name) {
     return parse_layer_norm_surgery(name);
 }
 
+// "" (the model's own), "causal" or "bidirectional" → Surgery::bidirectional; decoders only, as --mask.
+bool parse_mask_option(const std::string& mask, const HfConfig& config) {
+    if (mask.empty()) return false;
+    if (mask != "causal" && mask != "bidirectional")
+        throw Error("unknown mask '" + mask + "' (expected causal or bidirectional)", "mask");
+    if (!is_decoder(config))
+        throw Error("mask applies to decoders (gpt2, llama, mistral, qwen2); " + config.model_type +
+                        " is an encoder, its attention is already bidirectional",
+                    "mask");
+    return mask == "bidirectional";
+}
+
 // A loaded model (pretrained or random init) with the source it came from.
 struct LoadedModel {
     ModelSource source;
@@ -61,10 +76,12 @@ struct LoadedModel {
     std::unique_ptr<EncoderModel> model;
 
     py::tuple forward(const py::object& input_ids, const py::object& attention_mask, const py::object& token_type_ids,
-                      const std::string& variant, const std::string& layer_norm, bool official_compat, bool record) {
+                      const std::string& variant, const std::string& layer_norm, bool official_compat,
+                      const std::string& mask, bool record) {
         const ModelBatch batch = batch_from_arrays(input_ids, attention_mask, token_type_ids, model->config());
         Surgery surgery = surgery_for_variant(variant, official_compat);
         surgery.layer_norm = parse_layer_norm_option(layer_norm);
+        surgery.bidirectional = parse_mask_option(mask, model->config());
         Recorder recorder;
         at::Tensor last;
         {
@@ -104,19 +121,22 @@ void bind_models(py::module_& m) {
         });
 
     py::class_<LoadedModel>(m, "Model", "An encoder (BERT, ALBERT, XLNet, USE lite) with pretrained or random weights.")
-        .def(py::init([](const ModelSource& source, const std::string& weights, std::uint64_t seed) {
+        .def(py::init([](const ModelSource& source, const std::string& weights, std::uint64_t seed,
+                         const std::string& stream) {
                  TorchRandomStateGuard random_state;
                  LoadedModel loaded{source, weights, nullptr};
+                 const Streaming streaming = parse_streaming(stream);
                  py::gil_scoped_release release;
-                 loaded.model = make_model(source, weights, seed);
+                 loaded.model = make_model(source, weights, seed, streaming);
                  return loaded;
              }),
-             "source"_a, "weights"_a, "seed"_a)
+             "source"_a, "weights"_a, "seed"_a, "stream"_a)
+        .def_property_readonly("streamed", [](const LoadedModel& l) { return l.model->streamed(); })
         .def_readonly("source", &LoadedModel::source)
         .def_readonly("weights", &LoadedModel::weights)
         .def_property_readonly("config", [](const LoadedModel& l) { return config_dict(l.model->config()); })
         .def("forward", &LoadedModel::forward, "input_ids"_a, "attention_mask"_a, "token_type_ids"_a, "variant"_a,
-             "layer_norm"_a, "official_compat"_a, "record"_a)
+             "layer_norm"_a, "official_compat"_a, "mask"_a, "record"_a)
         .def("parameters", &LoadedModel::parameters,
              "{checkpoint name: array} viewing the model's weights (no copy: writing into them changes the model).");
 
@@ -152,7 +172,10 @@ void bind_models(py::module_& m) {
         "run_model",
         [](const ModelSource& source, const py::dict& batch_arrays, const std::string& weights,
            const std::vector<std::string>& variants, bool official_compat, const std::string& layer_norm, int draws,
-           int iterate, std::uint64_t seed, bool allow_nonfinite, bool record) {
+           int iterate, std::uint64_t seed, bool allow_nonfinite, bool record, const std::string& mask,
+           double sink_threshold, const std::string& stream) {
+            if (!(sink_threshold >= 0.0 && sink_threshold <= 1.0))
+                throw Error(fmt::format("{} is outside [0, 1]", sink_threshold), "sink_threshold");
             if (draws < 0 || draws > 100000) throw Error(std::to_string(draws) + " is outside [0, 100000]", "draws");
             if (iterate < 0 || iterate > 1000) throw Error(std::to_string(iterate) + " is outside [0, 1000]", "iterate");
             for (const auto& variant : variants) surgery_for_variant(variant, official_compat);
@@ -166,6 +189,9 @@ void bind_models(py::module_& m) {
             settings.draws = draws;
             settings.iterate_steps = iterate;
             settings.seed = seed;
+            settings.bidirectional = parse_mask_option(mask, source.config);
+            settings.sink_threshold = sink_threshold;
+            settings.stream = parse_streaming(stream);
             Recorder recorder;
             RealModelResult result;
             {
@@ -180,6 +206,8 @@ void bind_models(py::module_& m) {
             out["paths"] = table_columns(path_products_table(result));
             out["skip_ratio"] = table_columns(skip_ratio_table(result));
             out["iterate"] = table_columns(iterate_table(result));
+            out["attention_heads"] = table_columns(attention_heads_table(result));  // decoders; no rows otherwise
+            out["sink_rate"] = table_columns(sink_rate_table(result));
             out["findings"] = real_model_findings(result);
             out["batch"] = batch_dict(batch);
             py::dict activations;
@@ -188,11 +216,18 @@ void bind_models(py::module_& m) {
             out["model"] = result.model;
             out["model_type"] = result.model_type;
             out["weights"] = kinds;
+            out["mask"] = source.kind != ModelSource::UseLite && is_decoder(source.config)
+                              ? (settings.bidirectional ? "bidirectional" : "causal")
+                              : "bidirectional";
+            bool streamed = false;
+            for (const auto& run : result.runs) streamed = streamed || run.streamed;
+            out["streamed"] = streamed;
             return out;
         },
         "source"_a, "batch"_a, "weights"_a, "variants"_a, "official_compat"_a, "layer_norm"_a, "draws"_a, "iterate"_a,
-        "seed"_a, "allow_nonfinite"_a, "record"_a,
-        "One `rankscope model` run: E1 (residual.csv), E2 (paths.csv), skip_ratio.csv, iterate.csv (USE lite), findings.");
+        "seed"_a, "allow_nonfinite"_a, "record"_a, "mask"_a, "sink_threshold"_a, "stream"_a,
+        "One `rankscope model` run: E1 (residual.csv), E2 (paths.csv), skip_ratio.csv, iterate.csv (USE lite), "
+        "attention_heads.csv and sink_rate.csv (decoders), findings.");
 }
 
 }  // namespace rankscope::python

@@ -156,3 +156,73 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
         model.forward(np.full((1, 4), 99))
     with pytest.raises(rs.Error, match="unknown variant 'MLP'"):
         model.forward(ids, variant="MLP")
+
+
+def tiny_llama(folder, rng):
+    """A Llama-layout folder (grouped-query attention, 2 layers) with random weights large enough that attention is
+    far from uniform."""
+    os.makedirs(folder, exist_ok=True)
+    config = {"model_type": "llama", "vocab_size": 40, "hidden_size": 16, "intermediate_size": 24,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    shapes = {"embed_tokens.weight": (40, 16), "norm.weight": (16,)}
+    for l in range(2):
+        shapes.update({f"layers.{l}.input_layernorm.weight": (16,), f"layers.{l}.post_attention_layernorm.weight": (16,),
+                       f"layers.{l}.self_attn.q_proj.weight": (16, 16), f"layers.{l}.self_attn.k_proj.weight": (8, 16),
+                       f"layers.{l}.self_attn.v_proj.weight": (8, 16), f"layers.{l}.self_attn.o_proj.weight": (16, 16),
+                       f"layers.{l}.mlp.gate_proj.weight": (24, 16), f"layers.{l}.mlp.up_proj.weight": (24, 16),
+                       f"layers.{l}.mlp.down_proj.weight": (16, 24)})
+    weights = {"model." + name: rng.normal(0, 0.6, shape).astype(np.float32) for name, shape in shapes.items()}
+    write_safetensors(os.path.join(folder, "model.safetensors"), weights)
+    return folder
+
+
+def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
+    folder = tiny_llama(tmp_path / "llama", rng)
+    ids = rng.integers(0, 40, (3, 10)).astype(np.int64)
+    real = np.ones((3, 10), np.int64)
+    real[2, :3] = 0  # left padding
+    write_safetensors(tmp_path / "ids.safetensors", {"input_ids": ids, "attention_mask": real})
+    for mask in ("causal", "bidirectional"):
+        out = tmp_path / mask
+        run_cli("model", "--model", folder, "--inputs", tmp_path / "ids.safetensors", "--weights", "pretrained",
+                "--mask", mask, "--sink-threshold", 0.2, "--draws", 3, *threads(), "--out", out)
+        for stream in ("off", "on"):
+            run = rs.run_model(folder, inputs=tmp_path / "ids.safetensors", weights="pretrained", mask=mask,
+                               sink_threshold=0.2, draws=3, stream=stream, record=True)
+            assert run.mask == mask and run.streamed == (stream == "on")
+            for name in ("residual", "paths", "skip_ratio", "attention_heads", "sink_rate"):
+                assert_table_equals_csv(getattr(run, name), out / f"{name}.csv")
+            # The head statistics from the recorded attention maps: the mean over samples of the mean over real
+            # queries of the attention paid to the first real token.
+            heads = run.attention_heads
+            for layer in range(2):
+                pattern = run.activations[f"blocks.{layer}.attn.hook_pattern"].astype(np.float64)  # [B, H, n, n]
+                shares = np.mean([pattern[b][:, real[b] == 1][:, :, np.argmax(real[b])].mean(axis=1)
+                                  for b in range(3)], axis=0)
+                rows = heads["layer"] == layer
+                np.testing.assert_allclose(heads["first_token_share"][rows], shares, rtol=1e-5)
+                rate = run.sink_rate["sink_rate"][run.sink_rate["layer"] == layer][0]
+                assert rate == np.mean(shares > 0.2)
+            if mask == "causal":  # the causal map is lower triangular on the real tokens
+                assert np.triu(run.activations["blocks.1.attn.hook_pattern"][0], 1).max() == 0.0
+            else:
+                assert np.triu(run.activations["blocks.1.attn.hook_pattern"][0], 1).max() > 0.01
+    # A streamed model: the same forward, and no parameters to hand out.
+    streamed, whole = rs.load_model(folder, stream="on"), rs.load_model(folder, stream="off")
+    assert streamed.streamed and not whole.streamed and streamed.config["decoder"]
+    for variant in ("SAN", "transformer"):
+        a, hooks_a = streamed.forward(ids, real, variant=variant, mask="bidirectional")
+        b, hooks_b = whole.forward(ids, real, variant=variant, mask="bidirectional")
+        np.testing.assert_array_equal(a, b)
+        assert hooks_a.keys() == hooks_b.keys()
+    with pytest.raises(rs.Error, match="holds one layer at a time"):
+        streamed.parameters()
+    # Encoders have no causal mask to change: the command line's message.
+    assert "applies to decoders" in cli_error("model", "--model", fixture("bert-tiny"), "--weights", "init", "--mask",
+                                              "causal")
+    with pytest.raises(rs.Error, match=r"^mask applies to decoders \(gpt2, llama, mistral, qwen2\); bert is an encoder"):
+        rs.run_model(fixture("bert-tiny"), weights="init", mask="causal", samples=2, tokens=8)
+    with pytest.raises(rs.Error, match="--stream on reads a decoder checkpoint"):
+        rs.run_model(fixture("bert-tiny"), weights="pretrained", stream="on", samples=2, tokens=8)

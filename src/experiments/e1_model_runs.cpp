@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
@@ -45,17 +46,64 @@ std::vector<std::string> weight_kinds(const ModelSource& source, const std::stri
     return {weights};
 }
 
-std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed) {
+Streaming parse_streaming(const std::string& text) {
+    if (text == "auto") return Streaming::Auto;
+    if (text == "on") return Streaming::On;
+    if (text == "off") return Streaming::Off;
+    throw Error("unknown --stream '" + text + "' (expected auto, on or off)");
+}
+
+namespace {
+
+// MemAvailable of /proc/meminfo in bytes (-1 when unreadable).
+std::int64_t available_memory_bytes() {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    std::int64_t kilobytes = 0;
+    std::string unit;
+    while (meminfo >> key >> kilobytes >> unit)
+        if (key == "MemAvailable:") return kilobytes * 1024;
+    return -1;
+}
+
+// Whether `source`'s pretrained weights are read layer by layer.
+bool stream_layers(const ModelSource& source, Streaming stream) {
+    const bool can_stream = source.kind == ModelSource::HuggingFace && is_decoder(source.config);
+    if (stream == Streaming::Off) return false;
+    if (stream == Streaming::On) {
+        if (!can_stream)
+            throw Error("--stream on reads a decoder checkpoint's layers one at a time (gpt2, llama, mistral, qwen2 "
+                        "folders); " + source.name + " is " +
+                            (source.kind == ModelSource::HuggingFace ? "a " + source.config.model_type + " model"
+                                                                     : std::string("not a Hugging Face folder")),
+                        source.argument);
+        return true;
+    }
+    if (!can_stream) return false;
+    const std::int64_t needed = hf_model_float32_bytes(source.directory), available = available_memory_bytes();
+    if (available < 0 || needed <= available / 4 * 3) return false;
+    fmt::print(stderr, "{}: its weights take {:.1f} GB in float32, more than 3/4 of the {:.1f} GB available: reading "
+                       "them one layer at a time (--stream off to load them whole)\n",
+               source.argument, needed / 1e9, available / 1e9);
+    return true;
+}
+
+}  // namespace
+
+std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed,
+                                         Streaming stream) {
     if (weights != "init" && weights != "pretrained")
         throw Error("unknown weights '" + weights + "' (expected pretrained or init)");
     weight_kinds(source, weights);  // a built-in configuration has no pretrained weights
     const bool init = weights == "init";
+    const bool streamed = stream_layers(source, stream);  // checked for init weights too: a wrong --stream on fails early
     switch (source.kind) {
         case ModelSource::UseLite: return init ? make_use_lite_init(source.directory, seed) : load_use_lite(source.directory);
         case ModelSource::BuiltIn: return make_hf_model(source.config, seed);
         case ModelSource::HuggingFace: break;
     }
-    return init ? make_hf_model(source.config, seed) : load_hf_model(source.directory);
+    if (init) return make_hf_model(source.config, seed);
+    return streamed ? load_hf_model_streamed(source.directory) : load_hf_model(source.directory);
 }
 
 ModelBatch text_batch(const ModelSource& source, const std::string& text_path, int samples, int tokens,
@@ -94,11 +142,13 @@ RealModelResult run_real_model_experiment(const ModelSource& source, const Model
     Progress progress("model " + source.name, static_cast<long>(weights.size()));
     for (const auto& kind : weights) {
         interrupt.poll();
-        const std::unique_ptr<EncoderModel> model = make_model(source, kind, settings.seed);  // on the CPU, from the seed
+        // On the CPU, from the seed or the folder (streamed: only the embeddings and final norm so far).
+        const std::unique_ptr<EncoderModel> model = make_model(source, kind, settings.seed, settings.stream);
         model->to(settings.device);
         const bool dump_this = dump && kind == weights.back();
         result.runs.push_back(
             run_real_model(*model, batch, source.name, kind, result.settings, dump_this ? dump : nullptr, interrupt));
+        result.runs.back().streamed = model->streamed();
         progress.advance();
     }
     return result;

@@ -116,15 +116,21 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
                                            const InterruptPoll& interrupt) {
     std::vector<ResidualRow> rows;
     const ModelBatch device_batch = batch_on(batch, model.device());
+    std::vector<Recorder> measuring;
+    measuring.reserve(variants.size());  // the sinks point into it
+    std::vector<Recorder*> sinks;
+    std::vector<Surgery> surgeries;
     for (const auto& variant : variants) {
         const bool to_caller = recorder && &variant == &variants.back();
-        Recorder measuring = measuring_recorder(model.config().layers, batch, model_name, variant, false, false);
-        Recorder& sink = to_caller ? *recorder : measuring;
-        sink.set_interrupt(interrupt);
-        model.forward(device_batch, variant_surgery(variant, official_compat, layer_norm), &sink);
-        sink.set_interrupt({});  // nothing stays attached to the caller's recorder
-        append_residual_rows(sink, !to_caller, model, batch, model_name, weights, variant, rows);
+        measuring.push_back(measuring_recorder(model.config().layers, batch, model_name, variant, false, false));
+        sinks.push_back(to_caller ? recorder : &measuring.back());
+        sinks.back()->set_interrupt(interrupt);
+        surgeries.push_back(variant_surgery(variant, official_compat, layer_norm));
     }
+    model.forward_all(device_batch, surgeries, sinks);
+    for (Recorder* sink : sinks) sink->set_interrupt({});  // nothing stays attached to the caller's recorder
+    for (std::size_t i = 0; i < variants.size(); ++i)
+        append_residual_rows(*sinks[i], sinks[i] != recorder, model, batch, model_name, weights, variants[i], rows);
     return rows;
 }
 
@@ -153,42 +159,57 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
             }
         }
     }
-    // E1: one forward per variant. The "transformer" variant is the unmodified model (apart from the LayerNorm
-    // surgery): its forward also gives E2's attention maps and the skip ratio, so the unmodified model runs once;
-    // without that variant it runs once more after the others. Activations are measured as the forward records them
-    // (measuring_recorder), unless the caller asked for the unmodified model's activations.
+    // E1: one pass per variant, all in one forward_all (a decoder runs them layer-major, so a streamed model reads
+    // each layer once). The "transformer" variant is the unmodified model (apart from the LayerNorm surgery): its
+    // pass also gives E2's attention maps and the skip ratio, so the unmodified model runs once; without that variant
+    // one more pass runs it. Activations are measured as the forward records them (measuring_recorder), unless the
+    // caller asked for the unmodified model's activations.
     const int L = model.config().layers;
     const bool sample_paths = settings.draws > 0;
-    std::optional<Recorder> unmodified_measured;  // the unmodified forward's recorder, when ours
+    struct Pass {
+        Surgery surgery;
+        std::string variant;
+        bool unmodified, rows;
+    };
+    std::vector<Pass> passes;
+    bool have_unmodified = false;
+    for (const auto& variant : settings.variants) {
+        const Surgery surgery = variant_surgery(variant, settings.official_compat, settings.layer_norm, settings.bidirectional);
+        const bool unmodified = is_unmodified(surgery) && !have_unmodified;
+        have_unmodified = have_unmodified || unmodified;
+        passes.push_back({surgery, variant_label(variant, settings.layer_norm, settings.bidirectional), unmodified, true});
+    }
+    if (!have_unmodified) {
+        Surgery unmodified;
+        unmodified.layer_norm = settings.layer_norm;
+        unmodified.bidirectional = settings.bidirectional;
+        passes.push_back({unmodified, "unmodified", true, false});
+    }
+    const auto head_stats = std::make_shared<std::vector<HeadAttentionStats>>();
+    std::vector<Recorder> measuring;
+    measuring.reserve(passes.size());  // the sinks point into it
+    std::vector<Recorder*> sinks;
+    std::vector<Surgery> surgeries;
+    for (const auto& pass : passes) {
+        measuring.push_back(measuring_recorder(L, batch, model_name, pass.variant, pass.unmodified,
+                                               pass.unmodified && sample_paths, pass.unmodified ? head_stats : nullptr));
+        sinks.push_back(pass.unmodified && recorder ? recorder : &measuring.back());
+        sinks.back()->set_interrupt(interrupt);
+        surgeries.push_back(pass.surgery);
+    }
+    model.forward_all(device_batch, surgeries, sinks);
+    for (Recorder* sink : sinks) sink->set_interrupt({});  // nothing stays attached to the caller's recorder
     const Recorder* unmodified_sink = nullptr;
-    auto run_forward = [&](const Surgery& surgery, const std::string& variant, bool unmodified, bool rows) {
-        const bool to_caller = unmodified && recorder != nullptr;
-        const auto head_stats = unmodified ? std::make_shared<std::vector<HeadAttentionStats>>() : nullptr;
-        Recorder measuring = measuring_recorder(L, batch, model_name, variant, unmodified, unmodified && sample_paths, head_stats);
-        Recorder& sink = to_caller ? *recorder : measuring;
-        sink.set_interrupt(interrupt);
-        model.forward(device_batch, surgery, &sink);
-        sink.set_interrupt({});  // nothing stays attached to the caller's recorder
-        if (rows) append_residual_rows(sink, !to_caller, model, batch, model_name, weights, variant, run.residual);
-        if (!unmodified) return;
-        if (!to_caller) unmodified_measured.emplace(std::move(measuring));
-        unmodified_sink = to_caller ? recorder : &*unmodified_measured;
+    for (std::size_t i = 0; i < passes.size(); ++i) {
+        const bool to_caller = sinks[i] == recorder;
+        if (passes[i].rows) append_residual_rows(*sinks[i], !to_caller, model, batch, model_name, weights, passes[i].variant, run.residual);
+        if (!passes[i].unmodified) continue;
+        unmodified_sink = sinks[i];
         if (to_caller)  // the caller's recorder kept the maps themselves
             for (int l = 0; l < L; ++l)
                 run.heads.push_back(head_attention_stats(recorder->get(block_hook(l, "attn.hook_pattern")), batch.attention_mask));
         else
             run.heads = *head_stats;
-    };
-    for (const auto& variant : settings.variants) {
-        const Surgery surgery = variant_surgery(variant, settings.official_compat, settings.layer_norm, settings.bidirectional);
-        run_forward(surgery, variant_label(variant, settings.layer_norm, settings.bidirectional),
-                    is_unmodified(surgery) && !unmodified_sink, true);
-    }
-    if (!unmodified_sink) {
-        Surgery unmodified;
-        unmodified.layer_norm = settings.layer_norm;
-        unmodified.bidirectional = settings.bidirectional;
-        run_forward(unmodified, "unmodified", true, false);
     }
     const bool measured = unmodified_sink != recorder;
     std::vector<at::Tensor> patterns;

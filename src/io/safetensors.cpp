@@ -151,6 +151,15 @@ SafetensorsFile::~SafetensorsFile() {
     if (mapping_) ::munmap(const_cast<std::byte*>(mapping_), mapping_size_);
 }
 
+void SafetensorsFile::release(const std::string& name) const {
+    const ArrayView array = view(name);
+    // Whole pages around the tensor: a neighbour's pages that go too are read again from the page cache when used.
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t begin = static_cast<std::size_t>(array.data - mapping_) / page * page;
+    const std::size_t end = std::min(mapping_size_, static_cast<std::size_t>(array.data - mapping_) + array.nbytes());
+    if (end > begin) ::madvise(const_cast<std::byte*>(mapping_) + begin, end - begin, MADV_DONTNEED);
+}
+
 std::vector<std::string> SafetensorsFile::names() const {
     std::vector<std::string> out;
     for (const auto& entry : entries_) out.push_back(entry.first);

@@ -59,6 +59,11 @@ ArrayView HfCheckpoint::view(const std::string& name) const {
     return shards_.at(found->second)->view(name);
 }
 
+void HfCheckpoint::release(const std::string& name) const {
+    const auto found = location_.find(name);
+    if (found != location_.end()) shards_.at(found->second)->release(name);
+}
+
 std::string HfCheckpoint::where(const std::string& name) const {
     const auto found = location_.find(name);
     return (found == location_.end() ? source_ : found->second) + ":" + name;

@@ -22,6 +22,8 @@ public:
     // The tensor's bytes (valid while this object lives) and "<shard path>:<name>" for messages.
     ArrayView view(const std::string& name) const;
     std::string where(const std::string& name) const;
+    // The tensor's pages leave this process's resident memory (SafetensorsFile::release).
+    void release(const std::string& name) const;
     // The index file, or the single model.safetensors: what to name when a tensor is missing altogether.
     const std::string& source() const { return source_; }
 

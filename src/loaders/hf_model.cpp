@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loaders/hf_checkpoint.hpp"
+#include "loaders/hf_weights.hpp"
 #include "models/common.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -88,14 +89,15 @@ std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_
     throw Error("unknown model_type '" + config.model_type + "'", config.path);
 }
 
-std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
-    const std::filesystem::path folder = directory;
-    if (!std::filesystem::is_directory(folder)) throw Error("not a model folder", directory);
-    const HfConfig config = read_hf_config((folder / "config.json").string());
-    const HfCheckpoint weights(directory);  // model.safetensors, or the index + shards
-    const std::string& weights_path = weights.source();
-    auto model = make_hf_model(config, 0);
+namespace detail {
 
+std::string shape_list(const std::vector<std::int64_t>& shape) {
+    std::string out;
+    for (auto e : shape) out += (out.empty() ? "" : ", ") + std::to_string(e);
+    return "[" + out + "]";
+}
+
+std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& first_parameter) {
     // Checkpoints saved from task heads prefix the base model ("bert.", "albert.", "transformer." for XLNet and
     // GPT-2, "model." for the Llama family); the heads' own tensors sit beside it.
     std::string prefix;
@@ -107,11 +109,54 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
                        name.rfind("sequence_summary.", 0) == 0 || name.rfind("classifier.", 0) == 0 ||
                        name.rfind("sop_classifier.", 0) == 0 || name.rfind("qa_outputs.", 0) == 0 ||
                        name.rfind("lm_head.", 0) == 0 || name.rfind("score.", 0) == 0;
-            }) && weights.contains(std::string(candidate) + model->parameters().front().first))
+            }) && weights.contains(std::string(candidate) + first_parameter))
             prefix = candidate;
     }
-    std::vector<std::string> missing;
+    return prefix;
+}
+
+void check_stored_tensor(const HfCheckpoint& weights, const std::string& stored, const std::vector<std::int64_t>& shape) {
+    const ArrayView view = weights.view(stored);
+    const std::string where = weights.where(stored);
+    if (view.shape != shape)
+        throw Error("shape " + shape_list(view.shape) + " does not match the config's " + shape_list(shape), where);
+    if (!is_floating(view.dtype)) throw Error("weights must be floating point, found " + dtype_name(view.dtype), where);
+}
+
+at::Tensor stored_tensor(const HfCheckpoint& weights, const std::string& stored) {
+    const ArrayView view = weights.view(stored);
+    return torch::from_blob(const_cast<std::byte*>(view.data), view.shape,
+                            torch::TensorOptions().dtype(torch_dtype(view.dtype, weights.where(stored))));
+}
+
+void load_parameter(const HfCheckpoint& weights, const std::string& stored, at::Tensor& parameter) {
+    check_stored_tensor(weights, stored, std::vector<std::int64_t>(parameter.sizes().begin(), parameter.sizes().end()));
+    // F16 / BF16 / F64 weights are converted to the parameter's float32 for compute.
+    const at::Tensor converted = stored_tensor(weights, stored).to(parameter.scalar_type());
+    if (!torch::isfinite(converted).all().item<bool>()) throw Error("weights contain NaN or Inf", weights.where(stored));
     torch::NoGradGuard no_grad;
+    parameter.copy_(converted);
+    weights.release(stored);  // copied: the file's pages need not stay resident
+}
+
+void throw_missing(const std::vector<std::string>& missing, const std::string& source) {
+    if (missing.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < missing.size() && i < 5; ++i) list += (i ? ", " : "") + missing[i];
+    if (missing.size() > 5) list += ", ...";
+    throw Error(fmt::format("{} tensor{} missing: {}", missing.size(), missing.size() == 1 ? "" : "s", list), source);
+}
+
+}  // namespace detail
+
+std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
+    const std::filesystem::path folder = directory;
+    if (!std::filesystem::is_directory(folder)) throw Error("not a model folder", directory);
+    const HfConfig config = read_hf_config((folder / "config.json").string());
+    const HfCheckpoint weights(directory);  // model.safetensors, or the index + shards
+    auto model = make_hf_model(config, 0);
+    const std::string prefix = detail::checkpoint_prefix(weights, model->parameters().front().first);
+    std::vector<std::string> missing;
     for (auto& [name, parameter] : model->parameters()) {
         const std::string stored = prefix + name;
         if (!weights.contains(stored)) {
@@ -119,31 +164,9 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
             if (name.rfind("pooler", 0) != 0) missing.push_back(stored);
             continue;
         }
-        const ArrayView view = weights.view(stored);
-        const std::string where = weights.where(stored);
-        if (view.shape != std::vector<std::int64_t>(parameter.sizes().begin(), parameter.sizes().end())) {
-            auto text = [](const auto& shape) {
-                std::string out;
-                for (auto e : shape) out += (out.empty() ? "" : ", ") + std::to_string(e);
-                return "[" + out + "]";
-            };
-            throw Error("shape " + text(view.shape) + " does not match the config's " + text(parameter.sizes()), where);
-        }
-        if (!is_floating(view.dtype)) throw Error("weights must be floating point, found " + dtype_name(view.dtype), where);
-        const at::Tensor source = torch::from_blob(const_cast<std::byte*>(view.data), view.shape,
-                                                   torch::TensorOptions().dtype(torch_dtype(view.dtype, where)));
-        // F16 / BF16 / F64 weights are converted to the parameter's float32 for compute.
-        const at::Tensor converted = source.to(parameter.scalar_type());
-        if (!torch::isfinite(converted).all().item<bool>()) throw Error("weights contain NaN or Inf", where);
-        parameter.copy_(converted);
+        detail::load_parameter(weights, stored, parameter);
     }
-    if (!missing.empty()) {
-        std::string list;
-        for (std::size_t i = 0; i < missing.size() && i < 5; ++i) list += (i ? ", " : "") + missing[i];
-        if (missing.size() > 5) list += ", ...";
-        throw Error(fmt::format("{} tensor{} missing: {}", missing.size(), missing.size() == 1 ? "" : "s", list),
-                    weights_path);
-    }
+    detail::throw_missing(missing, weights.source());
     return model;
 }
 

@@ -4,6 +4,8 @@
 // surgery. Every tensor made here takes its device and dtype from an input (`.options()`), never the CPU default.
 //
 // Dimension legend: B batch, n tokens, d hidden size, H query heads, G key/value heads (H = G·r), k head size.
+#include <functional>
+
 #include "models/common.hpp"
 
 namespace rankscope::models {
@@ -49,5 +51,83 @@ at::Tensor decoder_layer_norm(const at::Tensor& x, const at::Tensor& weight, con
 // `embedding` is zeroed when >= 0.
 void init_decoder(torch::nn::Module& module, double range, const std::vector<std::string>& norm_markers,
                   const std::string& scaled_suffix, int layers, const std::string& embedding, int padding_index);
+
+// ---- where a decoder's forward finds its weights --------------------------------------------------------------------
+// A decoder runs layer-major: every surgery passes layer l before layer l + 1 is fetched, so a streamed model reads
+// each layer from the checkpoint once per run (not once per surgery). The forward is the same code either way.
+class LayerSource {
+public:
+    virtual ~LayerSource() = default;
+    // The token embedding's rows for `ids` [B, n] → [B, n, d] float32 on the model's device.
+    virtual at::Tensor token_embedding(const at::Tensor& ids) = 0;
+    // Layer l ready to run. `linear`'s converted-weight cache is keyed by tensor identity: a streamed source clears
+    // it before handing out a new layer (whose tensors may reuse a freed layer's addresses).
+    virtual std::shared_ptr<torch::nn::Module> layer(int l, Linears& linear) = 0;
+    // Where layers and rows are to be put from now on.
+    virtual void to(const at::Device&) {}
+};
+
+// The whole model in memory: its own layer list and token embedding.
+class ModuleLayers : public LayerSource {
+public:
+    ModuleLayers(torch::nn::ModuleList layers, torch::nn::Embedding embedding)
+        : layers_(std::move(layers)), embedding_(std::move(embedding)) {}
+    at::Tensor token_embedding(const at::Tensor& ids) override { return embedding_(ids); }
+    std::shared_ptr<torch::nn::Module> layer(int l, Linears&) override { return layers_[static_cast<std::size_t>(l)]; }
+
+private:
+    torch::nn::ModuleList layers_;
+    torch::nn::Embedding embedding_;
+};
+
+// One decoder architecture's forward over several surgeries: outputs[i] and recorders[i] are surgery i's (as one
+// forward(batch, surgeries[i], recorders[i])). `top` is the model module (its embeddings other than the token
+// embedding, and its final norm); the layers and token rows come from `source`.
+using DecoderForward = std::function<std::vector<at::Tensor>(torch::nn::Module& top, const HfConfig& config,
+                                                             const ModelBatch& batch, const std::vector<Surgery>& surgeries,
+                                                             const std::vector<Recorder*>& recorders, Linears& linear,
+                                                             LayerSource& source)>;
+
+// Where each piece of an architecture sits in its checkpoint (names without the checkpoint's prefix).
+struct DecoderLayout {
+    std::string layer_list;       // "h" (GPT-2), "layers" (Llama family): layer l's tensors are "<list>.<l>.<name>"
+    std::string token_embedding;  // "wte.weight", "embed_tokens.weight"
+    std::function<std::shared_ptr<torch::nn::Module>(const HfConfig&)> make_layer;  // one layer, weights unset
+    std::function<std::shared_ptr<torch::nn::Module>(const HfConfig&)> make_top;    // the model without layers
+};
+
+// A decoder model: the module in memory, or (streamed) only its top with the layers read one at a time.
+class DecoderModel : public EncoderModel {
+public:
+    // Whole model in memory: `module` holds every parameter; `layers`/`embedding` are its layer list and token embedding.
+    DecoderModel(HfConfig config, std::shared_ptr<torch::nn::Module> module, torch::nn::ModuleList layers,
+                 torch::nn::Embedding embedding, DecoderForward forward);
+    // Streamed: `top` holds the non-layer parameters (token embedding excepted); `source` fetches the rest.
+    DecoderModel(HfConfig config, std::shared_ptr<torch::nn::Module> top, std::unique_ptr<LayerSource> source,
+                 DecoderForward forward);
+    const HfConfig& config() const override { return config_; }
+    at::Tensor forward(const ModelBatch& batch, const Surgery& surgery, Recorder* recorder) override;
+    std::vector<at::Tensor> forward_all(const ModelBatch& batch, const std::vector<Surgery>& surgeries,
+                                        const std::vector<Recorder*>& recorders) override;
+    std::vector<std::pair<std::string, at::Tensor>> parameters() override;
+    void to(const at::Device& device) override;
+    at::Device device() const override { return device_; }
+    bool streamed() const override { return streamed_; }
+
+private:
+    HfConfig config_;
+    std::shared_ptr<torch::nn::Module> module_;
+    std::unique_ptr<LayerSource> source_;
+    DecoderForward forward_;
+    Linears linears_;
+    at::Device device_ = at::kCPU;
+    bool streamed_ = false;
+};
+
+// The architecture tables (gpt2.cpp, llama.cpp).
+const DecoderLayout& gpt2_layout();
+const DecoderLayout& llama_layout();
+DecoderForward gpt2_forward_all();
+DecoderForward llama_forward_all();
 
 }  // namespace rankscope::models

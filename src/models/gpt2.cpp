@@ -68,36 +68,60 @@ struct GPT2ModelImpl : torch::nn::Module {
 };
 TORCH_MODULE(GPT2Model);
 
-at::Tensor gpt2_forward(GPT2ModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
-                        Recorder* recorder, Linears&) {
+std::vector<at::Tensor> gpt2_forward(torch::nn::Module& top, const HfConfig& c, const ModelBatch& batch,
+                                     const std::vector<Surgery>& surgeries, const std::vector<Recorder*>& recorders,
+                                     Linears& linear, LayerSource& source) {
+    auto& model = dynamic_cast<GPT2ModelImpl&>(top);
     const at::Tensor& mask = batch.attention_mask;  // [B, n], 1 = real token
-    auto norm = [&](const LayerNorm& ln, const at::Tensor& x) {
+    const std::size_t S = surgeries.size();
+    auto norm = [&](const LayerNorm& ln, const at::Tensor& x, const Surgery& surgery) {
         return decoder_layer_norm(x, ln->weight, ln->bias, ln->options.eps(), surgery, mask);
     };
-    at::Tensor x = model.wte(batch.input_ids) + model.wpe(real_token_positions(mask));  // [B, n, d]
-    record(recorder, "hook_embed", x);
-    const at::Tensor allowed = attention_allowed(mask, surgery.bidirectional, 0);  // [B, 1, n, n]
-    for (int l = 0; l < c.layers; ++l) {
-        auto& block = *model.h->ptr<GPT2BlockImpl>(static_cast<std::size_t>(l));
-        record(recorder, block_hook(l, "hook_resid_pre"), x);
-        const std::vector<at::Tensor> qkv = block.attn->c_attn(norm(block.ln_1, x)).chunk(3, -1);  // 3 × [B, n, d]
-        const auto attention = grouped_query_attention(qkv[0], qkv[1], qkv[2], c.heads, c.heads, allowed);
-        record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
-        const at::Tensor a = record(recorder, block_hook(l, "hook_attn_out"), block.attn->c_proj(attention.context));
-        const at::Tensor h = surgery.remove_attention_skip ? a : x + a;
-        x = surgery.remove_mlp ? h
-                               : h + block.mlp->c_proj(activation(c.activation, block.mlp->c_fc(norm(block.ln_2, h))));
-        record(recorder, block_hook(l, "hook_resid_post"), x);
+    const at::Tensor embedded = source.token_embedding(batch.input_ids) + model.wpe(real_token_positions(mask));  // [B, n, d]
+    std::vector<at::Tensor> x(S, embedded), allowed(S);
+    for (std::size_t s = 0; s < S; ++s) {
+        record(recorders[s], "hook_embed", embedded);
+        allowed[s] = attention_allowed(mask, surgeries[s].bidirectional, 0);  // [B, 1, n, n]
     }
-    return record(recorder, "ln_final.hook_normalized", norm(model.ln_f, x));
+    for (int l = 0; l < c.layers; ++l) {
+        const auto layer = source.layer(l, linear);  // (GPT-2's Conv1D layers do not use `linear`)
+        auto& block = dynamic_cast<GPT2BlockImpl&>(*layer);
+        for (std::size_t s = 0; s < S; ++s) {
+            const Surgery& surgery = surgeries[s];
+            Recorder* recorder = recorders[s];
+            record(recorder, block_hook(l, "hook_resid_pre"), x[s]);
+            const std::vector<at::Tensor> qkv = block.attn->c_attn(norm(block.ln_1, x[s], surgery)).chunk(3, -1);  // 3 × [B, n, d]
+            const auto attention = grouped_query_attention(qkv[0], qkv[1], qkv[2], c.heads, c.heads, allowed[s]);
+            record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
+            const at::Tensor a = record(recorder, block_hook(l, "hook_attn_out"), block.attn->c_proj(attention.context));
+            const at::Tensor h = surgery.remove_attention_skip ? a : x[s] + a;
+            x[s] = surgery.remove_mlp
+                       ? h
+                       : h + block.mlp->c_proj(activation(c.activation, block.mlp->c_fc(norm(block.ln_2, h, surgery))));
+            record(recorder, block_hook(l, "hook_resid_post"), x[s]);
+        }
+    }
+    std::vector<at::Tensor> outputs;
+    for (std::size_t s = 0; s < S; ++s)
+        outputs.push_back(record(recorders[s], "ln_final.hook_normalized", norm(model.ln_f, x[s], surgeries[s])));
+    return outputs;
 }
 
 }  // namespace
 
+const DecoderLayout& gpt2_layout() {
+    static const DecoderLayout layout{
+        "h", "wte.weight", [](const HfConfig& c) { return GPT2Block(c).ptr(); },
+        [](const HfConfig& c) { return GPT2Model(c).ptr(); }};
+    return layout;
+}
+
+DecoderForward gpt2_forward_all() { return &gpt2_forward; }
+
 std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config) {
     GPT2Model module(config);
     init_decoder(*module, config.initializer_range, {"ln_"}, "c_proj.weight", config.layers, "", -1);
-    return std::make_unique<ModuleModel<GPT2Model, decltype(&gpt2_forward)>>(config, module, &gpt2_forward);
+    return std::make_unique<DecoderModel>(config, module.ptr(), module->h, module->wte, &gpt2_forward);
 }
 
 }  // namespace rankscope::models

@@ -71,48 +71,73 @@ struct LlamaModelImpl : torch::nn::Module {
 };
 TORCH_MODULE(LlamaModel);
 
-at::Tensor llama_forward(LlamaModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
-                         Recorder* recorder, Linears& linear) {
+std::vector<at::Tensor> llama_forward(torch::nn::Module& top, const HfConfig& c, const ModelBatch& batch,
+                                      const std::vector<Surgery>& surgeries, const std::vector<Recorder*>& recorders,
+                                      Linears& linear, LayerSource& source) {
+    auto& model = dynamic_cast<LlamaModelImpl&>(top);
     const at::Tensor& mask = batch.attention_mask;  // [B, n], 1 = real token
-    auto norm = [&](const LlamaRMSNorm& rms, const at::Tensor& x) { return rms_norm(x, rms->weight, c.layer_norm_eps, surgery, mask); };
-    at::Tensor x = model.embed_tokens(batch.input_ids);  // [B, n, d]
-    record(recorder, "hook_embed", x);
-    const RotaryTables rotary = rotary_tables(real_token_positions(mask), c, x.options());
-    const at::Tensor full_causal = attention_allowed(mask, surgery.bidirectional, 0);  // [B, 1, n, n]
+    const std::size_t S = surgeries.size();
+    auto norm = [&](const LlamaRMSNorm& rms, const at::Tensor& x, const Surgery& surgery) {
+        return rms_norm(x, rms->weight, c.layer_norm_eps, surgery, mask);
+    };
+    const at::Tensor embedded = source.token_embedding(batch.input_ids);  // [B, n, d]
+    const RotaryTables rotary = rotary_tables(real_token_positions(mask), c, embedded.options());
     // The sliding window changes the mask only when a query can see more than `window` keys.
-    const bool windowed = c.sliding_window > 0 && mask.size(1) > c.sliding_window && !surgery.bidirectional;
-    const at::Tensor in_window = windowed ? attention_allowed(mask, false, c.sliding_window) : full_causal;
-    for (int l = 0; l < c.layers; ++l) {
-        auto& layer = *model.layers->ptr<LlamaDecoderLayerImpl>(static_cast<std::size_t>(l));
-        auto& attn = *layer.self_attn;
-        record(recorder, block_hook(l, "hook_resid_pre"), x);
-        const at::Tensor m = norm(layer.input_layernorm, x);
-        const at::Tensor q = apply_rotary(linear(attn.q_proj, m), c.heads, rotary);     // [B, n, H·k]
-        const at::Tensor k = apply_rotary(linear(attn.k_proj, m), c.kv_heads, rotary);  // [B, n, G·k]
-        const at::Tensor& allowed = l >= c.sliding_window_from_layer ? in_window : full_causal;
-        const auto attention = grouped_query_attention(q, k, linear(attn.v_proj, m), c.heads, c.kv_heads, allowed);
-        record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
-        const at::Tensor a = record(recorder, block_hook(l, "hook_attn_out"), linear(attn.o_proj, attention.context));
-        const at::Tensor h = surgery.remove_attention_skip ? a : x + a;
-        if (surgery.remove_mlp) {
-            x = h;
-        } else {
-            const at::Tensor u = norm(layer.post_attention_layernorm, h);
-            auto& mlp = *layer.mlp;
-            x = h + linear(mlp.down_proj, activation(c.activation, linear(mlp.gate_proj, u)) * linear(mlp.up_proj, u));
-        }
-        record(recorder, block_hook(l, "hook_resid_post"), x);
+    std::vector<at::Tensor> x(S, embedded), full_causal(S), in_window(S);
+    for (std::size_t s = 0; s < S; ++s) {
+        record(recorders[s], "hook_embed", embedded);
+        full_causal[s] = attention_allowed(mask, surgeries[s].bidirectional, 0);  // [B, 1, n, n]
+        const bool windowed = c.sliding_window > 0 && mask.size(1) > c.sliding_window && !surgeries[s].bidirectional;
+        in_window[s] = windowed ? attention_allowed(mask, false, c.sliding_window) : full_causal[s];
     }
-    return record(recorder, "ln_final.hook_normalized", norm(model.norm, x));
+    for (int l = 0; l < c.layers; ++l) {
+        const auto fetched = source.layer(l, linear);
+        auto& layer = dynamic_cast<LlamaDecoderLayerImpl&>(*fetched);
+        auto& attn = *layer.self_attn;
+        auto& mlp = *layer.mlp;
+        for (std::size_t s = 0; s < S; ++s) {
+            const Surgery& surgery = surgeries[s];
+            Recorder* recorder = recorders[s];
+            record(recorder, block_hook(l, "hook_resid_pre"), x[s]);
+            const at::Tensor m = norm(layer.input_layernorm, x[s], surgery);
+            const at::Tensor q = apply_rotary(linear(attn.q_proj, m), c.heads, rotary);     // [B, n, H·k]
+            const at::Tensor k = apply_rotary(linear(attn.k_proj, m), c.kv_heads, rotary);  // [B, n, G·k]
+            const at::Tensor& allowed = l >= c.sliding_window_from_layer ? in_window[s] : full_causal[s];
+            const auto attention = grouped_query_attention(q, k, linear(attn.v_proj, m), c.heads, c.kv_heads, allowed);
+            record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
+            const at::Tensor a = record(recorder, block_hook(l, "hook_attn_out"), linear(attn.o_proj, attention.context));
+            const at::Tensor h = surgery.remove_attention_skip ? a : x[s] + a;
+            if (surgery.remove_mlp) {
+                x[s] = h;
+            } else {
+                const at::Tensor u = norm(layer.post_attention_layernorm, h, surgery);
+                x[s] = h + linear(mlp.down_proj, activation(c.activation, linear(mlp.gate_proj, u)) * linear(mlp.up_proj, u));
+            }
+            record(recorder, block_hook(l, "hook_resid_post"), x[s]);
+        }
+    }
+    std::vector<at::Tensor> outputs;
+    for (std::size_t s = 0; s < S; ++s)
+        outputs.push_back(record(recorders[s], "ln_final.hook_normalized", norm(model.norm, x[s], surgeries[s])));
+    return outputs;
 }
 
 }  // namespace
+
+const DecoderLayout& llama_layout() {
+    static const DecoderLayout layout{
+        "layers", "embed_tokens.weight", [](const HfConfig& c) { return LlamaDecoderLayer(c).ptr(); },
+        [](const HfConfig& c) { return LlamaModel(c).ptr(); }};
+    return layout;
+}
+
+DecoderForward llama_forward_all() { return &llama_forward; }
 
 std::unique_ptr<EncoderModel> make_llama(const HfConfig& config) {
     LlamaModel module(config);
     init_decoder(*module, config.initializer_range, {"layernorm", "norm.weight"}, "", config.layers,
                  "embed_tokens.weight", config.pad_token_id);
-    return std::make_unique<ModuleModel<LlamaModel, decltype(&llama_forward)>>(config, module, &llama_forward);
+    return std::make_unique<DecoderModel>(config, module.ptr(), module->layers, module->embed_tokens, &llama_forward);
 }
 
 }  // namespace rankscope::models

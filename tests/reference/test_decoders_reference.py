@@ -328,6 +328,8 @@ class DecodersAgainstEquations(unittest.TestCase):
         w = save(folder, c, gpt2_weights(c, self.rng), prefix="transformer.", extra=lm_head, dtype="F16")
         self.check(folder, gpt2_reference, w, c, 2, "--mask", "bidirectional", "--layer-norm", "freeze",
                    bidirectional=True, norm="freeze")
+        # Streamed (each layer read from the checkpoint when reached): the same equations.
+        self.check(folder, gpt2_reference, w, c, 2, "--stream", "on")
 
     def llama_config(self, **changes):
         c = {"model_type": "llama", "vocab_size": 60, "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2,
@@ -347,6 +349,9 @@ class DecodersAgainstEquations(unittest.TestCase):
         # The same weights without the causal mask, and with RMSNorm removed.
         self.check(folder, llama_reference, w, c, 2, "--mask", "bidirectional", bidirectional=True)
         self.check(folder, llama_reference, w, c, 2, "--layer-norm", "remove", norm="remove")
+        # Streamed from the three BF16 shards, causal and bidirectional.
+        self.check(folder, llama_reference, w, c, 2, "--stream", "on")
+        self.check(folder, llama_reference, w, c, 2, "--stream", "on", "--mask", "bidirectional", bidirectional=True)
 
     def test_llama_rms_freeze_tied_bare(self):
         c = self.llama_config(num_key_value_heads=1, head_dim=None, attention_bias=False, mlp_bias=False,
@@ -380,6 +385,7 @@ class DecodersAgainstEquations(unittest.TestCase):
         # Layer 0 is fully causal, layer 1 sees 3 keys at most (sample 0: all real).
         self.assertGreater(got["blocks.0.attn.hook_pattern"][0, :, 7, 0].min(), 0.0)
         self.assertEqual(got["blocks.1.attn.hook_pattern"][0, :, 7, :5].max(), 0.0)
+        self.check(folder, llama_reference, w, c, 2, "--stream", "on")
 
     def test_mistral_sliding_window_f16(self):
         c = {"model_type": "mistral", "vocab_size": 50, "hidden_size": 16, "intermediate_size": 20,

@@ -42,6 +42,7 @@ struct ModelOptions {
     std::string mask;  // "" = the model's own; decoders: causal or bidirectional
     double sink_threshold = 0.3;
     std::string dump;
+    std::string stream = "auto";
 };
 
 std::string default_text() {
@@ -97,6 +98,7 @@ void run_model(const ModelOptions& options) {
                     " is an encoder, its attention is already bidirectional");
     settings.bidirectional = options.mask == "bidirectional";
     settings.sink_threshold = options.sink_threshold;
+    settings.stream = parse_streaming(options.stream);
     Recorder recorder;
     const RealModelResult result =
         run_real_model_experiment(source, batch, kinds, settings, options.dump.empty() ? nullptr : &recorder);
@@ -143,6 +145,7 @@ void run_model(const ModelOptions& options) {
                     {"outputs", outputs},
                     {"figures", figures},
                     {"mask", decoder ? (settings.bidirectional ? "bidirectional" : "causal") : "bidirectional"},
+                    {"streamed", std::any_of(result.runs.begin(), result.runs.end(), [](const WeightsRun& run) { return run.streamed; })},
                    {"samples", options.samples},
                     {"tokens", options.tokens}});
 
@@ -222,6 +225,12 @@ std::function<void()> setup_model(CLI::App& command) {
     command.add_option("--iterate", options->iterate_steps, "USE lite: steps of the iterated attention layer")
         ->capture_default_str()
         ->transform(IntRange(0, 1000));
+    command.add_option("--stream", options->stream,
+                       "Pretrained decoders: read the layers one at a time from the memory-mapped checkpoint, each run "
+                       "by every variant and freed (peak memory about one layer); auto = when the weights in float32 "
+                       "would take more than 3/4 of the available memory. Same results either way")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "on", "off"}));
     command.add_option("--dump", options->dump, "Write the unmodified model's activations to this .safetensors");
     add_common_options(command, options->common, false);
     add_device_option(command, options->common);

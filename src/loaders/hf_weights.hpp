@@ -1,0 +1,26 @@
+#pragma once
+// Reading a Hugging Face checkpoint's tensors into parameters: shared by the whole-model loader (hf_model.cpp) and the
+// streamed one (hf_streamed.cpp), so both check and convert alike. Errors are one line naming the shard and tensor.
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "loaders/hf_checkpoint.hpp"
+
+namespace rankscope::detail {
+
+// "bert.", "albert.", "transformer.", "model." or "": the prefix the checkpoint puts before the base model's names
+// (task-head checkpoints), found by where `first_parameter` (the model's first parameter name) sits.
+std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& first_parameter);
+// The stored tensor has `shape` and a floating dtype (headers only; no value is read).
+void check_stored_tensor(const HfCheckpoint& weights, const std::string& stored, const std::vector<std::int64_t>& shape);
+// The stored tensor as a tensor over the memory-mapped bytes, in its stored dtype (valid while `weights` lives).
+at::Tensor stored_tensor(const HfCheckpoint& weights, const std::string& stored);
+// check_stored_tensor, conversion to the parameter's dtype, finiteness, copy; then the tensor's pages are released.
+void load_parameter(const HfCheckpoint& weights, const std::string& stored, at::Tensor& parameter);
+// "N tensors missing: a, b, c, ..." naming `source`, when `missing` is not empty.
+void throw_missing(const std::vector<std::string>& missing, const std::string& source);
+std::string shape_list(const std::vector<std::int64_t>& shape);
+
+}  // namespace rankscope::detail
