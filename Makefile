@@ -1,7 +1,8 @@
 # rankscope: the two set-up commands of the README.
 #   make demo   install what is missing, build, and run rankscope's main job on its built-in defaults
 #   make test   install what is missing, build, and run the whole test suite
-# Other targets: make build, make bench, make test-sanitize-parsers (the fuzz corpus replayed through the parsers under
+# Other targets: make build, make bench, make bench-stream (peak memory of a 0.85e9-parameter decoder read whole
+# and streamed), make test-sanitize-parsers (the fuzz corpus replayed through the parsers under
 # ASan+UBSan, run by CI), make test-sanitize (the whole suite under ASan+UBSan, run before merging), make clean.
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -10,7 +11,7 @@ DEMO_OUT ?= out/demo
 SANITIZE_BUILD ?= $(BUILD)/sanitize
 SANITIZE_PARSERS_BUILD ?= $(BUILD)/sanitize-parsers
 
-.PHONY: deps configure build demo test test-sanitize test-sanitize-parsers bench clean
+.PHONY: deps configure build demo test test-sanitize test-sanitize-parsers bench bench-stream clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -47,6 +48,9 @@ test-sanitize-parsers: deps
 bench: build
 	/usr/bin/python3 bench/compare_torch.py $(BUILD)
 	/usr/bin/python3 bench/end_to_end.py $(BUILD)
+
+bench-stream: build
+	/usr/bin/python3 bench/streamed_memory.py $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
