@@ -1,7 +1,7 @@
 #pragma once
 // Tokenizers of the Hugging Face folders rankscope reads, and packing of text into fixed-length samples.
 //
-//   auto tokenizer = load_tokenizer("path/to/model", config);   // vocab.txt (WordPiece) or spiece.model
+//   auto tokenizer = load_tokenizer("path/to/model", config);   // vocab.txt, spiece.model, tokenizer.model or .json
 //   std::vector<int> ids = tokenizer->encode("How old are you?");   // content ids, no special tokens
 //   ModelBatch batch = pack_text(*tokenizer, sentences, 32, 128);   // 32 samples of exactly 128 real tokens
 #include <memory>
@@ -50,8 +50,9 @@ std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& s
 // what is refused): encode() gives the content ids; prefix()/suffix() the post-processor's special tokens (Llama 3:
 // <|begin_of_text|> first; GPT-2: none).
 std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path);
-// The tokenizer of a Hugging Face folder: spiece.model if present, else vocab.txt, else a byte-level BPE
-// tokenizer.json.
+// The tokenizer of a Hugging Face folder: for the Llama family (llama, mistral, qwen2) tokenizer.model if present
+// (SentencePiece as LlamaTokenizer: <s> first unless tokenizer_config.json's add_bos_token is false, </s> last when
+// add_eos_token is true, the text as it is); else spiece.model, else vocab.txt, else a byte-level BPE tokenizer.json.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config);
 
 // Sentences of a UTF-8 text file: for a GLUE-style .tsv with a header naming sentence1/sentence2, those columns;

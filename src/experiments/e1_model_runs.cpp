@@ -66,8 +66,9 @@ std::int64_t available_memory_bytes() {
     return -1;
 }
 
-// Whether `source`'s pretrained weights are read layer by layer.
-bool stream_layers(const ModelSource& source, Streaming stream) {
+// Whether `source`'s weights are read layer by layer (never for init weights; On is checked for them too, so a wrong
+// --stream on fails before any work, but the checkpoint is not opened).
+bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained) {
     const bool can_stream = source.kind == ModelSource::HuggingFace && is_decoder(source.config);
     if (stream == Streaming::Off) return false;
     if (stream == Streaming::On) {
@@ -77,9 +78,9 @@ bool stream_layers(const ModelSource& source, Streaming stream) {
                             (source.kind == ModelSource::HuggingFace ? "a " + source.config.model_type + " model"
                                                                      : std::string("not a Hugging Face folder")),
                         source.argument);
-        return true;
+        return pretrained;
     }
-    if (!can_stream) return false;
+    if (!can_stream || !pretrained) return false;
     const std::int64_t needed = hf_model_float32_bytes(source.directory), available = available_memory_bytes();
     if (available < 0 || needed <= available / 4 * 3) return false;
     fmt::print(stderr, "{}: its weights take {:.1f} GB in float32, more than 3/4 of the {:.1f} GB available: reading "
@@ -96,7 +97,7 @@ std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::s
         throw Error("unknown weights '" + weights + "' (expected pretrained or init)");
     weight_kinds(source, weights);  // a built-in configuration has no pretrained weights
     const bool init = weights == "init";
-    const bool streamed = stream_layers(source, stream);  // checked for init weights too: a wrong --stream on fails early
+    const bool streamed = stream_layers(source, stream, !init);
     switch (source.kind) {
         case ModelSource::UseLite: return init ? make_use_lite_init(source.directory, seed) : load_use_lite(source.directory);
         case ModelSource::BuiltIn: return make_hf_model(source.config, seed);

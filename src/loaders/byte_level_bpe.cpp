@@ -122,7 +122,9 @@ private:
     void read_model(const nlohmann::json& model) {
         if (!model.is_object() || model.value("type", "") != "BPE")
             unsupported("model.type " + (model.is_object() ? model.value("type", std::string("(none)")) : std::string("(none)")));
-        if (model.value("byte_fallback", false)) unsupported("model.byte_fallback = true (Llama 2 / SentencePiece style)");
+        if (model.value("byte_fallback", false))
+            unsupported("model.byte_fallback = true (Llama 2 / SentencePiece style: its tokenizer.model beside "
+                        "config.json is read instead)");
         if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0) unsupported("BPE dropout");
         for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
             if (model.contains(affix) && model[affix].is_string() && !model[affix].get<std::string>().empty())

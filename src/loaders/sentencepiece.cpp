@@ -46,13 +46,23 @@ std::string run_helper(const std::vector<std::string>& arguments, const std::str
     return result.out;
 }
 
+bool is_llama_family(const std::string& model_type) {
+    return model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
+}
+
+// Three framings: ALBERT/BERT-style [CLS] x [SEP]; XLNet x <sep> <cls>; the Llama family's LlamaTokenizer
+// (Llama 2, Mistral): <s> x, with </s> only when tokenizer_config.json's add_eos_token is true, and the text given to
+// SentencePiece as it is (no whitespace collapsing or quote rewriting: those are ALBERT's and XLNet's preprocessing).
 class SentencePiece : public Tokenizer {
 public:
-    SentencePiece(const std::string& path, const std::string& model_type, bool lower_case)
-        : path_(path), xlnet_(model_type == "xlnet"), lower_case_(lower_case) {
+    SentencePiece(const std::string& path, const std::string& model_type, bool lower_case, bool add_bos = true,
+                  bool add_eos = false)
+        : path_(path), xlnet_(model_type == "xlnet"), llama_(is_llama_family(model_type)), lower_case_(lower_case),
+          add_bos_(add_bos), add_eos_(add_eos) {
         if (!std::filesystem::exists(path)) throw Error("cannot open file", path);
-        const std::vector<std::string> specials = xlnet_ ? std::vector<std::string>{"<sep>", "<cls>"}
-                                                         : std::vector<std::string>{"[CLS]", "[SEP]"};
+        const std::vector<std::string> specials = xlnet_   ? std::vector<std::string>{"<sep>", "<cls>"}
+                                                  : llama_ ? std::vector<std::string>{"<s>", "</s>"}
+                                                           : std::vector<std::string>{"[CLS]", "[SEP]"};
         std::stringstream info(run_helper({"info", path, specials[0], specials[1]}, path));
         info >> vocab_size_;
         for (const auto& special : specials) {
@@ -68,6 +78,12 @@ public:
         // As the Hugging Face tokenizers prepare text: collapse whitespace, `` and '' to ", lower-case (ALBERT).
         std::string contents;
         for (const auto& text : texts) {
+            if (llama_) {
+                if (text.find('\n') != std::string::npos || text.find('\r') != std::string::npos)
+                    throw Error("a sentence holds a line break; the SentencePiece helper reads one sentence per line", path_);
+                contents += text + "\n";
+                continue;
+            }
             std::string prepared;
             for (const auto& word : utf8::basic_split_whitespace(text)) prepared += (prepared.empty() ? "" : " ") + word;
             for (const char* quote : {"``", "''"})
@@ -109,17 +125,24 @@ public:
         if (all.size() != texts.size()) throw Error("SentencePiece helper returned a wrong number of lines", path_);
         return all;
     }
-    std::vector<int> prefix() const override { return xlnet_ ? std::vector<int>{} : std::vector<int>{specials_[0]}; }
+    std::vector<int> prefix() const override {
+        if (llama_) return add_bos_ ? std::vector<int>{specials_[0]} : std::vector<int>{};
+        return xlnet_ ? std::vector<int>{} : std::vector<int>{specials_[0]};
+    }
     std::vector<int> suffix() const override {
+        if (llama_) return add_eos_ ? std::vector<int>{specials_[1]} : std::vector<int>{};
         return xlnet_ ? std::vector<int>{specials_[0], specials_[1]} : std::vector<int>{specials_[1]};
     }
-    std::vector<int> suffix_types() const override { return xlnet_ ? std::vector<int>{0, 2} : std::vector<int>{0}; }
+    std::vector<int> suffix_types() const override {
+        if (llama_) return std::vector<int>(suffix().size(), 0);
+        return xlnet_ ? std::vector<int>{0, 2} : std::vector<int>{0};
+    }
     int vocab_size() const override { return vocab_size_; }
     std::string source() const override { return path_; }
 
 private:
     std::string path_;
-    bool xlnet_, lower_case_;
+    bool xlnet_, llama_, lower_case_, add_bos_, add_eos_;
     int vocab_size_ = 0;
     std::vector<int> specials_;
 };
@@ -134,22 +157,34 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, con
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config) {
     const std::filesystem::path folder = directory;
     int lower_case = -1;
+    bool add_bos = true, add_eos = false;  // LlamaTokenizer's defaults
     const auto tokenizer_config = folder / "tokenizer_config.json";
     if (std::filesystem::exists(tokenizer_config)) {
         const auto json = read_json_file(tokenizer_config.string(), "tokenizer_config.json");
-        if (json.is_object() && json.contains("do_lower_case") && !json["do_lower_case"].is_null()) {
-            if (!json["do_lower_case"].is_boolean())
-                throw Error("do_lower_case must be true or false", tokenizer_config.string());
-            lower_case = json["do_lower_case"].get<bool>() ? 1 : 0;
-        }
+        auto flag = [&](const char* key, bool& value) {
+            if (!json.is_object() || !json.contains(key) || json[key].is_null()) return false;
+            if (!json[key].is_boolean()) throw Error(std::string(key) + " must be true or false", tokenizer_config.string());
+            value = json[key].get<bool>();
+            return true;
+        };
+        bool lower = false;
+        if (flag("do_lower_case", lower)) lower_case = lower ? 1 : 0;
+        flag("add_bos_token", add_bos);
+        flag("add_eos_token", add_eos);
     }
+    // The Llama family's SentencePiece file (Llama 2, Mistral) is tokenizer.model; their tokenizer.json beside it is
+    // the same tokenizer in the byte_fallback/Metaspace form, which the byte-level BPE reader refuses.
+    if (is_llama_family(config.model_type) && std::filesystem::exists(folder / "tokenizer.model"))
+        return std::make_unique<SentencePiece>((folder / "tokenizer.model").string(), config.model_type, false, add_bos,
+                                               add_eos);
     if (std::filesystem::exists(folder / "spiece.model"))
         return load_sentencepiece((folder / "spiece.model").string(), config.model_type,
                                   lower_case < 0 ? config.model_type == "albert" : lower_case == 1);
     if (std::filesystem::exists(folder / "vocab.txt")) return load_wordpiece((folder / "vocab.txt").string(), lower_case);
     if (std::filesystem::exists(folder / "tokenizer.json")) return load_byte_level_bpe((folder / "tokenizer.json").string());
-    throw Error("no tokenizer: none of spiece.model, vocab.txt, tokenizer.json (Llama 2's tokenizer.model alone is not "
-                "read; pass token ids with --inputs)",
+    throw Error("no tokenizer: none of spiece.model, vocab.txt, tokenizer.json" +
+                    std::string(is_llama_family(config.model_type) ? ", tokenizer.model" : "") +
+                    " (pass token ids with --inputs)",
                 directory);
 }
 

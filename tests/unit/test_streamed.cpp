@@ -199,6 +199,12 @@ TEST(StreamedDecoder, StreamingChoiceAndFloat32Size) {
     EXPECT_FALSE(make_model(source, "pretrained", 0, Streaming::Off)->streamed());
     EXPECT_FALSE(make_model(source, "pretrained", 0, Streaming::Auto)->streamed());  // a few kB: fits
     EXPECT_FALSE(make_model(source, "init", 0, Streaming::On)->streamed());          // init weights: made in memory
+    // A folder with config.json alone: init weights need no checkpoint, whatever --stream says.
+    TempFolder config_only("streamed-config-only");
+    config_from(config_only.path, kTinyGpt2);
+    const ModelSource no_weights = resolve_model_source(config_only.path.string());
+    EXPECT_FALSE(make_model(no_weights, "init", 0, Streaming::Auto)->streamed());
+    EXPECT_FALSE(make_model(no_weights, "init", 0, Streaming::On)->streamed());
     expect_error([&] { make_model(resolve_model_source("gpt2"), "init", 0, Streaming::On); },
                  "--stream on reads a decoder checkpoint", "gpt2");
     EXPECT_EQ(parse_streaming("auto"), Streaming::Auto);
