@@ -148,6 +148,16 @@ RealModelResult run_real_model_experiment(const ModelSource& source, const Model
 // path), unless allowed.
 void check_real_model_finite(const RealModelResult& result, bool allow_nonfinite);
 
+// ---- decoders: causal vs bidirectional (mask_comparison.cpp) --------------------------------------------------------
+// The rows of a residual.csv that `rankscope model` wrote (its text; '#' lines skipped). Errors name `where`.
+std::vector<ResidualRow> residual_rows_from_csv(const std::string& csv_text, const std::string& where);
+// The same weights run with the causal mask (`causal`) and with --mask bidirectional (`bidirectional`, labels
+// "... (bidirectional)"), compared per weights kind on the SAN variant (Wu et al. 2024: a causal mask slows rank
+// collapse; not in the paper): one check per weights kind (the first layer whose SAN relative residual is below 0.05,
+// causal vs bidirectional), key numbers, and a reading built from them. Throws when no weights kind has a SAN curve of
+// the same depth in both.
+Findings mask_comparison_findings(const std::vector<ResidualRow>& causal, const std::vector<ResidualRow>& bidirectional);
+
 // The tables `rankscope model` writes:
 Table residual_table(const RealModelResult& result);       // residual.csv (norm "composite", center "mean")
 Table path_products_table(const RealModelResult& result);  // paths.csv (layers, heads as "2 5 7")

@@ -55,9 +55,11 @@ bool is_llama_family(const std::string& model_type) {
 // SentencePiece as it is (no whitespace collapsing or quote rewriting: those are ALBERT's and XLNet's preprocessing).
 class SentencePiece : public Tokenizer {
 public:
-    SentencePiece(const std::string& path, const std::string& model_type, bool lower_case, bool add_bos = true,
-                  bool add_eos = false)
-        : path_(path), xlnet_(model_type == "xlnet"), llama_(is_llama_family(model_type)), lower_case_(lower_case),
+    // `llama_framing`: a Llama-family tokenizer.model (LlamaTokenizer's framing); otherwise the encoders' framing by
+    // `model_type` (the built-in configurations' trained models use it for decoders too).
+    SentencePiece(const std::string& path, const std::string& model_type, bool lower_case, bool llama_framing = false,
+                  bool add_bos = true, bool add_eos = false)
+        : path_(path), xlnet_(model_type == "xlnet"), llama_(llama_framing), lower_case_(lower_case),
           add_bos_(add_bos), add_eos_(add_eos) {
         if (!std::filesystem::exists(path)) throw Error("cannot open file", path);
         const std::vector<std::string> specials = xlnet_   ? std::vector<std::string>{"<sep>", "<cls>"}
@@ -175,8 +177,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
     // The Llama family's SentencePiece file (Llama 2, Mistral) is tokenizer.model; their tokenizer.json beside it is
     // the same tokenizer in the byte_fallback/Metaspace form, which the byte-level BPE reader refuses.
     if (is_llama_family(config.model_type) && std::filesystem::exists(folder / "tokenizer.model"))
-        return std::make_unique<SentencePiece>((folder / "tokenizer.model").string(), config.model_type, false, add_bos,
-                                               add_eos);
+        return std::make_unique<SentencePiece>((folder / "tokenizer.model").string(), config.model_type, false, true,
+                                               add_bos, add_eos);
     if (std::filesystem::exists(folder / "spiece.model"))
         return load_sentencepiece((folder / "spiece.model").string(), config.model_type,
                                   lower_case < 0 ? config.model_type == "albert" : lower_case == 1);

@@ -22,6 +22,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from common import RTE, require  # noqa: E402
 
 
+# The default model cell (use-lite) and a decoder, whose causal and bidirectional cells the report compares.
+MODELS = ["--model", "use-lite", "--model", "llama-gqa"]
+
+
 class Reproduce(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -29,7 +33,7 @@ class Reproduce(unittest.TestCase):
         cls.sandbox = tempfile.mkdtemp(prefix="rankscope-reproduce-")
         cls.out = os.path.join(cls.sandbox, "run 'q' $(touch PWNED1) `touch PWNED2`")
         # The model cell's default text is the repository's data/RTE/train.tsv.
-        cls.first = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--out", cls.out],
+        cls.first = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", *MODELS, "--out", cls.out],
                                    capture_output=True, text=True, cwd=cls.sandbox)
         if cls.first.returncode != 0:
             raise AssertionError(cls.first.stdout + cls.first.stderr)
@@ -56,7 +60,7 @@ class Reproduce(unittest.TestCase):
             self.assertIn("variants", json.load(f))
         with open(os.path.join(self.out, "manifest.json")) as f:
             manifest = json.load(f)
-        self.assertEqual(len(manifest["cells"]), 6)
+        self.assertEqual(len(manifest["cells"]), 8)
         self.assertTrue(manifest["complete"])
         self.assertEqual(manifest["status"], "complete")
         # Each cell's manifest lists every output with its size and SHA-256.
@@ -99,7 +103,7 @@ class Reproduce(unittest.TestCase):
         for link in links:
             self.assertTrue(os.path.exists(os.path.join(self.out, link)), link)
         self.assertNotRegex(html, r'(src|href)="https?://')  # works offline
-        self.assertEqual(html.count("<svg"), 9)
+        self.assertEqual(html.count("<svg"), 13)  # 9, and residual + paths of the two llama-gqa cells
         self.assertIn("measured here", html)  # the tables of key numbers
 
     def test_report_words_come_from_the_findings(self):
@@ -118,7 +122,8 @@ class Reproduce(unittest.TestCase):
             # The report's opening table quotes each check as the cell measured it.
             self.assertIn(html_module.escape(row["measured"]), page, row["measured"])
             cells.add(row["cell"])
-        self.assertEqual(cells, {"theory", "e6_path_counts", "e1_use-lite", "e3_circle", "e4_sort", "e5_width_depth_sort"})
+        self.assertEqual(cells, {"theory", "e6_path_counts", "e1_use-lite", "e1_llama-gqa", "e1_llama-gqa_bidirectional",
+                                 "e3_circle", "e4_sort", "e5_width_depth_sort"})
         # Every cell's reading in the report is the one its findings.json holds (generated from its numbers).
         for cell in cells:
             with open(os.path.join(self.out, cell, "findings.json")) as f:
@@ -131,11 +136,34 @@ class Reproduce(unittest.TestCase):
         self.assertIn("e4_hull: skipped", page)
         self.assertLess(page.index('id="verdicts"'), page.index('id="theory"'))
 
+    def test_decoder_cells_are_compared_causal_vs_bidirectional(self):
+        # The verdict recomputed here from the two cells' residual.csv: the first layer whose SAN relative residual is
+        # below 0.05, causal against bidirectional.
+        def first_collapse(cell, variant):
+            with open(os.path.join(self.out, cell, "residual.csv")) as f:
+                rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))
+                        if r["variant"] == variant and r["weights"] == "init"]
+            values = {int(r["layer"]): float(r["mean"]) for r in rows}
+            self.assertEqual(sorted(values), list(range(13)))
+            return next((l for l in range(1, 13) if values[l] < 0.05), None), values
+        causal, _ = first_collapse("e1_llama-gqa", "SAN")
+        bidirectional, _ = first_collapse("e1_llama-gqa_bidirectional", "SAN (bidirectional)")
+        expected = "not comparable at these settings" if causal is None and bidirectional is None else \
+            "reproduced" if bidirectional is not None and (causal is None or causal > bidirectional) else "not reproduced"
+        with open(os.path.join(self.out, "verdicts.csv")) as f:
+            rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))
+                    if r["claim"].startswith("Causal mask slows rank collapse")]
+        self.assertEqual([r["cell"] for r in rows], ["e1_llama-gqa_bidirectional"])
+        self.assertEqual(rows[0]["verdict"], expected, rows[0])
+        with open(os.path.join(self.out, "report.html")) as f:
+            page = f.read()
+        self.assertIn("Compared with the causal cell e1_llama-gqa: Same init weights, causal vs bidirectional mask", page)
+
     def test_second_run_reuses_cells(self):
-        again = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--out", self.out],
+        again = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", *MODELS, "--out", self.out],
                                capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."))
         self.assertEqual(again.returncode, 0, again.stderr)
-        self.assertEqual(again.stdout.count("reused"), 6, again.stdout)
+        self.assertEqual(again.stdout.count("reused"), 8, again.stdout)
         with open(os.path.join(self.out, "manifest.json")) as f:
             manifest = json.load(f)
         self.assertTrue(all(c["status"] == "reused" for c in manifest["cells"]), manifest["cells"])
@@ -152,13 +180,13 @@ class Reproduce(unittest.TestCase):
             byte = f.read(1)
             f.seek(-1, os.SEEK_CUR)
             f.write(b"7" if byte != b"7" else b"3")
-        again = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--out", self.out],
+        again = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", *MODELS, "--out", self.out],
                                capture_output=True, text=True, cwd=self.sandbox)
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertIn("recomputing theory: theory.csv has", again.stderr)
         self.assertIn("recomputing e6_path_counts: path_counts.json was deleted", again.stderr)
         self.assertIn("recomputing e3_circle: circle_trajectories.csv changed", again.stderr)
-        self.assertEqual(again.stdout.count("reused"), 3, again.stdout)
+        self.assertEqual(again.stdout.count("reused"), 5, again.stdout)
         self.assertEqual(len(read_rows(theory_csv)), 12 * 2 * 9)  # complete again: 12 variants x 2 seeds x 9 layers
         self.assertTrue(os.path.exists(os.path.join(self.out, "e6_path_counts", "path_counts.json")))
 

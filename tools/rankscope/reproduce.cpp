@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/file_hash.hpp"
@@ -40,6 +41,7 @@ struct Cell {
     std::vector<std::string> arguments;  // after the program name; --out is appended
     std::vector<std::string> figures;
     std::vector<std::string> data;
+    std::string causal_cell;  // decoders' bidirectional cell: the cell with the same weights and the causal mask
 };
 
 // One cell's state in this run: pending, reused, running, ran, failed, interrupted.
@@ -124,6 +126,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
             bidirectional.name += "_bidirectional";
             bidirectional.title += ", bidirectional mask";
             bidirectional.arguments.insert(bidirectional.arguments.end(), {"--mask", "bidirectional"});
+            bidirectional.causal_cell = cell.name;  // the report compares the two (mask_comparison_findings)
             cells.push_back(cell);
             cells.push_back(bidirectional);
             continue;
@@ -403,6 +406,26 @@ a{color:#1b6e9e}
         if (!has_results) continue;
         findings[c] = cell_findings(out / cells[c].name);
         if (!findings[c]) continue;
+        // A decoder's bidirectional cell beside its causal one: their comparison joins this cell's findings.
+        const auto causal = std::find_if(cells.begin(), cells.end(), [&](const Cell& other) {
+            return !cells[c].causal_cell.empty() && other.name == cells[c].causal_cell;
+        });
+        const std::size_t k = static_cast<std::size_t>(causal - cells.begin());
+        if (causal != cells.end() && k < states.size() && (states[k].status == "ran" || states[k].status == "reused")) {
+            try {
+                const auto read_rows = [&](const std::string& cell) {
+                    const auto path = out / cell / "residual.csv";
+                    return residual_rows_from_csv(read_text(path), path.string());
+                };
+                const Findings comparison = mask_comparison_findings(read_rows(cells[k].name), read_rows(cells[c].name));
+                Findings& f = *findings[c];
+                f.checks.insert(f.checks.end(), comparison.checks.begin(), comparison.checks.end());
+                f.key_numbers.insert(f.key_numbers.end(), comparison.key_numbers.begin(), comparison.key_numbers.end());
+                f.reading += " Compared with the causal cell " + cells[k].name + ": " + comparison.reading;
+            } catch (const Error& error) {
+                findings[c]->notes.push_back("No causal vs bidirectional comparison: " + error.one_line());
+            }
+        }
         for (const auto& check : findings[c]->checks) {
             all_checks.emplace_back(cells[c].name, check);
             ++counts[static_cast<int>(check.verdict)];
