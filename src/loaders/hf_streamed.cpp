@@ -52,8 +52,7 @@ public:
         return rows.view(shape).to(device_);
     }
 
-    std::shared_ptr<torch::nn::Module> layer(int l, models::Linears& linear) override {
-        linear.clear();  // the previous layer's converted weights: freed, and their addresses may be reused
+    std::shared_ptr<torch::nn::Module> layer(int l) override {
         if (l == 0) progress_ = std::make_unique<Progress>("layers (streamed)", config_.layers);
         auto module = layout_.make_layer(config_);
         for (auto& item : module->named_parameters()) {

@@ -100,7 +100,7 @@ at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const Model
         const at::Tensor projected = record(recorder, block_hook(l, "hook_attn_out"), linear(attention.dense, result.context));
         const at::Tensor a = layer_norm(attention.LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
         if (!surgery.remove_mlp)
-            h = layer_norm(layer.full_layer_layer_norm, linear(layer.ffn_output, activation(c.activation, linear(layer.ffn, a))) + a, surgery);
+            h = layer_norm(layer.full_layer_layer_norm, linear(layer.ffn_output, activation_in_place(c.activation, linear(layer.ffn, a))) + a, surgery);
         else if (surgery.official_compat)
             h = layer_norm(layer.full_layer_layer_norm, activation(c.activation, a) + a, surgery);
         else

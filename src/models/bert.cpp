@@ -121,7 +121,7 @@ at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatc
         const at::Tensor a = layer_norm(layer.attention->output->LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
         h = surgery.remove_mlp
                 ? a
-                : layer_norm(layer.output->LayerNorm, linear(layer.output->dense, activation(c.activation, linear(layer.intermediate->dense, a))) + a, surgery);
+                : layer_norm(layer.output->LayerNorm, linear(layer.output->dense, activation_in_place(c.activation, linear(layer.intermediate->dense, a))) + a, surgery);
         record(recorder, block_hook(l, "hook_resid_post"), h);
     }
     return h;

@@ -1,6 +1,7 @@
 #include "models/common.hpp"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "rankscope/error.hpp"
 
@@ -15,6 +16,13 @@ at::Tensor activation(const std::string& name, const at::Tensor& x) {
     throw Error("unsupported activation '" + name + "' (expected gelu, gelu_new, relu or silu)");
 }
 
+at::Tensor activation_in_place(const std::string& name, at::Tensor x) {
+    if (name == "gelu") return at::gelu_(x);
+    if (name == "relu") return at::relu_(x);
+    if (name == "silu") return at::silu_(x);
+    return activation(name, x);  // gelu_new: a chain of operators, computed out of place
+}
+
 at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dtype) {
     const double lowest = dtype == at::kDouble ? std::numeric_limits<double>::lowest() : std::numeric_limits<float>::lowest();
     return ((1.0 - attention_mask.to(dtype)) * lowest).unsqueeze(1).unsqueeze(2);
@@ -24,9 +32,11 @@ AttentionResult multi_head_attention(const at::Tensor& query, const at::Tensor& 
                                      const at::Tensor& additive_mask) {
     const auto B = query.size(0), n = query.size(1), d = query.size(2), head_size = d / heads;
     auto split = [&](const at::Tensor& x) { return x.view({B, n, heads, head_size}).transpose(1, 2); };  // [B, H, n, k]
-    const at::Tensor scores = torch::matmul(split(query), split(key).transpose(-1, -2)) / std::sqrt(double(head_size));
+    // In place on the fresh score tensor (the same values as out of place; one [B, H, n, n] buffer instead of three).
+    at::Tensor scores = torch::matmul(split(query), split(key).transpose(-1, -2));
+    scores.div_(std::sqrt(double(head_size))).add_(additive_mask);
     AttentionResult result;
-    result.pattern = torch::softmax(scores + additive_mask, -1);
+    result.pattern = torch::softmax(scores, -1);
     result.context = torch::matmul(result.pattern, split(value)).transpose(1, 2).reshape({B, n, d});
     return result;
 }
@@ -81,7 +91,11 @@ std::string to_string(LayerNormSurgery surgery) {
 
 namespace rankscope {
 namespace {
-bool linear_fast_path = true;
+// RANKSCOPE_LINEAR_FAST_PATH=0 starts with the reference path (for benchmarks: bench/end_to_end.py measures both).
+bool linear_fast_path = [] {
+    const char* value = std::getenv("RANKSCOPE_LINEAR_FAST_PATH");
+    return !(value && std::string(value) == "0");
+}();
 }  // namespace
 
 void set_linear_fast_path(bool enabled) { linear_fast_path = enabled; }
@@ -93,15 +107,10 @@ at::Tensor Linears::operator()(const at::Tensor& x, const at::Tensor& weight, co
     const bool fast = linear_fast_path && at::hasMKLDNN() && x.scalar_type() == at::kFloat &&
                       weight.scalar_type() == at::kFloat && x.device().is_cpu() && !autograd;
     if (!fast) return at::linear(x, weight, bias);
-    Converted& converted = converted_[weight.unsafeGetTensorImpl()];
-    if (!converted.weight.defined() || converted.version != weight._version()) {
-        converted.weight = weight.contiguous().to_mkldnn();
-        converted.version = weight._version();
-    }
     std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape.back() = weight.size(0);
     const at::Tensor rows = x.reshape({-1, x.size(-1)}).contiguous();
-    return at::mkldnn_linear(rows.to_mkldnn(), converted.weight, bias).to_dense().view(shape);
+    return at::mkldnn_linear(rows.to_mkldnn(), weight.contiguous().to_mkldnn(), bias).to_dense().view(shape);
 }
 
 }  // namespace models

@@ -2,7 +2,6 @@
 // Pieces shared by the architecture files: activations by config name, the attention mask, and initialisation.
 #include <torch/torch.h>
 
-#include <unordered_map>
 
 #include "rankscope/models.hpp"
 
@@ -10,6 +9,9 @@ namespace rankscope::models {
 
 // "gelu" = x Φ(x) (erf), "gelu_new" = tanh approximation, "relu", "silu" = x σ(x).
 at::Tensor activation(const std::string& name, const at::Tensor& x);
+// The same on a temporary the caller no longer needs, in place where one operator does it (gelu, relu, silu): the
+// same values, one buffer fewer at the MLP's widest point.
+at::Tensor activation_in_place(const std::string& name, at::Tensor x);
 
 // Additive mask [B, 1, 1, n]: 0 for real tokens, the dtype's lowest value for padding (Hugging Face's extended mask).
 at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dtype);
@@ -33,23 +35,16 @@ inline at::Tensor layer_norm(const torch::nn::LayerNorm& module, const at::Tenso
     return layer_norm(x, module->weight, module->bias, module->options.eps(), surgery);
 }
 
-// y = x Wᵀ + b for the layers of one model. Fast path (LIBTORCH.md: ~1.6× on BERT-base's GEMMs): oneDNN, with each
-// weight converted once to oneDNN's layout and cached by tensor identity and version (a changed weight is converted
-// again). Taken for float32 CPU tensors outside autograd when libtorch has oneDNN and set_linear_fast_path(true) (the
-// default); otherwise the reference, at::linear. The two agree to ~4e-6 relative (tests/unit/test_models.cpp).
+// y = x Wᵀ + b for the layers of one model. Fast path (LIBTORCH.md: ~1.6× on BERT-base's GEMMs): oneDNN, the weight
+// converted to oneDNN's layout at each call. Nothing is cached: a cache of every converted weight cost ~240 MB of peak
+// memory on the BERT-base E1 grid and saved no measurable time (the conversion is a copy, the product it feeds is
+// ~100× more work; docs/performance.md). Taken for float32 CPU tensors outside autograd when libtorch has oneDNN and
+// set_linear_fast_path(true) (the default, or RANKSCOPE_LINEAR_FAST_PATH=0 in the environment for false); otherwise
+// the reference, at::linear. The two agree to ~4e-6 relative (tests/unit/test_models.cpp).
 class Linears {
 public:
     at::Tensor operator()(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
     at::Tensor operator()(const torch::nn::Linear& layer, const at::Tensor& x) { return (*this)(x, layer->weight, layer->bias); }
-    // Drops the converted weights (after the parameters moved: Module::to keeps their identity).
-    void clear() { converted_.clear(); }
-
-private:
-    struct Converted {
-        std::int64_t version = -1;
-        at::Tensor weight;
-    };
-    std::unordered_map<const void*, Converted> converted_;
 };
 
 // Wraps a torch module as an EncoderModel.
@@ -70,7 +65,6 @@ public:
     }
     void to(const at::Device& device) override {
         module_->to(device);
-        linears_.clear();
         device_ = device;
     }
     at::Device device() const override { return device_; }

@@ -60,9 +60,8 @@ public:
     virtual ~LayerSource() = default;
     // The token embedding's rows for `ids` [B, n] → [B, n, d] float32 on the model's device.
     virtual at::Tensor token_embedding(const at::Tensor& ids) = 0;
-    // Layer l ready to run. `linear`'s converted-weight cache is keyed by tensor identity: a streamed source clears
-    // it before handing out a new layer (whose tensors may reuse a freed layer's addresses).
-    virtual std::shared_ptr<torch::nn::Module> layer(int l, Linears& linear) = 0;
+    // Layer l ready to run (streamed: read from the checkpoint; the caller drops it when every surgery has passed).
+    virtual std::shared_ptr<torch::nn::Module> layer(int l) = 0;
     // Where layers and rows are to be put from now on.
     virtual void to(const at::Device&) {}
 };
@@ -73,7 +72,7 @@ public:
     ModuleLayers(torch::nn::ModuleList layers, torch::nn::Embedding embedding)
         : layers_(std::move(layers)), embedding_(std::move(embedding)) {}
     at::Tensor token_embedding(const at::Tensor& ids) override { return embedding_(ids); }
-    std::shared_ptr<torch::nn::Module> layer(int l, Linears&) override { return layers_[static_cast<std::size_t>(l)]; }
+    std::shared_ptr<torch::nn::Module> layer(int l) override { return layers_[static_cast<std::size_t>(l)]; }
 
 private:
     torch::nn::ModuleList layers_;

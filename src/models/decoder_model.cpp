@@ -50,7 +50,6 @@ std::vector<std::pair<std::string, at::Tensor>> DecoderModel::parameters() {
 void DecoderModel::to(const at::Device& device) {
     module_->to(device);
     source_->to(device);
-    linears_.clear();
     device_ = device;
 }
 

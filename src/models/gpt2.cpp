@@ -84,7 +84,7 @@ std::vector<at::Tensor> gpt2_forward(torch::nn::Module& top, const HfConfig& c, 
         allowed[s] = attention_allowed(mask, surgeries[s].bidirectional, 0);  // [B, 1, n, n]
     }
     for (int l = 0; l < c.layers; ++l) {
-        const auto layer = source.layer(l, linear);  // (GPT-2's Conv1D layers do not use `linear`)
+        const auto layer = source.layer(l);  // (GPT-2's Conv1D layers do not use `linear`)
         auto& block = dynamic_cast<GPT2BlockImpl&>(*layer);
         for (std::size_t s = 0; s < S; ++s) {
             const Surgery& surgery = surgeries[s];

@@ -91,7 +91,7 @@ std::vector<at::Tensor> llama_forward(torch::nn::Module& top, const HfConfig& c,
         in_window[s] = windowed ? attention_allowed(mask, false, c.sliding_window) : full_causal[s];
     }
     for (int l = 0; l < c.layers; ++l) {
-        const auto fetched = source.layer(l, linear);
+        const auto fetched = source.layer(l);
         auto& layer = dynamic_cast<LlamaDecoderLayerImpl&>(*fetched);
         auto& attn = *layer.self_attn;
         auto& mlp = *layer.mlp;
@@ -111,7 +111,7 @@ std::vector<at::Tensor> llama_forward(torch::nn::Module& top, const HfConfig& c,
                 x[s] = h;
             } else {
                 const at::Tensor u = norm(layer.post_attention_layernorm, h, surgery);
-                x[s] = h + linear(mlp.down_proj, activation(c.activation, linear(mlp.gate_proj, u)) * linear(mlp.up_proj, u));
+                x[s] = h + linear(mlp.down_proj, activation_in_place(c.activation, linear(mlp.gate_proj, u)).mul_(linear(mlp.up_proj, u)));
             }
             record(recorder, block_hook(l, "hook_resid_post"), x[s]);
         }

@@ -116,7 +116,7 @@ at::Tensor xlnet_forward(XLNetModelImpl& model, const HfConfig& c, const ModelBa
             h = after_attention;
         } else {
             auto& ff = *layer.ff;
-            h = models::layer_norm(ff.layer_norm, linear(ff.layer_2, activation(c.activation, linear(ff.layer_1, after_attention))) + after_attention, surgery);
+            h = models::layer_norm(ff.layer_norm, linear(ff.layer_2, activation_in_place(c.activation, linear(ff.layer_1, after_attention))) + after_attention, surgery);
         }
         record(recorder, block_hook(l, "hook_resid_post"), h);
     }
