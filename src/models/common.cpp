@@ -37,6 +37,7 @@ AttentionResult multi_head_attention(const at::Tensor& query, const at::Tensor& 
     scores.div_(std::sqrt(double(head_size))).add_(additive_mask);
     AttentionResult result;
     result.pattern = torch::softmax(scores, -1);
+    scores.reset();  // freed before the context product, the attention's widest point
     result.context = torch::matmul(result.pattern, split(value)).transpose(1, 2).reshape({B, n, d});
     return result;
 }
