@@ -76,10 +76,17 @@ at::Tensor AttentionImpl::forward_head(const at::Tensor& x, int head, const at::
 }
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, Recorder* recorder, int layer, const at::Tensor& key_bias) {
-    const at::Tensor p = record(recorder, block_hook(layer, "attn.hook_pattern"), pattern(x, key_bias));  // [B, H, n, n]
-    const at::Tensor value = torch::einsum("bnd,hdv->bhnv", {x, W_V}) + b_V.unsqueeze(1);     // [B, H, n, v]
-    const at::Tensor z = torch::matmul(p, value);                                                // [B, H, n, v]
-    return torch::einsum("bhnv,hvd->bnd", {z, W_O}) + b_O;                                     // [B, n, d]
+    // Packed: q | k | v of every head from one product, [B·n, d] × [d, H·(2k + v)] (the same numbers as pattern()'s
+    // and the per-head einsums; fewer operators per step, which is what limits training speed at these sizes).
+    const auto B = x.size(0), n = x.size(1), d = x.size(2), H = W_Q.size(0), k = W_Q.size(2), v = W_V.size(2);
+    const at::Tensor weight = torch::cat({W_Q, W_K, W_V}, -1).permute({1, 0, 2}).reshape({d, H * (2 * k + v)});
+    const at::Tensor bias = torch::cat({b_Q, b_K, b_V}, -1).reshape({H * (2 * k + v)});
+    const at::Tensor qkv = torch::addmm(bias, x.reshape({B * n, d}), weight).view({B, n, H, 2 * k + v}).permute({0, 2, 1, 3});
+    at::Tensor scores = torch::matmul(qkv.narrow(-1, 0, k), qkv.narrow(-1, k, k).transpose(-1, -2)) / std::sqrt(double(d_qk));
+    if (key_bias.defined()) scores = scores + key_bias;
+    const at::Tensor p = record(recorder, block_hook(layer, "attn.hook_pattern"), torch::softmax(scores, -1));  // [B, H, n, n]
+    const at::Tensor z = torch::matmul(p, qkv.narrow(-1, 2 * k, v));                                   // [B, H, n, v]
+    return torch::addmm(b_O, z.permute({0, 2, 1, 3}).reshape({B * n, H * v}), W_O.reshape({H * v, d})).view({B, n, d});
 }
 
 at::Tensor AttentionImpl::value_output_product() { return torch::matmul(W_V, W_O); }
@@ -118,7 +125,9 @@ at::Tensor NormLayerImpl::forward(const at::Tensor& x) {
         const at::Tensor var = (x - mean).pow(2).mean({-2, -1}, true);
         return (x - mean) / torch::sqrt(var + eps) * w + b;
     }
-    return plain_layer_norm(x, eps) * w + b;
+    // ATen's fused layer_norm (one operator forward, one backward: training's per-step operator count is what limits
+    // its speed, docs/performance.md); plain_layer_norm(x) * w + b is the reference it is tested against.
+    return at::layer_norm(x, {x.size(-1)}, w, b, eps);
 }
 
 BlockImpl::BlockImpl(const SanConfig& c, const BlockConfig& block) : config(block) {

@@ -90,7 +90,19 @@ TEST(San, LayerNormMatchesATenAndAffineKeepsIdenticalRows) {
     true_norm->w.normal_();
     true_norm->b.normal_();
     const at::Tensor x = torch::randn({2, 4, 6});
-    EXPECT_TRUE(torch::allclose(true_norm->forward(x), torch::layer_norm(x, {6}, true_norm->w, true_norm->b, 1e-5), 1e-5, 1e-6));
+    // The fused operator against the written-out formula, in float32 and float64, with gradients.
+    EXPECT_TRUE(torch::allclose(true_norm->forward(x), plain_layer_norm(x, 1e-5) * true_norm->w + true_norm->b, 1e-5, 1e-6));
+    {
+        torch::AutoGradMode grad(true);
+        NormLayer wide(6, LayerNormKind::Pre);
+        wide->to(torch::kDouble);
+        const at::Tensor input = torch::randn({3, 5, 6}, torch::kDouble).requires_grad_();
+        const at::Tensor weights = torch::randn({3, 5, 6}, torch::kDouble);
+        const auto fused = torch::autograd::grad({(wide->forward(input) * weights).sum()}, {input, wide->w});
+        const auto written = torch::autograd::grad({((plain_layer_norm(input, 1e-5) * wide->w + wide->b) * weights).sum()},
+                                                   {input, wide->w});
+        for (std::size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(torch::allclose(fused[i], written[i], 1e-10, 1e-12)) << i;
+    }
     NormLayer affine(6, LayerNormKind::Affine);
     const at::Tensor identical = torch::randn({1, 1, 6}).expand({1, 4, 6}).contiguous();
     const at::Tensor y = affine->forward(identical);
@@ -229,4 +241,35 @@ TEST(Theory, FittedExponentRecoversACubicRecursion) {
     for (int l = 0; l < 5; ++l) rows[l].relative_residual = std::exp(-0.5 * std::pow(3.0, l));
     rows.resize(4);
     EXPECT_NEAR(fitted_collapse_rate(rows), std::log(3.0), 1e-9);
+}
+
+// The packed q|k|v forward (one product for every head) against the per-head einsums it replaced, written here, and
+// against pattern(): float64 to round-off, float32 to 1e-5; with d_qk != d_v, biases and a key mask.
+TEST(San, PackedAttentionEqualsThePerHeadEinsums) {
+    for (auto dtype : {torch::kDouble, torch::kFloat}) {
+        SanConfig c = small_config(1, 3, false, true);
+        c.d_qk = 5;
+        c.d_v = 7;
+        torch::manual_seed(21);
+        Attention attention(c);
+        attention->to(dtype);
+        {
+            torch::NoGradGuard no_grad;
+            for (auto& p : attention->parameters()) p.normal_(0.0, 0.5);
+        }
+        const at::Tensor x = torch::randn({2, 6, c.d_model}, torch::TensorOptions().dtype(dtype));
+        at::Tensor key_bias = torch::zeros({2, 1, 1, 6}, x.options());
+        key_bias.index_put_({1, 0, 0, 0}, -1e9);
+        Recorder recorder;
+        const at::Tensor got = attention->forward(x, &recorder, 0, key_bias);
+        const at::Tensor q = torch::einsum("bnd,hdk->bhnk", {x, attention->W_Q}) + attention->b_Q.unsqueeze(1);
+        const at::Tensor k = torch::einsum("bnd,hdk->bhnk", {x, attention->W_K}) + attention->b_K.unsqueeze(1);
+        const at::Tensor p = torch::softmax(torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(5.0) + key_bias, -1);
+        const at::Tensor value = torch::einsum("bnd,hdv->bhnv", {x, attention->W_V}) + attention->b_V.unsqueeze(1);
+        const at::Tensor expected = torch::einsum("bhnv,hvd->bnd", {torch::matmul(p, value), attention->W_O}) + attention->b_O;
+        const double rtol = dtype == torch::kDouble ? 1e-12 : 1e-5, atol = dtype == torch::kDouble ? 1e-13 : 1e-6;
+        EXPECT_TRUE(torch::allclose(got, expected, rtol, atol)) << (got - expected).abs().max().item<double>();
+        EXPECT_TRUE(torch::allclose(recorder.get("blocks.0.attn.hook_pattern"), p, rtol, atol));
+        EXPECT_TRUE(torch::allclose(attention->pattern(x, key_bias), p, rtol, atol));
+    }
 }
