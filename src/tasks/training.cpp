@@ -4,6 +4,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <optional>
 #include <fstream>
 #include <algorithm>
 #include <iterator>
@@ -20,6 +23,53 @@
 
 namespace rankscope {
 namespace {
+
+// The trainable parameters as views of one flat tensor, and their gradients as views of one flat gradient, so that
+// libtorch's Adam runs its dozen operators once per step instead of once per parameter tensor (the task models have
+// ~60 small tensors; at these sizes operators, not arithmetic, decide the speed). Adam is elementwise, so the
+// updates are the same numbers as over the separate tensors, provided every parameter gets a gradient at every step
+// (else Adam would skip it there): checked after the first backward pass, before the first step; the task models
+// use every parameter in every forward. Backward accumulates into the gradient views in place (AccumulateGrad adds
+// into a defined gradient outside grad mode), and zero_grad() zeroes the flat gradient.
+struct FlatTrainable {
+    at::Tensor values, gradients;
+    // All on one device and dtype, dense, each with a gradient from the first backward pass.
+    static bool possible(const std::vector<at::Tensor>& parameters) {
+        if (parameters.empty()) return false;
+        for (const auto& p : parameters)
+            if (!p.grad().defined() || p.grad().is_sparse() || p.scalar_type() != parameters.front().scalar_type() ||
+                p.device() != parameters.front().device())
+                return false;
+        return true;
+    }
+    explicit FlatTrainable(const std::vector<at::Tensor>& parameters) {
+        std::int64_t total = 0;
+        for (const auto& p : parameters) total += p.numel();
+        const auto options = parameters.front().options().requires_grad(false);
+        values = torch::empty({total}, options);
+        gradients = torch::empty({total}, options);
+        torch::NoGradGuard no_grad;
+        std::int64_t offset = 0;
+        for (const auto& p : parameters) {
+            const std::int64_t n = p.numel();
+            at::Tensor value = values.narrow(0, offset, n), gradient = gradients.narrow(0, offset, n);
+            value.copy_(p.detach().reshape(-1));
+            gradient.copy_(p.grad().reshape(-1));
+            at::Tensor parameter = p;  // the same Parameter: its data and gradient become views of the flat tensors
+            parameter.set_data(value.view(p.sizes()));
+            parameter.mutable_grad() = gradient.view(p.sizes());
+            offset += n;
+        }
+        values.mutable_grad() = gradients;
+    }
+};
+
+// RANKSCOPE_FLAT_ADAM=0 keeps Adam over the separate tensors (for the test that compares the two, and benchmarks).
+bool flat_adam_enabled() {
+    const char* value = std::getenv("RANKSCOPE_FLAT_ADAM");
+    return !(value && std::string(value) == "0");
+}
+
 
 std::uint64_t fnv1a(const std::string& bytes, std::uint64_t hash = 1469598103934665603ULL) {
     for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ULL;
@@ -257,8 +307,15 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
         SingleThread() { at::set_num_threads(1); }
         ~SingleThread() { at::set_num_threads(previous); }
     } single_thread;
-    torch::optim::Adam optimizer(model->parameters(),
-                                 torch::optim::AdamOptions(settings.learning_rate).weight_decay(settings.weight_decay));
+    // The optimiser is made after the first backward pass (see FlatTrainable): libtorch's Adam, over one flat tensor
+    // when every trainable parameter has a gradient then, else over the parameters themselves.
+    std::optional<FlatTrainable> flat;
+    std::unique_ptr<torch::optim::Adam> optimizer;
+    double learning_rate = settings.learning_rate;
+    auto set_learning_rate = [&] {
+        for (auto& group : optimizer->param_groups())
+            static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate);
+    };
     const std::int64_t count = data.train.size(), batch = settings.batch_size;
     const long batches = static_cast<long>((count + batch - 1) / batch);
     Progress progress(settings.task, static_cast<long>(settings.epochs) * batches);
@@ -271,11 +328,10 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
     const TaskBatch train_on_device = data.classes == 0 && settings.target_mse > 0 ? data.train.to(device) : TaskBatch{};
     const auto start = std::chrono::steady_clock::now();
     for (int epoch = 1; epoch <= settings.epochs; ++epoch) {
-        double learning_rate = settings.learning_rate;
+        learning_rate = settings.learning_rate;
         if (settings.lr_schedule == "cosine")
             learning_rate = 0.5 * settings.learning_rate * (1 + std::cos(M_PI * (epoch - 1) / std::max(1, settings.epochs)));
-        for (auto& group : optimizer.param_groups())
-            static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate);
+        if (optimizer) set_learning_rate();
         if (settings.shuffle) std::shuffle(order.begin(), order.end(), order_rng);
         const at::Tensor order_tensor = torch::tensor(order, torch::kLong);
         double loss_sum = 0, metric_sum = 0, weight_sum = 0;
@@ -314,9 +370,22 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
                                         static_cast<long>(settings.epochs) * batches, settings.learning_rate),
                             settings.task + " " + (settings.skip ? "" : "no-skip ") + (settings.mlp ? "mlp " : "") +
                                 fmt::format("L={} d={}", settings.layers, settings.d_model));
-            optimizer.zero_grad();
+            if (optimizer) optimizer->zero_grad();
             loss.backward();
-            optimizer.step();
+            if (!optimizer) {
+                const auto options = torch::optim::AdamOptions(settings.learning_rate).weight_decay(settings.weight_decay);
+                std::vector<at::Tensor> trainable;
+                for (const auto& parameter : model->parameters())
+                    if (parameter.requires_grad()) trainable.push_back(parameter);
+                if (flat_adam_enabled() && FlatTrainable::possible(trainable)) {
+                    flat.emplace(trainable);
+                    optimizer = std::make_unique<torch::optim::Adam>(std::vector<at::Tensor>{flat->values}, options);
+                } else {
+                    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), options);
+                }
+                set_learning_rate();
+            }
+            optimizer->step();
             const double weight = static_cast<double>(part.size());
             loss_sum += loss_value * weight, metric_sum += metric * weight, weight_sum += weight;
             progress.advance();
