@@ -34,7 +34,8 @@ class StreamedLayers : public models::LayerSource {
 public:
     StreamedLayers(std::shared_ptr<const HfCheckpoint> weights, std::string prefix, HfConfig config,
                    const models::DecoderLayout& layout)
-        : weights_(std::move(weights)), prefix_(std::move(prefix)), config_(std::move(config)), layout_(layout) {}
+        : weights_(std::move(weights)), prefix_(std::move(prefix)), config_(std::move(config)), layout_(layout),
+          module_(layout_.make_layer(config_)) {}
 
     std::string layer_name(int l, const std::string& name) const {
         return prefix_ + layout_.layer_list + "." + std::to_string(l) + "." + name;
@@ -52,20 +53,24 @@ public:
         return rows.view(shape).to(device_);
     }
 
+    // One layer module, made when the model is opened (its constructor's random init runs then, so no forward draws
+    // from the global generator) and refilled for each layer: the caller is done with layer l - 1 when it asks for
+    // layer l (layer-major forward).
     std::shared_ptr<torch::nn::Module> layer(int l) override {
         if (l == 0) progress_ = std::make_unique<Progress>("layers (streamed)", config_.layers);
-        auto module = layout_.make_layer(config_);
-        for (auto& item : module->named_parameters()) {
+        for (auto& item : module_->named_parameters()) {
             at::Tensor parameter = item.value();
-            detail::load_parameter(*weights_, layer_name(l, item.key()), parameter);
+            detail::load_parameter(*weights_, layer_name(l, item.key()), parameter);  // converted, checked, copied
         }
-        module->to(device_);
         progress_->advance();
         if (l + 1 == config_.layers) progress_.reset();
-        return module;
+        return module_;
     }
 
-    void to(const at::Device& device) override { device_ = device; }
+    void to(const at::Device& device) override {
+        device_ = device;
+        module_->to(device);
+    }
 
 private:
     std::shared_ptr<const HfCheckpoint> weights_;
@@ -74,6 +79,7 @@ private:
     const models::DecoderLayout& layout_;
     at::Device device_ = at::kCPU;
     std::unique_ptr<Progress> progress_;
+    std::shared_ptr<torch::nn::Module> module_;  // after layout_ and config_: made from them
 };
 
 }  // namespace

@@ -171,8 +171,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
         };
         bool lower = false;
         if (flag("do_lower_case", lower)) lower_case = lower ? 1 : 0;
-        flag("add_bos_token", add_bos);
-        flag("add_eos_token", add_eos);
+        if (is_llama_family(config.model_type)) {  // read (and checked) only where they are used
+            flag("add_bos_token", add_bos);
+            flag("add_eos_token", add_eos);
+        }
     }
     // The Llama family's SentencePiece file (Llama 2, Mistral) is tokenizer.model; their tokenizer.json beside it is
     // the same tokenizer in the byte_fallback/Metaspace form, which the byte-level BPE reader refuses.

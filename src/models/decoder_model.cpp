@@ -34,6 +34,7 @@ at::Tensor DecoderModel::forward(const ModelBatch& batch, const Surgery& surgery
 std::vector<at::Tensor> DecoderModel::forward_all(const ModelBatch& batch, const std::vector<Surgery>& surgeries,
                                                   const std::vector<Recorder*>& recorders) {
     if (recorders.size() != surgeries.size()) throw Error("forward_all: one recorder (or null) per surgery");
+    if (surgeries.empty()) return {};  // nothing to run: no layer is read
     torch::NoGradGuard no_grad;
     return forward_(*module_, config_, batch, surgeries, recorders, linears_, *source_);
 }

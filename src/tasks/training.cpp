@@ -370,7 +370,10 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
                                         static_cast<long>(settings.epochs) * batches, settings.learning_rate),
                             settings.task + " " + (settings.skip ? "" : "no-skip ") + (settings.mlp ? "mlp " : "") +
                                 fmt::format("L={} d={}", settings.layers, settings.d_model));
-            if (optimizer) optimizer->zero_grad();
+            // The flat gradient is zeroed in place explicitly: the parameters' gradients are views of it (a zero_grad
+            // that sets gradients to none, libtorch 2's default, would detach them).
+            if (flat) flat->gradients.zero_();
+            else if (optimizer) optimizer->zero_grad();
             loss.backward();
             if (!optimizer) {
                 const auto options = torch::optim::AdamOptions(settings.learning_rate).weight_decay(settings.weight_decay);

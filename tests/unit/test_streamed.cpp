@@ -227,3 +227,16 @@ TEST(SafetensorsRelease, ValuesReadAgainAfterTheirPagesAreReleased) {
     EXPECT_EQ(three[2], 3.f);
     EXPECT_THROW(file.release("absent"), Error);
 }
+
+// A streamed forward draws nothing from the global generator (its layer module is made when the model is opened, and
+// refilled): the caller's random stream is the same with or without one, the first forward included.
+TEST(StreamedDecoder, ForwardLeavesTheGlobalGeneratorAlone) {
+    Written written(kCases[2]);  // Llama with biases: torch::nn::Linear layers, whose construction draws
+    auto streamed = load_hf_model_streamed(written.dir.path.string());
+    torch::manual_seed(77);
+    const at::Tensor expected = torch::rand({4});
+    torch::manual_seed(77);
+    streamed->forward(written.batch, Surgery{}, nullptr);
+    EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+    EXPECT_TRUE(streamed->forward_all(written.batch, {}, {}).empty());
+}
