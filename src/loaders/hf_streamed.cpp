@@ -4,8 +4,9 @@
 //            dtype (no value is read), so a bad layer 30 fails before layer 0 runs.
 //   forward: token rows   = the rows of the stored token embedding that the batch uses (gathered from the mapping:
 //                           only their pages are read), converted to float32
-//            layer l      = a fresh layer module filled from the shards (converted, checked finite, pages released),
-//                           moved to the device, run by every surgery, then dropped
+//            layer l      = the one layer module (made when the model is opened, on the device) refilled from the
+//                           shards (converted, checked finite, pages released), run by every surgery, then
+//                           overwritten by layer l + 1
 // Peak memory: one layer in float32 + the top module (position embedding, final norm) + the rows + activations.
 #include <fmt/format.h>
 #include <torch/torch.h>
