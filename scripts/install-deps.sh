@@ -10,7 +10,8 @@ DEBIAN_PACKAGES=(
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
   libtomlplusplus-dev libopenmpi-dev openmpi-bin
-  gnuplot-nox
+  gnuplot-nox zlib1g-dev
+  wordnet-base fortunes dict-gcide
   chromium
   python3-torch python3-numpy python3-regex python3-sentencepiece
   pybind11-dev python3-pytest python3-matplotlib python3-pandas python3-venv

@@ -130,6 +130,10 @@ public:
     // before layer l + 1), so a streamed model reads each layer once. The results are the same either way.
     virtual std::vector<at::Tensor> forward_all(const ModelBatch& batch, const std::vector<Surgery>& surgeries,
                                                 const std::vector<Recorder*>& recorders);
+    // The unmodified forward with autograd on (no recorder, no surgery): the last hidden state [B, n, d], for training
+    // (rankscope pretrain). Takes at::linear rather than the oneDNN fast path and computes out of place. Models that
+    // cannot be trained (USE lite, streamed decoders) throw.
+    virtual at::Tensor forward_for_training(const ModelBatch& batch);
     // True when the layers are read from the checkpoint during the forward (load_hf_model_streamed).
     virtual bool streamed() const { return false; }
     // Every parameter with its checkpoint name.

@@ -17,6 +17,7 @@ at::Tensor activation(const std::string& name, const at::Tensor& x) {
 }
 
 at::Tensor activation_in_place(const std::string& name, at::Tensor x) {
+    if (at::GradMode::is_enabled() && x.requires_grad()) return activation(name, x);  // backward needs the input
     if (name == "gelu") return at::gelu_(x);
     if (name == "relu") return at::relu_(x);
     if (name == "silu") return at::silu_(x);

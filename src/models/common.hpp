@@ -10,7 +10,7 @@ namespace rankscope::models {
 // "gelu" = x Φ(x) (erf), "gelu_new" = tanh approximation, "relu", "silu" = x σ(x).
 at::Tensor activation(const std::string& name, const at::Tensor& x);
 // The same on a temporary the caller no longer needs, in place where one operator does it (gelu, relu, silu): the
-// same values, one buffer fewer at the MLP's widest point.
+// same values, one buffer fewer at the MLP's widest point. Out of place when autograd records `x` (training).
 at::Tensor activation_in_place(const std::string& name, at::Tensor x);
 
 // Additive mask [B, 1, 1, n]: 0 for real tokens, the dtype's lowest value for padding (Hugging Face's extended mask).
@@ -57,6 +57,9 @@ public:
     at::Tensor forward(const ModelBatch& batch, const Surgery& surgery, Recorder* recorder) override {
         torch::NoGradGuard no_grad;
         return forward_(*module_, config_, batch, surgery, recorder, linears_);
+    }
+    at::Tensor forward_for_training(const ModelBatch& batch) override {
+        return forward_(*module_, config_, batch, Surgery{}, nullptr, linears_);
     }
     std::vector<std::pair<std::string, at::Tensor>> parameters() override {
         std::vector<std::pair<std::string, at::Tensor>> out;

@@ -13,6 +13,10 @@ std::vector<at::Tensor> EncoderModel::forward_all(const ModelBatch& batch, const
     return outputs;
 }
 
+at::Tensor EncoderModel::forward_for_training(const ModelBatch&) {
+    throw Error("this model cannot be trained by rankscope (BERT and ALBERT can)", config().path);
+}
+
 namespace models {
 
 DecoderModel::DecoderModel(HfConfig config, std::shared_ptr<torch::nn::Module> module, torch::nn::ModuleList layers,

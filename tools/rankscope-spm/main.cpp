@@ -4,7 +4,7 @@
 // static initialisation crashes before main(). rankscope therefore runs SentencePiece here, in a helper without torch:
 //   rankscope-spm encode MODEL TEXT_FILE     one line of space-separated ids per input line
 //   rankscope-spm info MODEL PIECE...        "<vocab size>" then the id of each piece (-1 when absent)
-//   rankscope-spm train INPUT PREFIX VOCAB   trains a unigram model on INPUT (one sentence per line)
+//   rankscope-spm train INPUT PREFIX VOCAB [unigram|bpe]   trains a model on INPUT (one sentence per line)
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
@@ -18,11 +18,16 @@
 int main(int argc, char** argv) {
     rankscope::stop_with_parent();
     const std::string command = argc > 1 ? argv[1] : "";
-    if (command == "train" && argc == 5) {
+    if (command == "train" && (argc == 5 || argc == 6)) {
+        const std::string model_type = argc == 6 ? argv[5] : "unigram";
+        if (model_type != "unigram" && model_type != "bpe") {
+            std::cerr << "unknown model type " << model_type << " (expected unigram or bpe)\n";
+            return 2;
+        }
         // Options as a map, not one "--input=... --model_prefix=..." string: that string is split at spaces, so a path
         // holding a space would be cut in two.
         const std::unordered_map<std::string, std::string> options = {
-            {"input", argv[2]}, {"model_prefix", argv[3]}, {"vocab_size", argv[4]}, {"model_type", "unigram"},
+            {"input", argv[2]}, {"model_prefix", argv[3]}, {"vocab_size", argv[4]}, {"model_type", model_type},
             {"character_coverage", "1.0"}, {"minloglevel", "2"},
             {"user_defined_symbols", "[CLS],[SEP],[MASK],<sep>,<cls>"}, {"pad_id", "0"}, {"unk_id", "1"},
             {"bos_id", "-1"}, {"eos_id", "-1"}, {"pad_piece", "<pad>"}, {"unk_piece", "<unk>"}};
@@ -34,7 +39,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if ((command != "encode" || argc != 4) && (command != "info" || argc < 3)) {
-        std::cerr << "usage: rankscope-spm encode MODEL TEXT_FILE | info MODEL PIECE... | train INPUT PREFIX VOCAB\n";
+        std::cerr << "usage: rankscope-spm encode MODEL TEXT_FILE | info MODEL PIECE... | train INPUT PREFIX VOCAB [unigram|bpe]\n";
         return 2;
     }
     sentencepiece::SentencePieceProcessor processor;
