@@ -1,7 +1,8 @@
 # rankscope: the two set-up commands of the README.
 #   make demo   install what is missing, build, and run rankscope's main job on its built-in defaults
 #   make test   install what is missing, build, and run the whole test suite
-# Other targets: make build, make bench, make bench-stream (peak memory of a 0.85e9-parameter decoder read whole
+# Other targets: make build, make pretrain (BERT and ALBERT pretrained here on real English, about 2 x 25 min on 2
+# cores, into out/pretrain/{bert,albert}; the full `rankscope reproduce` then adds their E1/E2 and dynamics), make bench, make bench-stream (peak memory of a 0.85e9-parameter decoder read whole
 # and streamed), make test-sanitize-parsers (the fuzz corpus replayed through the parsers under
 # ASan+UBSan, run by CI), make test-sanitize (the whole suite under ASan+UBSan, run before merging), make clean.
 BUILD ?= build
@@ -11,7 +12,7 @@ DEMO_OUT ?= out/demo
 SANITIZE_BUILD ?= $(BUILD)/sanitize
 SANITIZE_PARSERS_BUILD ?= $(BUILD)/sanitize-parsers
 
-.PHONY: deps configure build demo test test-sanitize test-sanitize-parsers bench bench-stream clean
+.PHONY: deps configure build demo pretrain test test-sanitize test-sanitize-parsers bench bench-stream clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -24,6 +25,13 @@ build: configure
 
 demo: build
 	$(BUILD)/bin/rankscope reproduce --quick --out $(DEMO_OUT)
+
+PRETRAIN_OUT ?= out/pretrain
+pretrain: build
+	$(BUILD)/bin/rankscope pretrain --arch bert --out $(PRETRAIN_OUT)/bert
+	$(BUILD)/bin/rankscope pretrain --arch albert --out $(PRETRAIN_OUT)/albert
+	$(BUILD)/bin/rankscope dynamics --checkpoints $(PRETRAIN_OUT)/bert --out $(PRETRAIN_OUT)/bert/dynamics
+	$(BUILD)/bin/rankscope dynamics --checkpoints $(PRETRAIN_OUT)/albert --out $(PRETRAIN_OUT)/albert/dynamics
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2

@@ -39,11 +39,14 @@ public:
     void add_panel(const std::string& commands);
     // The figure's key, drawn once below the panels.
     void add_key_entry(const std::string& title, const std::string& style);
+    // Room right of every panel for a colour box with its tick labels and label (heat maps), in canvas units.
+    void reserve_colorbox(int units) { colorbox_ = units; }
     Figure build() const;
 
 private:
     std::string stem_, title_, preface_;
     int rows_, cols_, panel_width_, panel_height_;
+    int colorbox_ = 0;
     std::vector<std::string> panels_;
     std::vector<KeyEntry> key_;
 };

@@ -43,7 +43,7 @@ const char* floor_label(FloatFloor floor) {
 constexpr int kLeft = 112;          // y tick labels and y label
 constexpr int kRight = 28;
 constexpr int kPanelTitle = 40;    // above each panel
-constexpr int kBelowPanel = 76;    // x tick labels and x label
+constexpr int kBelowPanel = 92;    // x tick labels and x label (clear of the next row's panel title)
 constexpr int kFigureTitle = 52;   // the overall title
 constexpr int kKeyLine = 30;
 
@@ -105,7 +105,7 @@ void PanelFigure::add_key_entry(const std::string& title, const std::string& sty
 
 Figure PanelFigure::build() const {
     if (static_cast<int>(panels_.size()) > rows_ * cols_) throw Error("more panels than the figure's grid holds: " + stem_);
-    const int cell_width = kLeft + panel_width_ + kRight;
+    const int cell_width = kLeft + panel_width_ + colorbox_ + kRight;
     const int cell_height = kPanelTitle + panel_height_ + kBelowPanel;
     const int width = cols_ * cell_width;
     // The key: entries side by side, as many per line as fit the width (estimated from the longest title).

@@ -71,6 +71,8 @@ std::function<void()> setup_width_depth(CLI::App& command);
 std::function<void()> setup_embed(CLI::App& command);
 std::function<void()> setup_sweep(CLI::App& command);
 std::function<void()> setup_tokenize(CLI::App& command);
+std::function<void()> setup_pretrain(CLI::App& command);
+std::function<void()> setup_dynamics(CLI::App& command);
 
 // The subcommand called `name` (main.cpp's table), or nullptr.
 const Subcommand* find_subcommand(const std::string& name);

@@ -1,0 +1,288 @@
+// rankscope dynamics: E1, E2 and attention statistics of every checkpoint of a pretraining run (run_real_model on
+// each, the same batch for all), as tidy tables, heat maps over (checkpoint, layer) and small multiples of E1 curves.
+#include "rankscope/dynamics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "rankscope/error.hpp"
+#include "rankscope/plots.hpp"
+#include "rankscope/tokenizer.hpp"
+
+namespace rankscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kCollapsed = 0.05;   // "≈ 0" (e1_findings.cpp)
+constexpr int kPretrainedDepth = 5;   // "after 3–5 layers pretrained"
+
+long step_of(const std::string& name) {
+    if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
+    long step = 0;
+    for (std::size_t i = 5; i < name.size(); ++i) {
+        if (name[i] < '0' || name[i] > '9' || step > 1000000000L) return -1;
+        step = step * 10 + (name[i] - '0');
+    }
+    return step;
+}
+
+const ResidualRow* row_at(const WeightsRun& run, const std::string& variant, int layer) {
+    for (const auto& r : run.residual)
+        if (r.variant == variant && r.layer == layer) return &r;
+    return nullptr;
+}
+
+double median(std::vector<double> values) {
+    if (values.empty()) return std::nan("");
+    std::sort(values.begin(), values.end());
+    const std::size_t n = values.size();
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string step_tics(const std::vector<long>& steps) {
+    std::vector<std::string> tics;
+    const std::size_t stride = std::max<std::size_t>(1, (steps.size() + 7) / 8);
+    for (std::size_t i = 0; i < steps.size(); ++i)
+        if (i % stride == 0 || i + 1 == steps.size()) tics.push_back(fmt::format("'{}' {}", steps[i], i));
+    return fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
+}
+
+const char* kPalette = "set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n";
+
+// One heat-map panel: cells (checkpoint, layer) coloured by `value` of the rows where `condition` holds.
+// Layers first_layer..last_layer on y.
+std::string heatmap_panel(const std::string& csv, const std::string& condition, const std::string& value,
+                          const std::string& title, const std::vector<long>& steps, const std::string& cb_label,
+                          int first_layer, int last_layer) {
+    const int stride = std::max(1, (last_layer - first_layer + 1 + 7) / 8);
+    return fmt::format(
+        "set title {}\nset xlabel 'training step (checkpoints, log-spaced)'\nset ylabel 'layer'\n{}set xrange [-0.5:{}]\n"
+        "set yrange [{}:{}]\nset ytics {}\nset cblabel {}\nset style fill solid 1.0 noborder\n"
+        "plot '{}' using {}:({}):(0.5):(0.5):({}) with boxxyerror fc palette notitle\n",
+        gnuplot_quote(title), step_tics(steps), steps.size() - 0.5, first_layer - 0.5, last_layer + 0.5, stride,
+        gnuplot_quote(cb_label), csv, only_if(condition, csv_number("checkpoint")), csv_number("layer"), value);
+}
+
+constexpr int kColorbox = 150;
+
+}  // namespace
+
+std::vector<DynamicsCheckpoint> find_checkpoints(const fs::path& directory) {
+    std::error_code ec;
+    if (!fs::is_directory(directory, ec)) throw Error("not a folder", directory.string());
+    const fs::path nested = directory / "checkpoints";
+    const fs::path root = fs::is_directory(nested, ec) ? nested : directory;
+    std::vector<DynamicsCheckpoint> out;
+    for (const auto& entry : fs::directory_iterator(root)) {
+        const long step = step_of(entry.path().filename().string());
+        if (step >= 0 && entry.is_directory() && fs::exists(entry.path() / "config.json")) out.push_back({step, entry.path()});
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+    if (out.empty())
+        throw Error("no checkpoint folders step-N (with a config.json) in the folder or its checkpoints/ subfolder",
+                    directory.string());
+    return out;
+}
+
+DynamicsResult run_dynamics(const std::vector<DynamicsCheckpoint>& checkpoints, const DynamicsSettings& settings,
+                            const std::function<void(std::size_t, std::size_t)>& progress) {
+    if (checkpoints.empty()) throw Error("run_dynamics: no checkpoints");
+    DynamicsResult result;
+    const ModelSource first = resolve_model_source(checkpoints.front().path.string());
+    if (first.kind != ModelSource::HuggingFace || (first.config.model_type != "bert" && first.config.model_type != "albert"))
+        throw Error("dynamics reads BERT or ALBERT checkpoints (rankscope pretrain)", checkpoints.front().path.string());
+    const fs::path run_dir = checkpoints.front().path.parent_path().filename() == "checkpoints"
+                                 ? checkpoints.front().path.parent_path().parent_path()
+                                 : checkpoints.front().path.parent_path();
+    result.model = run_dir.filename().string();
+    result.model_type = first.config.model_type;
+    result.layers = first.config.layers;
+    result.heads = first.config.heads;
+    result.text = settings.text;
+    if (result.text.empty()) {
+        const fs::path heldout = run_dir / "corpus" / "heldout.txt";
+        result.text = fs::exists(heldout) ? heldout.string() : default_rte_path();
+        if (result.text.empty()) throw Error("no text: give --text (the run has no corpus/heldout.txt)", run_dir.string());
+    }
+    const int tokens = settings.tokens > 0 ? settings.tokens : std::min(128, first.config.max_position_embeddings);
+    const ModelBatch batch = text_batch(first, result.text, settings.samples, tokens, "");
+    result.samples = batch.input_ids.size(0);
+    result.tokens = batch.input_ids.size(1);
+    for (std::size_t i = 0; i < checkpoints.size(); ++i) {
+        const ModelSource source = resolve_model_source(checkpoints[i].path.string());
+        if (source.config.model_type != first.config.model_type || source.config.layers != first.config.layers ||
+            source.config.vocab_size != first.config.vocab_size)
+            throw Error("the checkpoint's architecture differs from the first checkpoint's", checkpoints[i].path.string());
+        auto model = make_model(source, "pretrained", settings.model.seed);
+        WeightsRun run = run_real_model(*model, batch, result.model, fmt::format("step {}", checkpoints[i].step), settings.model);
+        result.steps.push_back(checkpoints[i].step);
+        result.runs.push_back(std::move(run));
+        if (progress) progress(i + 1, checkpoints.size());
+    }
+    return result;
+}
+
+Table dynamics_residual_table(const DynamicsResult& result) {
+    Table table({{"model", Table::Text}, {"step", Table::Integer}, {"checkpoint", Table::Integer}, {"variant", Table::Text},
+                 {"layer", Table::Integer}, {"mean", Table::Real}, {"std", Table::Real}, {"min", Table::Real},
+                 {"max", Table::Real}, {"n", Table::Integer}, {"log10_mean", Table::Real}});
+    for (std::size_t c = 0; c < result.runs.size(); ++c)
+        for (const auto& r : result.runs[c].residual)
+            table.add({result.model, result.steps[c], static_cast<long>(c), r.variant, r.layer, r.mean, r.std, r.min, r.max,
+                       r.n, std::log10(std::max(r.mean, 1e-30))});
+    return table;
+}
+
+Table dynamics_paths_table(const DynamicsResult& result) {
+    Table table({{"model", Table::Text}, {"step", Table::Integer}, {"checkpoint", Table::Integer}, {"length", Table::Integer},
+                 {"draws", Table::Integer}, {"mean", Table::Real}, {"median", Table::Real}, {"frobenius_median", Table::Real}});
+    for (std::size_t c = 0; c < result.runs.size(); ++c) {
+        std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_length;
+        for (const auto& p : result.runs[c].paths) {
+            by_length[p.length].first.push_back(p.relative_residual);
+            by_length[p.length].second.push_back(p.relative_residual_frobenius);
+        }
+        for (const auto& [length, values] : by_length) {
+            double mean = 0;
+            for (double v : values.first) mean += v / static_cast<double>(values.first.size());
+            table.add({result.model, result.steps[c], static_cast<long>(c), length, static_cast<long>(values.first.size()), mean,
+                       median(values.first), median(values.second)});
+        }
+    }
+    return table;
+}
+
+Table dynamics_attention_table(const DynamicsResult& result) {
+    Table table({{"model", Table::Text}, {"step", Table::Integer}, {"checkpoint", Table::Integer}, {"layer", Table::Integer},
+                 {"entropy_mean", Table::Real}, {"first_token_share_mean", Table::Real},
+                 {"first_token_share_max", Table::Real}, {"uniform_entropy", Table::Real}});
+    // Every sample is packed full (no padding): a uniform head spreads over all n keys.
+    const double uniform = std::log(static_cast<double>(result.tokens));
+    for (std::size_t c = 0; c < result.runs.size(); ++c)
+        for (std::size_t l = 0; l < result.runs[c].heads.size(); ++l) {
+            const auto& h = result.runs[c].heads[l];
+            double entropy = 0, share = 0, share_max = 0;
+            for (std::size_t i = 0; i < h.entropy.size(); ++i) {
+                entropy += h.entropy[i] / static_cast<double>(h.entropy.size());
+                share += h.first_token_share[i] / static_cast<double>(h.entropy.size());
+                share_max = std::max(share_max, h.first_token_share[i]);
+            }
+            table.add({result.model, result.steps[c], static_cast<long>(c), static_cast<long>(l + 1), entropy, share, share_max, uniform});
+        }
+    return table;
+}
+
+Figure dynamics_heatmap_figure(const std::string& model, const std::vector<std::string>& variants, const std::vector<long>& steps,
+                               int layers) {
+    const int cols = variants.size() > 1 ? 2 : 1;
+    const int rows = static_cast<int>((variants.size() + cols - 1) / cols);
+    PanelFigure figure("dynamics_heatmap", model + ": relative residual (log10) by layer through pretraining", rows, cols, 480, 330);
+    figure.reserve_colorbox(kColorbox);
+    figure.add_preface(std::string(kPalette) + "stats 'dynamics_residual.csv' using (column('log10_mean')) name 'r' nooutput\n"
+                       "set cbrange [r_min:(r_max > r_min ? r_max : r_min + 1)]\n");
+    for (const auto& variant : variants)
+        figure.add_panel(heatmap_panel("dynamics_residual.csv", text_is("variant", variant), csv_number("log10_mean"), variant,
+                                       steps, "log10 relative residual", 0, layers));
+    return figure.build();
+}
+
+Figure dynamics_curves_figure(const std::string& model, const std::vector<std::string>& variants,
+                              const std::vector<long>& selected_steps) {
+    const int cols = std::min<int>(3, static_cast<int>(selected_steps.size()));
+    const int rows = static_cast<int>((selected_steps.size() + cols - 1) / cols);
+    PanelFigure figure("dynamics_curves", model + ": relative residual by layer at selected training steps", rows, cols, 420, 300);
+    figure.add_preface(log_y("dynamics_residual.csv", csv_number("mean"), FloatFloor::float32, "y") +
+                       integer_axis("x", "dynamics_residual.csv", csv_number("layer"), "x"));
+    for (const long step : selected_steps) {
+        std::vector<std::string> plots;
+        for (std::size_t v = 0; v < variants.size(); ++v)
+            plots.push_back(fmt::format("'dynamics_residual.csv' using ({}):({}) with linespoints lt {} notitle",
+                                        only_if(all_of({text_is("variant", variants[v]), number_is("step", double(step))}), csv_number("layer")),
+                                        log_value(csv_number("mean"), "y"), v + 1));
+        figure.add_panel(fmt::format("set title 'step {}'\nset xlabel 'layer'\nset ylabel 'relative residual'\nplot {}\n", step,
+                                     fmt::join(plots, ", \\\n     ")));
+    }
+    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(variants[v], fmt::format("with linespoints lt {}", v + 1));
+    return figure.build();
+}
+
+Figure dynamics_attention_figure(const std::string& model, const std::vector<long>& steps, int layers) {
+    PanelFigure figure("dynamics_attention", model + ": attention through pretraining (unmodified model)", 1, 2, 480, 330);
+    figure.reserve_colorbox(kColorbox);
+    figure.add_preface(kPalette);
+    figure.add_panel("set cbrange [0:*]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("entropy_mean"),
+                                                          "entropy (nats, mean over heads)", steps, "nats", 1, layers));
+    figure.add_panel("set cbrange [0:1]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("first_token_share_mean"),
+                                                           "share to the first token ([CLS])", steps, "share", 1, layers));
+    return figure.build();
+}
+
+std::vector<long> select_steps(const std::vector<long>& steps, std::size_t count) {
+    if (steps.size() <= count) return steps;
+    std::vector<long> out;
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t index = static_cast<std::size_t>(std::llround(double(i) * double(steps.size() - 1) / double(count - 1)));
+        if (out.empty() || out.back() != steps[index]) out.push_back(steps[index]);
+    }
+    return out;
+}
+
+Findings dynamics_findings(const DynamicsResult& result) {
+    Findings f{"dynamics", fmt::format("{} ({}, {} layers), {} checkpoints from step {} to {}, {} × {} tokens of {}",
+                                       result.model, result.model_type, result.layers, result.steps.size(), result.steps.front(),
+                                       result.steps.back(), result.samples, result.tokens, fs::path(result.text).filename().string())};
+    const int L = result.layers;
+    const auto& first = result.runs.front();
+    const auto& last = result.runs.back();
+    std::vector<std::string> sentences;
+    for (const auto& variant : {"SAN", "SAN+MLP", "SAN+skip", "transformer"}) {
+        const ResidualRow* a = row_at(first, variant, L);
+        const ResidualRow* b = row_at(last, variant, L);
+        if (!a || !b) continue;
+        f.key(fmt::format("{}: relative residual after layer {}, step {} → step {}", variant, L, result.steps.front(),
+                          result.steps.back()),
+              fmt::format("{:.3g} → {:.3g}", a->mean, b->mean));
+        sentences.push_back(fmt::format("{} {:.3g} → {:.3g}", variant, a->mean, b->mean));
+    }
+    // The first checkpoint from which the SAN stays collapsed within kPretrainedDepth layers.
+    const int depth = std::min(kPretrainedDepth, L);
+    long collapsed_from = -1;
+    for (std::size_t c = result.runs.size(); c-- > 0;) {
+        const ResidualRow* r = row_at(result.runs[c], "SAN", depth);
+        if (!r || r->mean > kCollapsed) break;
+        collapsed_from = result.steps[c];
+    }
+    const ResidualRow* san_last = row_at(last, "SAN", depth);
+    if (san_last)
+        f.check({"dynamics", "Without skip connections the pretrained model collapses within 3–5 layers (E1, pretrained)",
+                 "≈0 after 3–5 layers pretrained (Fig. 2)",
+                 fmt::format("SAN after layer {} at step {}: {:.3g}", depth, result.steps.back(), san_last->mean),
+                 fmt::format("≤ {} after layer {}", kCollapsed, depth), judge(L >= kPretrainedDepth, san_last->mean <= kCollapsed),
+                 "final checkpoint"});
+    std::string reading = fmt::format("Relative residual after the last layer ({}), from step {} to step {}: {}.",
+                                      L, result.steps.front(), result.steps.back(), fmt::join(sentences, "; "));
+    reading += collapsed_from >= 0
+                   ? fmt::format(" The SAN is below {} after layer {} at every checkpoint from step {} on.", kCollapsed, depth, collapsed_from)
+                   : fmt::format(" The SAN is above {} after layer {} at the last checkpoint.", kCollapsed, depth);
+    if (!first.heads.empty() && !last.heads.empty()) {
+        auto mean_entropy = [](const WeightsRun& run) {
+            double total = 0;
+            std::size_t count = 0;
+            for (const auto& h : run.heads)
+                for (double e : h.entropy) total += e, ++count;
+            return count ? total / double(count) : std::nan("");
+        };
+        const double e0 = mean_entropy(first), e1 = mean_entropy(last);
+        f.key("attention entropy, mean over layers and heads (nats), first → last checkpoint", fmt::format("{:.3g} → {:.3g}", e0, e1));
+        reading += fmt::format(" Attention entropy (mean over layers and heads) goes from {:.3g} to {:.3g} nats (uniform over {} "
+                               "keys: {:.3g}).", e0, e1, result.tokens, std::log(double(result.tokens)));
+    }
+    f.reading = reading;
+    return f;
+}
+
+}  // namespace rankscope
