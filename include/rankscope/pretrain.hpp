@@ -111,6 +111,7 @@ struct PretrainSettings {
     // Not part of the run's identity:
     long stop_after = -1;        // stop (as if killed) after this many steps (tests of resuming); -1 = never
     double state_every_seconds = 120;  // the resume state is also written this often
+    void validate() const;              // Error naming the flag: unknown arch, d_model not a multiple of heads
     nlohmann::json to_json() const;     // every setting that changes the result
     std::string key() const;            // hash of to_json()
 };
@@ -139,6 +140,9 @@ struct PretrainResult {
 // model.safetensors, the tokenizer files, tokenizer_config.json: a Hugging Face BertForMaskedLM / AlbertForMaskedLM
 // folder), final -> the last checkpoint, log.csv, pretrain.json, heldout_masked.safetensors (the held-out batch the
 // log's held-out loss and accuracy are computed on: input_ids after masking, labels = -100 where not predicted). `progress` is called after every step (step, loss).
+// Error when `directory` holds a run of other settings (its settings.json); called by pretrain() and, before the corpus
+// is read, by the command.
+void check_pretrain_folder(const PretrainSettings& settings, const std::filesystem::path& directory);
 PretrainResult pretrain(const PretrainSettings& settings, const Corpus& corpus, const std::filesystem::path& directory,
                         const std::function<void(long, double)>& progress = {});
 

@@ -236,6 +236,12 @@ nlohmann::json PretrainSettings::to_json() const {
             {"mask_rate", mask_rate}, {"seed", seed}, {"eval_samples", eval_samples}, {"corpus_files", corpus_files}};
 }
 
+void PretrainSettings::validate() const {
+    if (arch != "bert" && arch != "albert") throw Error("unknown architecture '" + arch + "' (expected bert or albert)", "--arch");
+    if (heads <= 0 || d_model % heads != 0) throw Error(fmt::format("d_model {} is not a multiple of heads {}", d_model, heads), "--d-model");
+    if (tokens < 3 || batch < 1 || steps < 1) throw Error("tokens ≥ 3, batch ≥ 1 and steps ≥ 1 expected", "--tokens");
+}
+
 std::string PretrainSettings::key() const { return fmt::format("{:016x}", fnv1a(to_json().dump())); }
 
 std::vector<long> checkpoint_steps(long steps) {
@@ -247,10 +253,20 @@ std::vector<long> checkpoint_steps(long steps) {
     return out;
 }
 
+void check_pretrain_folder(const PretrainSettings& s, const fs::path& directory) {
+    const fs::path settings_path = directory / "settings.json";
+    if (!fs::exists(settings_path)) return;
+    const nlohmann::json stored = read_json_file(settings_path.string(), "pretraining settings");
+    if (!stored.is_object() || stored.value("key", "") != s.key())
+        throw Error("the folder holds a run with other settings (" +
+                        (stored.is_object() ? stored.value("key", std::string("?")) : std::string("?")) + " ≠ " + s.key() +
+                        "); use another --out or delete it",
+                    settings_path.string());
+}
+
 PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const fs::path& directory,
                         const std::function<void(long, double)>& progress) {
-    if (s.arch != "bert" && s.arch != "albert") throw Error("unknown architecture '" + s.arch + "' (expected bert or albert)", "--arch");
-    if (s.d_model % s.heads != 0) throw Error(fmt::format("d_model {} is not a multiple of heads {}", s.d_model, s.heads), "--d-model");
+    s.validate();
     if (corpus.train.empty() || corpus.heldout.empty()) throw Error("the corpus has no training or no held-out text", "--corpus");
     fs::create_directories(directory);
     PretrainResult result;
@@ -258,13 +274,9 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
     const std::string key = s.key();
 
     // The settings this folder belongs to: a folder of other settings is refused rather than mixed.
+    check_pretrain_folder(s, directory);
     const fs::path settings_path = directory / "settings.json";
-    if (fs::exists(settings_path)) {
-        const nlohmann::json stored = read_json_file(settings_path.string(), "pretraining settings");
-        if (stored.value("key", "") != key)
-            throw Error("the folder holds a run with other settings (" + stored.value("key", std::string("?")) +
-                            " ≠ " + key + "); use another --out or delete it", settings_path.string());
-    } else {
+    if (!fs::exists(settings_path)) {
         nlohmann::json stored = s.to_json();
         stored["key"] = key;
         write_file_atomically(settings_path.string(), stored.dump(2) + "\n");

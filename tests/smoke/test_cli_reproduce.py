@@ -314,5 +314,46 @@ class InterruptAndResume(unittest.TestCase):
         shutil.rmtree(sandbox)
 
 
+class PretrainedHereCells(unittest.TestCase):
+    """A `rankscope pretrain` run under --pretrained gives the full plan an E1/E2 cell (init beside pretrained) and a
+    dynamics cell; --cells runs only those, and the report says what was left out."""
+
+    def test_pretrained_run_becomes_two_cells(self):
+        require(RTE)
+        binary = os.path.abspath(sys.argv[1])
+        sandbox = tempfile.mkdtemp(prefix="rankscope-reproduce-pretrained-")
+        run_dir = os.path.join(sandbox, "pretrain", "tiny")
+        trained = subprocess.run([binary, "pretrain", "--arch", "albert", "--corpus", RTE, "--layers", "2",
+                                  "--d-model", "32", "--heads", "2", "--embedding-size", "16", "--vocab", "400",
+                                  "--tokens", "32", "--batch", "8", "--steps", "10", "--out", run_dir],
+                                 capture_output=True, text=True)
+        self.assertEqual(trained.returncode, 0, trained.stderr)
+        out = os.path.join(sandbox, "report")
+        args = [binary, "reproduce", "--pretrained", os.path.join(sandbox, "pretrain"), "--cells", "e1_pretrained_tiny",
+                "--cells", "dynamics_tiny", "--out", out]
+        result = subprocess.run(args, capture_output=True, text=True, cwd=sandbox)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual([c["cell"] for c in manifest["cells"]], ["e1_pretrained_tiny", "dynamics_tiny"])
+        rows = read_rows(os.path.join(out, "e1_pretrained_tiny", "residual.csv"))
+        self.assertEqual({r["weights"] for r in rows}, {"init", "pretrained"})
+        steps = {int(r["step"]) for r in read_rows(os.path.join(out, "dynamics_tiny", "dynamics_residual.csv"))}
+        self.assertEqual(steps, {0, 1, 2, 5, 10})
+        with open(os.path.join(out, "report.html")) as f:
+            html = f.read()
+        for text in ("only the cells e1_pretrained_tiny, dynamics_tiny ran (--cells)", "dynamics_tiny/dynamics_heatmap.png",
+                     "e1_pretrained_tiny/residual.png"):
+            self.assertTrue(text in html, text)
+        verdicts = read_rows(os.path.join(out, "verdicts.csv"))
+        self.assertIn("dynamics", {r["experiment"] for r in verdicts})
+        # An unknown cell name is an error naming the cells there are.
+        wrong = subprocess.run(args[:-2] + ["--cells", "e1_nothing", "--out", out], capture_output=True, text=True, cwd=sandbox)
+        self.assertEqual(wrong.returncode, 2)
+        self.assertIn("no cell 'e1_nothing'", wrong.stderr)
+        self.assertIn("dynamics_tiny", wrong.stderr)
+        shutil.rmtree(sandbox)
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]], verbosity=2)

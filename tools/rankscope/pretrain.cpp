@@ -23,6 +23,8 @@ void run_pretrain(PretrainOptions& options) {
     const Provenance provenance = start_run(options.common);
     PretrainSettings& s = options.settings;
     s.seed = options.common.seed;
+    s.validate();  // before the corpus is read
+    check_pretrain_folder(s, options.common.out);
     const auto start = std::chrono::steady_clock::now();
     const Corpus corpus = s.corpus_files.empty() ? read_builtin_corpus() : read_corpus_files(s.corpus_files);
     const auto summary = corpus.summary();

@@ -34,6 +34,8 @@ struct ReproduceOptions {
     CommonOptions common;
     bool quick = false;
     std::vector<std::string> models;
+    std::string pretrained = "out/pretrain";  // `rankscope pretrain` runs (<dir>/<run>/final) picked up by the full run
+    std::vector<std::string> only;            // --cells: run (and report) only these cells of the plan
 };
 
 struct Cell {
@@ -76,6 +78,17 @@ bool is_decoder_model(const std::string& model) {
     if (!std::filesystem::exists(model)) return is_builtin_hf_config(model) && is_decoder(builtin_hf_config(model));
     const auto config = std::filesystem::path(model) / "config.json";
     return std::filesystem::exists(config) && is_decoder(read_hf_config(config.string()));
+}
+
+// The finished `rankscope pretrain` runs under --pretrained (folders with final/config.json), by name; none for --quick.
+std::vector<std::filesystem::path> pretrained_runs(const ReproduceOptions& options) {
+    std::vector<std::filesystem::path> runs;
+    std::error_code ec;
+    if (options.quick || !std::filesystem::is_directory(options.pretrained, ec)) return runs;
+    for (const auto& entry : std::filesystem::directory_iterator(options.pretrained, ec))
+        if (std::filesystem::exists(entry.path() / "final" / "config.json", ec)) runs.push_back(entry.path());
+    std::sort(runs.begin(), runs.end());
+    return runs;
 }
 
 std::vector<Cell> plan(const ReproduceOptions& options) {
@@ -133,6 +146,28 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
         }
         cells.push_back(cell);
     }
+    // Pretrained here (issue 14): every `rankscope pretrain` run under --pretrained with a final checkpoint gets an
+    // E1/E2 cell (init beside pretrained, the paper's Fig. 2 panels) and a dynamics cell. Full run only: the
+    // pretraining itself is its own command (make pretrain), far longer than a reproduce.
+    for (const auto& run : pretrained_runs(options)) {
+        const std::string name = run.filename().string();
+        const std::string final_checkpoint = (run / "final").string();
+        const int tokens = std::min(128, read_hf_config((run / "final" / "config.json").string()).max_position_embeddings);
+        cells.push_back({"e1_pretrained_" + name, "E1/E2: " + name + " pretrained here (rankscope pretrain)",
+                         "Fig. 2: pretrained BERT and ALBERT without skips ≈0 after 3–5 layers, the transformer 0.3–0.5, "
+                         "pretrained ALBERT collapses even with skips (no MLP). E2 pretrained: ~0.35 (k = 1) to ~5e-5 "
+                         "(k = 12). The paper's checkpoints are BERT-base/ALBERT-base trained on billions of words; this "
+                         "one is the smaller model of rankscope pretrain (settings in its pretrain.json) trained here.",
+                         {"model", "--model", final_checkpoint, "--weights", "both", "--samples", "32", "--tokens", std::to_string(tokens),
+                          "--draws", "100", "--seed", seed},
+                         {"residual.svg", "paths.svg"},
+                         {"residual.csv", "paths.csv", "skip_ratio.csv"}});
+        cells.push_back({"dynamics_" + name, "Dynamics: " + name + " through pretraining (not in the paper)",
+                         "Not in the paper: E1 and attention statistics at every checkpoint of the pretraining run.",
+                         {"dynamics", "--checkpoints", run.string(), "--seed", seed},
+                         {"dynamics_heatmap.svg", "dynamics_curves.svg", "dynamics_attention.svg"},
+                         {"dynamics_residual.csv", "dynamics_paths.csv", "dynamics_attention.csv"}});
+    }
     // E3–E5: trained models, sharing one checkpoint folder so a re-run with other cells reuses them.
     const std::string checkpoints = (std::filesystem::path(options.common.out.empty() ? "out/reproduce" : options.common.out) /
                                      "checkpoints").string();
@@ -185,12 +220,21 @@ std::vector<std::string> uncovered_claims(const ReproduceOptions& options) {
     std::vector<std::string> builtin;
     for (const auto& cell : plan(options))
         if (cell.name.rfind("e1_", 0) == 0 && cell.title.find("(random init)") != std::string::npos) builtin.push_back(cell.name.substr(3));
-    if (!builtin.empty())
+    const auto pretrained = pretrained_runs(options);
+    std::vector<std::string> pretrained_names;
+    for (const auto& run : pretrained) pretrained_names.push_back(run.filename().string());
+    if (!builtin.empty() && pretrained.empty())
         lines.push_back(fmt::format("{}: random init only (no pretrained checkpoint is installed; pass --model DIR with a "
-                                    "downloaded Hugging Face folder). The paper's pretrained E1/E2 claims (collapse after "
-                                    "3–5 layers, the transformer at 0.3–0.5, ALBERT without MLP, E2 0.35 → 5e-5) are checked "
-                                    "only on USE lite, whose 2 layers make them not comparable.",
+                                    "downloaded Hugging Face folder, or run `make pretrain` first: the full run then adds "
+                                    "the BERT and ALBERT pretrained here). The paper's pretrained E1/E2 claims (collapse "
+                                    "after 3–5 layers, the transformer at 0.3–0.5, ALBERT without MLP, E2 0.35 → 5e-5) are "
+                                    "checked only on USE lite, whose 2 layers make them not comparable.",
                                     fmt::join(builtin, ", ")));
+    else if (!builtin.empty())
+        lines.push_back(fmt::format("{}: random init only (no published checkpoint is installed). The paper's pretrained "
+                                    "E1/E2 claims are checked on the models pretrained here ({}), far smaller and shorter "
+                                    "trained than the paper's.",
+                                    fmt::join(builtin, ", "), fmt::join(pretrained_names, ", ")));
     return lines;
 }
 
@@ -519,8 +563,24 @@ void run_reproduce(const ReproduceOptions& options) {
     const std::filesystem::path out = options.common.out.empty() ? "out/reproduce" : options.common.out;
     std::filesystem::create_directories(out);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    const auto cells = plan(options);
-    const RunLimits limits{quick_differences(options), uncovered_claims(options)};
+    auto cells = plan(options);
+    RunLimits limits{quick_differences(options), uncovered_claims(options)};
+    if (!options.only.empty()) {
+        std::vector<std::string> names;
+        for (const auto& cell : cells) names.push_back(cell.name);
+        for (const auto& name : options.only)
+            if (std::find(names.begin(), names.end(), name) == names.end())
+                throw Error(fmt::format("no cell '{}' in this plan (cells: {})", name, fmt::join(names, ", ")), "--cells");
+        std::vector<std::string> left_out;
+        std::vector<Cell> kept;
+        for (const auto& cell : cells)
+            (std::find(options.only.begin(), options.only.end(), cell.name) != options.only.end() ? kept.push_back(cell)
+                                                                                                   : left_out.push_back(cell.name));
+        cells = kept;
+        if (!left_out.empty())
+            limits.uncovered.push_back(fmt::format("only the cells {} ran (--cells); left out: {}", fmt::join(options.only, ", "),
+                                                 fmt::join(left_out, ", ")));
+    }
     // SIGINT/SIGTERM: forwarded to the running cell; this process then marks the run interrupted and stops.
     defer_interrupts(true);
     RunState state;
@@ -601,6 +661,10 @@ std::function<void()> setup_reproduce(CLI::App& command) {
     command.add_flag("--quick", options->quick, "Small settings (about a minute): 8-layer theory, one model, 8 samples");
     command.add_option("--model", options->models,
                        "Hugging Face folders (pretrained + init panels) or built-in configurations for E1/E2");
+    command.add_option("--cells", options->only, "Run only these cells of the plan (names as in the report, e.g. e1_use-lite)");
+    command.add_option("--pretrained", options->pretrained,
+                       "Folder of `rankscope pretrain` runs (<run>/final): the full run adds their E1/E2 and dynamics")
+        ->capture_default_str();
     add_common_options(command, options->common, false);
     add_device_option(command, options->common);
     return [options] { run_reproduce(*options); };

@@ -1,0 +1,85 @@
+"""`rankscope pretrain` and `rankscope dynamics` end to end at tiny settings: a run killed with SIGKILL and started
+again ends with the same weights as an uninterrupted one, and the errors a user meets first are one line, exit 2."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from common import BINARY, RTE, read_safetensors, require, run  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+TINY = ["--corpus", RTE, "--layers", "2", "--d-model", "32", "--heads", "2", "--vocab", "400", "--tokens", "32",
+        "--batch", "8"]
+
+
+class PretrainCommand(unittest.TestCase):
+    def setUp(self):
+        require(RTE)
+        self.out = tempfile.mkdtemp(prefix="rankscope-pretrain-")
+
+    def tearDown(self):
+        shutil.rmtree(self.out)
+
+    def assert_one_line_error(self, result, *fragments):
+        self.assertEqual(result.returncode, 2, result.stderr)
+        lines = result.stderr.strip().split("\n")
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertTrue(lines[0].startswith("rankscope: error: "), lines[0])
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
+
+    def test_sigkill_then_resume_equals_uninterrupted(self):
+        whole = os.path.join(self.out, "whole")
+        killed = os.path.join(self.out, "killed")
+        run("pretrain", "--arch", "bert", *TINY, "--steps", "200", "--out", whole)
+        process = subprocess.Popen([BINARY, "pretrain", "--arch", "bert", *TINY, "--steps", "200", "--out", killed],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Kill it once a checkpoint past step 0 exists, and before the end.
+        deadline = time.time() + 120
+        while time.time() < deadline and not os.path.exists(os.path.join(killed, "checkpoints", "step-000020")):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        self.assertFalse(os.path.exists(os.path.join(killed, "final")), "the run ended before it was killed")
+        resumed = run("pretrain", "--arch", "bert", *TINY, "--steps", "200", "--out", killed)
+        self.assertIn("resumed", resumed.stdout)
+        a = read_safetensors(os.path.join(whole, "final", "model.safetensors"))
+        b = read_safetensors(os.path.join(killed, "final", "model.safetensors"))
+        self.assertEqual(sorted(a), sorted(b))
+        for name in a:
+            self.assertTrue(np.array_equal(np.array(a[name]), np.array(b[name])), name)
+        # No half-written folder is left where a checkpoint belongs.
+        self.assertEqual([n for n in os.listdir(os.path.join(killed, "checkpoints")) if not n.startswith("step-") or "." in n], [])
+
+    def test_errors_are_one_line(self):
+        self.assert_one_line_error(run("pretrain", "--arch", "gpt2", "--out", self.out, check=False), "architecture", "gpt2")
+        self.assert_one_line_error(run("pretrain", "--corpus", os.path.join(self.out, "missing.txt"), "--out", self.out,
+                                       check=False), "missing.txt")
+        empty = os.path.join(self.out, "empty.txt")
+        with open(empty, "w") as f:
+            f.write("\n\n  \n")
+        self.assert_one_line_error(run("pretrain", "--corpus", empty, "--out", os.path.join(self.out, "e"), check=False),
+                                   "empty.txt")
+        self.assert_one_line_error(run("pretrain", "--corpus", RTE, "--d-model", "32", "--heads", "3", "--out",
+                                       os.path.join(self.out, "h"), check=False),
+                                   "multiple of heads")
+        # A folder of one run refuses other settings instead of mixing them.
+        folder = os.path.join(self.out, "run")
+        run("pretrain", *TINY, "--steps", "3", "--out", folder)
+        self.assert_one_line_error(run("pretrain", *TINY, "--steps", "4", "--out", folder, check=False), "other settings")
+        # dynamics: no checkpoints, or not a pretraining architecture.
+        self.assert_one_line_error(run("dynamics", "--checkpoints", empty, "--out", os.path.join(self.out, "d"), check=False))
+        nothing = os.path.join(self.out, "nothing")
+        os.makedirs(nothing)
+        self.assert_one_line_error(run("dynamics", "--checkpoints", nothing, "--out", os.path.join(self.out, "d"),
+                                       check=False), "no checkpoint folders")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)
