@@ -85,7 +85,7 @@ MaskedTokens mask_tokens(const at::Tensor& input_ids, const at::Tensor& special,
                          int random_high, double rate, std::uint64_t seed);
 
 // ---- pretraining (src/pretrain/mlm.cpp) -----------------------------------------------------------------------------
-// The defaults fit one run in about 25 minutes on 2 cores (docs/pretraining.md): the paper's depth (12 layers) at a width
+// The defaults fit one run in about 40 minutes on 2 cores (docs/pretraining.md): the paper's depth (12 layers) at a width
 // the compute budget suits (d = 128: ~3500 tokens/s; d = 256 trains ~1250 tokens/s, a third of the tokens in the
 // same time).
 struct PretrainSettings {
@@ -98,8 +98,8 @@ struct PretrainSettings {
     int vocab = 8000;            // tokenizer pieces (BERT: WordPiece vocab.txt; ALBERT: SentencePiece unigram)
     int tokens = 128;            // tokens per sample, special tokens included (= max_position_embeddings)
     int batch = 32;              // samples per step
-    long steps = 1200;
-    double learning_rate = 1e-3; // AdamW peak, reached after the warm-up, then linear decay to 0
+    long steps = 2000;
+    double learning_rate = 1.5e-3;  // AdamW peak, reached after the warm-up, then linear decay to 0
     double warmup = 0.06;        // fraction of the steps
     double weight_decay = 0.01;  // on weights, not on biases, LayerNorm or the output bias
     double beta2 = 0.98, adam_eps = 1e-6;

@@ -46,8 +46,9 @@ double median(std::vector<double> values) {
 std::string step_tics(const std::vector<long>& steps) {
     std::vector<std::string> tics;
     const std::size_t stride = std::max<std::size_t>(1, (steps.size() + 7) / 8);
-    for (std::size_t i = 0; i < steps.size(); ++i)
-        if (i % stride == 0 || i + 1 == steps.size()) tics.push_back(fmt::format("'{}' {}", steps[i], i));
+    for (std::size_t i = 0; i < steps.size(); ++i)  // every stride-th, and the last without crowding its neighbour
+        if ((i % stride == 0 && steps.size() - 1 - i >= stride) || i + 1 == steps.size())
+            tics.push_back(fmt::format("'{}' {}", steps[i], i));
     return fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
 }
 
@@ -68,6 +69,7 @@ std::string heatmap_panel(const std::string& csv, const std::string& condition, 
 }
 
 constexpr int kColorbox = 150;
+constexpr int kHeatmapFloor = -8;  // log10: float32 round-off of a relative residual is ~1e-7
 
 }  // namespace
 
@@ -182,11 +184,12 @@ Figure dynamics_heatmap_figure(const std::string& model, const std::vector<std::
     const int rows = static_cast<int>((variants.size() + cols - 1) / cols);
     PanelFigure figure("dynamics_heatmap", model + ": relative residual (log10) by layer through pretraining", rows, cols, 480, 330);
     figure.reserve_colorbox(kColorbox);
-    figure.add_preface(std::string(kPalette) + "stats 'dynamics_residual.csv' using (column('log10_mean')) name 'r' nooutput\n"
-                       "set cbrange [r_min:(r_max > r_min ? r_max : r_min + 1)]\n");
+    // Values at or below float32 round-off (exact zeros included: all rows equal in float32) share the bottom colour.
+    figure.add_preface(std::string(kPalette) + fmt::format("set cbrange [{}:0.1]\n", kHeatmapFloor));
+    const std::string clamped = fmt::format("({0} < {1} ? {1} : {0})", csv_number("log10_mean"), kHeatmapFloor);
     for (const auto& variant : variants)
-        figure.add_panel(heatmap_panel("dynamics_residual.csv", text_is("variant", variant), csv_number("log10_mean"), variant,
-                                       steps, "log10 relative residual", 0, layers));
+        figure.add_panel(heatmap_panel("dynamics_residual.csv", text_is("variant", variant), clamped, variant, steps,
+                                       fmt::format("log10 relative residual (≤ {}: round-off)", kHeatmapFloor), 0, layers));
     return figure.build();
 }
 
@@ -214,8 +217,9 @@ Figure dynamics_attention_figure(const std::string& model, const std::vector<lon
     PanelFigure figure("dynamics_attention", model + ": attention through pretraining (unmodified model)", 1, 2, 480, 330);
     figure.reserve_colorbox(kColorbox);
     figure.add_preface(kPalette);
-    figure.add_panel("set cbrange [0:*]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("entropy_mean"),
-                                                          "entropy (nats, mean over heads)", steps, "nats", 1, layers));
+    figure.add_panel("set cbrange [*:*]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("entropy_mean"),
+                                                          "entropy, mean over heads (uniform head: ln n)", steps, "nats", 1,
+                                                          layers));
     figure.add_panel("set cbrange [0:1]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("first_token_share_mean"),
                                                            "share to the first token ([CLS])", steps, "share", 1, layers));
     return figure.build();
