@@ -1,7 +1,7 @@
 # rankscope: the two set-up commands of the README.
 #   make demo   install what is missing, build, and run rankscope's main job on its built-in defaults
 #   make test   install what is missing, build, and run the whole test suite
-# Other targets: make build, make pretrain (BERT and ALBERT pretrained here on real English, about 2 x 25 min on 2
+# Other targets: make build, make pretrain (BERT and ALBERT pretrained here on real English, about 2 x 40 min on 2
 # cores, into out/pretrain/{bert,albert}; the full `rankscope reproduce` then adds their E1/E2 and dynamics), make bench, make bench-stream (peak memory of a 0.85e9-parameter decoder read whole
 # and streamed), make test-sanitize-parsers (the fuzz corpus replayed through the parsers under
 # ASan+UBSan, run by CI), make test-sanitize (the whole suite under ASan+UBSan, run before merging), make clean.

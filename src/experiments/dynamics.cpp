@@ -10,6 +10,7 @@
 
 #include "rankscope/error.hpp"
 #include "rankscope/plots.hpp"
+#include "rankscope/summary.hpp"
 #include "rankscope/tokenizer.hpp"
 
 namespace rankscope {
@@ -34,13 +35,6 @@ const ResidualRow* row_at(const WeightsRun& run, const std::string& variant, int
     for (const auto& r : run.residual)
         if (r.variant == variant && r.layer == layer) return &r;
     return nullptr;
-}
-
-double median(std::vector<double> values) {
-    if (values.empty()) return std::nan("");
-    std::sort(values.begin(), values.end());
-    const std::size_t n = values.size();
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 std::string step_tics(const std::vector<long>& steps) {

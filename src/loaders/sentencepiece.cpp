@@ -16,6 +16,7 @@
 #include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
 #include "rankscope/tokenizer.hpp"
+#include "sentencepiece_training.hpp"
 #include "text_utf8.hpp"
 
 namespace rankscope {
@@ -192,14 +193,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
                 directory);
 }
 
-std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& sentences, const std::string& directory,
-                                               int vocab_size, const std::string& model_type) {
-    const std::filesystem::path folder(directory);
+namespace detail {
+
+void train_sentencepiece_model(const std::vector<std::string>& lines, const std::filesystem::path& folder, int vocab_size,
+                               const std::string& algorithm) {
     std::filesystem::create_directories(folder);
     const auto corpus = folder / "corpus.txt";
     {
         std::ofstream out(corpus);
-        for (const auto& sentence : sentences) out << sentence << "\n";
+        for (const auto& line : lines) out << line << "\n";
         if (!out) throw Error("cannot write the tokenizer corpus", corpus.string());
     }
     // Run in the folder with relative names: SentencePiece reads --input as a comma-separated list, so a comma in the
@@ -208,12 +210,19 @@ std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& s
     options.working_directory = folder;
     options.stdout_file = folder / "train.log";
     options.stderr_file = folder / "train.log";
-    const ProcessResult result =
-        run_process({spm_helper_path(), "train", "corpus.txt", "spiece", std::to_string(vocab_size)}, options);
+    const ProcessResult result = run_process(
+        {spm_helper_path(), "train", "corpus.txt", "spiece", std::to_string(vocab_size), algorithm}, options);
     if (!result.ok())
-        throw Error("training a SentencePiece model on the text failed (" + result.describe() + ")",
+        throw Error("training a SentencePiece " + algorithm + " model on the text failed (" + result.describe() + ")",
                     (folder / "train.log").string());
-    return load_sentencepiece((folder / "spiece.model").string(), model_type, false);
+}
+
+}  // namespace detail
+
+std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& sentences, const std::string& directory,
+                                               int vocab_size, const std::string& model_type) {
+    detail::train_sentencepiece_model(sentences, directory, vocab_size, "unigram");
+    return load_sentencepiece((std::filesystem::path(directory) / "spiece.model").string(), model_type, false);
 }
 
 std::string default_rte_path() {

@@ -13,6 +13,7 @@
 #include <map>
 #include <sstream>
 
+#include "rankscope/file_hash.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/pretrain.hpp"
@@ -67,12 +68,6 @@ std::string read_whole(const std::string& path, const std::string& package) {
     if (!std::filesystem::is_regular_file(path, ec))
         throw Error("corpus file missing (install the Debian package " + package + ")", path);
     return read_file_limited(path, kMaxTextFileBytes, "corpus file");
-}
-
-std::uint64_t fnv1a(const std::string& text) {
-    std::uint64_t hash = 1469598103934665603ULL;
-    for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
-    return hash;
 }
 
 // Removes balanced [...] spans (GCIDE etymologies, "[1913 Webster]", "[Obs.]", "[deg]").

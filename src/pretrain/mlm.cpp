@@ -15,6 +15,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "rankscope/file_hash.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/models.hpp"
@@ -28,12 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-std::uint64_t fnv1a(const std::string& bytes) {
-    std::uint64_t hash = 1469598103934665603ULL;
-    for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ULL;
-    return hash;
-}
 
 // ---- the model's files --------------------------------------------------------------------------------------------
 nlohmann::json config_json(const PretrainSettings& s, int vocab_size) {
@@ -157,8 +152,10 @@ at::Tensor pack_samples(const Tokenizer& tokenizer, const std::vector<CorpusText
 
 struct SpecialIds {
     int mask = 0, regular_from = 0;  // ids below regular_from are special ([PAD] [UNK] [CLS] [SEP] [MASK] ...)
-    std::vector<int> framing;        // [CLS], [SEP]
 };
+// Both trained vocabularies put their special pieces first: vocab.txt [PAD] [UNK] [CLS] [SEP] [MASK]; spiece.model
+// <pad> <unk> [CLS] [SEP] [MASK] <sep> <cls>.
+SpecialIds special_ids(const std::string& model_type) { return {4, model_type == "albert" ? 7 : 5}; }
 
 at::Tensor special_positions(const at::Tensor& ids, const SpecialIds& special) {
     return ids.lt(special.regular_from);
@@ -283,6 +280,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
     }
 
     // Corpus and tokenizer (kept: a resumed run reuses them).
+    const nlohmann::json corpus_summary = corpus.summary();  // corpus.json and pretrain.json
     const fs::path corpus_dir = directory / "corpus";
     if (!fs::exists(corpus_dir / "corpus.json")) {
         write_folder(corpus_dir, [&](const fs::path& dir) {
@@ -291,7 +289,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
                 for (const auto& unit : *units) text += unit.text + "\n";
                 write_file_atomically((dir / name).string(), text);
             }
-            write_file_atomically((dir / "corpus.json").string(), corpus.summary().dump(2) + "\n");
+            write_file_atomically((dir / "corpus.json").string(), corpus_summary.dump(2) + "\n");
         });
     }
     const fs::path tokenizer_dir = directory / "tokenizer";
@@ -327,13 +325,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
     result.train_tokens = train_ids.numel();
     result.heldout_tokens = heldout_ids.numel();
 
-    SpecialIds special;
-    special.framing = tokenizer->prefix();
-    for (int id : tokenizer->suffix()) special.framing.push_back(id);
-    // Both vocabularies put their special pieces first: vocab.txt [PAD] [UNK] [CLS] [SEP] [MASK]; spiece.model <pad>
-    // <unk> [CLS] [SEP] [MASK] <sep> <cls>.
-    special.mask = 4;
-    special.regular_from = s.arch == "albert" ? 7 : 5;
+    const SpecialIds special = special_ids(s.arch);
 
     // Model, head, optimiser.
     auto model = make_hf_model(config, s.seed);
@@ -346,6 +338,8 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
         const bool is_norm = name.find("LayerNorm") != std::string::npos || name.find("layer_norm") != std::string::npos;
         (is_bias || is_norm ? no_decay : decay).push_back(tensor);
     }
+    std::vector<at::Tensor> parameter_list;  // for clipping
+    for (const auto& item : parameters) parameter_list.push_back(item.second);
     torch::optim::AdamW optimizer(
         {torch::optim::OptimizerParamGroup(decay, std::make_unique<torch::optim::AdamWOptions>(
                                                       torch::optim::AdamWOptions(s.learning_rate).betas({0.9, s.beta2}).eps(s.adam_eps).weight_decay(s.weight_decay))),
@@ -474,9 +468,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
         const at::Tensor selected = masked.labels.ne(-100);
         const at::Tensor loss = at::cross_entropy_loss(head.logits(hidden.index({selected})), masked.labels.index({selected}));
         loss.backward();
-        std::vector<at::Tensor> all;
-        for (const auto& item : parameters) all.push_back(item.second);
-        torch::nn::utils::clip_grad_norm_(all, s.clip);
+        torch::nn::utils::clip_grad_norm_(parameter_list, s.clip);
         optimizer.step();
         const double loss_value = loss.item<double>();
         if (!std::isfinite(loss_value))
@@ -512,7 +504,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
                                   {"train_seconds", state.seconds}, {"train_tokens", result.train_tokens},
                                   {"heldout_tokens", result.heldout_tokens}, {"vocab_size", vocab_size},
                                   {"parameters", 0}, {"unigram_loss", result.unigram_loss},
-                                  {"unigram_accuracy", result.unigram_accuracy}, {"corpus", corpus.summary()}};
+                                  {"unigram_accuracy", result.unigram_accuracy}, {"corpus", corpus_summary}};
         long count = 0;
         for (const auto& item : parameters) count += item.second.numel();
         summary["parameters"] = count;
@@ -532,8 +524,9 @@ MaskedLmScore score_checkpoint(const fs::path& checkpoint, const at::Tensor& inp
     MlmHead head = make_head(config, *model, 0);
     SafetensorsFile file((checkpoint / "model.safetensors").string());
     copy_into(head.named(), file);
-    const int regular_from = config.model_type == "albert" ? 7 : 5;
-    const MaskedTokens masked = mask_tokens(input_ids, input_ids.lt(regular_from), 4, regular_from, config.vocab_size, mask_rate, seed);
+    const SpecialIds special = special_ids(config.model_type);
+    const MaskedTokens masked = mask_tokens(input_ids, special_positions(input_ids, special), special.mask,
+                                            special.regular_from, config.vocab_size, mask_rate, seed);
     torch::NoGradGuard no_grad;
     const at::Tensor hidden = model->forward(model_batch(masked.input_ids), Surgery{}, nullptr);
     const at::Tensor selected = masked.labels.ne(-100);

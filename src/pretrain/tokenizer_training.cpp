@@ -7,14 +7,13 @@
 //           WordPiece's greedy longest match never needs [UNK] on text of the corpus's alphabet. Hugging Face's own
 //           WordPiece trainer is BPE with the same "##" convention.
 #include <filesystem>
-#include <fstream>
 #include <set>
 
+#include "loaders/sentencepiece_training.hpp"
 #include "loaders/text_utf8.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/pretrain.hpp"
-#include "rankscope/process.hpp"
 #include "rankscope/tokenizer.hpp"
 
 namespace rankscope {
@@ -28,24 +27,6 @@ std::vector<std::string> every_kth(const std::vector<std::string>& units) {
     const double stride = double(units.size()) / kMaxTrainingUnits;
     for (std::size_t i = 0; i < kMaxTrainingUnits; ++i) out.push_back(units[static_cast<std::size_t>(i * stride)]);
     return out;
-}
-
-void write_lines(const std::filesystem::path& path, const std::vector<std::string>& lines) {
-    std::ofstream out(path);
-    for (const auto& line : lines) out << line << "\n";
-    if (!out) throw Error("cannot write the tokenizer corpus", path.string());
-}
-
-void run_trainer(const std::filesystem::path& directory, int vocab, const std::string& model_type) {
-    ProcessOptions options;
-    options.working_directory = directory;  // relative names: SentencePiece splits --input at commas
-    options.stdout_file = directory / "train.log";
-    options.stderr_file = directory / "train.log";
-    const ProcessResult result =
-        run_process({spm_helper_path(), "train", "corpus.txt", "spiece", std::to_string(vocab), model_type}, options);
-    if (!result.ok())
-        throw Error("training the SentencePiece " + model_type + " model failed (" + result.describe() + ")",
-                    (directory / "train.log").string());
 }
 
 }  // namespace
@@ -89,14 +70,12 @@ std::vector<std::string> train_pretraining_tokenizer(const std::string& arch, co
             prepared.push_back(line);
         }
     }
-    write_lines(directory / "corpus.txt", prepared);
+    detail::train_sentencepiece_model(prepared, directory, vocab, arch == "albert" ? "unigram" : "bpe");
     nlohmann::json config;
     if (arch == "albert") {
-        run_trainer(directory, vocab, "unigram");
         config = {{"tokenizer_class", "AlbertTokenizer"}, {"do_lower_case", true}, {"keep_accents", false},
                   {"remove_space", true}, {"model_max_length", max_length}};
     } else {
-        run_trainer(directory, vocab, "bpe");
         const std::string text = read_file_limited((directory / "spiece.vocab").string(), kMaxTextFileBytes, "vocabulary");
         std::vector<std::string> pieces;
         for (std::size_t start = 0; start < text.size();) {

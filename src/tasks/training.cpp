@@ -12,6 +12,7 @@
 #include <iterator>
 #include <random>
 
+#include "rankscope/file_hash.hpp"
 #include "rankscope/device.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -70,11 +71,6 @@ bool flat_adam_enabled() {
     return !(value && std::string(value) == "0");
 }
 
-
-std::uint64_t fnv1a(const std::string& bytes, std::uint64_t hash = 1469598103934665603ULL) {
-    for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ULL;
-    return hash;
-}
 
 std::string file_fingerprint(const std::string& path) {
     return fmt::format("{:016x}", fnv1a(read_file_limited(path, kMaxTextFileBytes, "text file")));
