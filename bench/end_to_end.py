@@ -9,7 +9,8 @@
    (`rankscope paths sample --patterns`) against bench/e2_paths_torch.py.
 3. Training steps per second: E4 sort in the paper's configuration (6 post-LN attention layers, 2 heads, d = 48,
    batches of 30, Adam), `rankscope task sort --epochs 20 --retrain` (its task.json's train_seconds: the training loop
-   only) against bench/e4_train_torch.py (nn.MultiheadAttention, the same loop, timed the same way), at 1 and 2 threads.
+   only) for one seed and for five seeds trained together (`--seeds 2,3,4,5,6`, one stacked model; per model) against
+   bench/e4_train_torch.py (nn.MultiheadAttention, the same loop, timed the same way), at 1 and 2 threads.
 4. The machine's single-precision GEMM peak, measured here with python3-torch's BLAS (OpenBLAS in Debian; the best
    BLAS this machine has), at 1 and 2 threads; the share of it that the E1 grid's matrix products reach over the whole
    rankscope run (a lower bound: the run's wall time includes everything else).
@@ -106,21 +107,23 @@ paths = compare({
     "torch, 2 threads": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "2"],
 })
 
-# 3. Training steps per second (E4 sort, the paper's configuration), the runs in turn.
+# 3. Training steps per second (E4 sort, the paper's configuration), the runs in turn. rankscope trains one model, and
+# five seeds together as one stacked model (`--seeds`, model-steps per second: 5 x steps / the run's training time);
+# torch trains one model (five seeds one after another have its one-model rate).
 train_epochs, steps = 20, 20 * 34  # 1000 sequences in batches of 30: 34 steps per epoch
-training_runs = {"rankscope": [], "torch, 1 thread (default)": [], "torch, 2 threads": []}
+together = [2, 3, 4, 5, 6]
+training_runs = {"rankscope, 1 seed": [], f"rankscope, {len(together)} seeds together": [],
+                 "torch, 1 thread (default)": [], "torch, 2 threads": []}
 for _ in range(repeats):
     out = os.path.join(work, "e4")
-    subprocess.run([rankscope, "task", "sort", "--epochs", str(train_epochs), "--retrain", "--paths", "1", "--repeats",
-                    "1", "--sub-path", "no", "--threads", "2", "--out", out], check=True, capture_output=True)
-    with open(os.path.join(out, "task.json")) as f:
-        training_runs["rankscope"].append(steps / json.load(f)["train_seconds"])
-    for threads, name in ((1, "torch, 1 thread (default)"), (2, "torch, 2 threads")):
-        result = subprocess.run([python, os.path.join(HERE, "e4_train_torch.py"), str(train_epochs), str(threads)],
-                                check=True, capture_output=True, text=True)
-        measured = json.loads(result.stdout)
-        assert measured["steps"] == steps, measured
-        training_runs[name].append(steps / measured["train_seconds"])
+    for name, seeds in (("rankscope, 1 seed", [2]), (f"rankscope, {len(together)} seeds together", together)):
+        subprocess.run([rankscope, "task", "sort", "--epochs", str(train_epochs), "--retrain", "--paths", "1", "--repeats",
+                        "1", "--sub-path", "no", "--threads", "2", "--seeds", ",".join(map(str, seeds)), "--out", out],
+                       check=True, capture_output=True)
+        with open(os.path.join(out, "task.json")) as f:
+            summary = json.load(f)
+        assert summary["steps_per_model"] == steps, summary["steps_per_model"]
+        training_runs[name].append(len(seeds) * steps / summary["train_seconds"])
 training = {name: statistics.median(rates) for name, rates in training_runs.items()}
 
 # 4. The GEMM peak and the grid's share of it.
@@ -141,11 +144,14 @@ for title, table in [("E1 grid: BERT-base init, 32 x 128 tokens, 4 surgeries x 1
     for name, (seconds, megabytes) in table.items():
         ratio = "" if name.startswith("rankscope") else f"{seconds / ours:.2f}x"
         print(f"{name:<28}{seconds:>8.2f}{megabytes:>9.0f}{ratio:>21}")
-print(f"\nE4 sort training, the paper's configuration, {steps} steps ({train_epochs} epochs)")
-print(f"{'':<28}{'steps/s':>8}{'rankscope faster by':>30}")
+print(f"\nE4 sort training, the paper's configuration, {steps} steps ({train_epochs} epochs) per model")
+print(f"{'':<32}{'model-steps/s':>14}{'1 seed faster by':>18}{'5 seeds faster by':>19}")
 for name, rate in training.items():
-    ratio = "" if name == "rankscope" else f"{training['rankscope'] / rate:.2f}x"
-    print(f"{name:<28}{rate:>8.1f}{ratio:>30}")
+    if name.startswith("rankscope"):
+        print(f"{name:<32}{rate:>14.1f}")
+    else:
+        print(f"{name:<32}{rate:>14.1f}{training['rankscope, 1 seed'] / rate:>17.2f}x"
+              f"{training[f'rankscope, {len(together)} seeds together'] / rate:>18.2f}x")
 print(f"\nSGEMM 4096 x 768 x 3072 (python3-torch's BLAS): {peak[1]:.0f} GFLOP/s at 1 thread, {peak[2]:.0f} at 2")
 print(f"E1 grid: {e1_grid_flops() / 1e9:.0f} GFLOP of matrix products in {grid_seconds:.2f} s = "
       f"{e1_grid_flops() / grid_seconds / 1e9:.0f} GFLOP/s, {100 * share:.0f}% of the measured peak over the whole run")

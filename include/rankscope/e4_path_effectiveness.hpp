@@ -1,6 +1,8 @@
 #pragma once
 // E4 (SPEC.md §4, paper §4.3 Fig. 4): train (or reuse) a task model, then measure how much of its accuracy ensembles of
-// random paths of each length k keep, beside the whole model and the majority level measured in the same run.
+// random paths of each length k keep, beside the whole model and the majority level measured in the same run. With
+// several seeds, one model per seed (its own initialisation, data and path draws), trained together as one stacked
+// model (train_or_load_seeds), and every number pooled over the seeds as well as the repeats.
 #include <filesystem>
 #include <vector>
 
@@ -12,6 +14,7 @@ namespace rankscope {
 
 struct PathEffectivenessSettings {
     TaskSettings task;                    // sort, hull or memorize
+    std::vector<std::uint64_t> seeds;     // one model per seed; empty = task.seed alone
     std::filesystem::path work_dir;       // memorize: its tokenizer is trained here
     std::filesystem::path checkpoints;
     bool retrain = false, allow_nonfinite = false;
@@ -23,16 +26,26 @@ struct PathEffectivenessSettings {
 struct PathAccuracy {
     bool sub_path = false;
     int n_paths = 0, length = 0;
-    Summary accuracy;  // over repeats
+    Summary accuracy;  // over seeds and repeats
+};
+
+// One seed's trained model and what was measured on it.
+struct SeedOutcome {
+    std::uint64_t seed = 0;
+    TrainedTask trained;
+    TaskBatch eval;  // the evaluation batch (written out so any number can be recomputed)
+    double whole_model_accuracy = 0, whole_model_train_accuracy = 0, majority_accuracy = 0;
+    std::vector<LayerResidual> residual;  // relative residual per layer of the trained model on eval
 };
 
 struct PathEffectivenessResult {
-    TrainedTask trained;
-    TaskBatch eval;                          // the evaluation batch (written out so any number can be recomputed)
+    std::vector<SeedOutcome> seeds;
+    // Means over the seeds (with one seed, that seed's numbers).
     double whole_model_accuracy = 0, whole_model_train_accuracy = 0, majority_accuracy = 0, chance_accuracy = 0;
-    std::vector<PathEffectivenessRow> rows;  // every ensemble
-    std::vector<PathAccuracy> by_length;     // summarised over repeats
-    std::vector<LayerResidual> residual;     // relative residual per layer of the trained model on eval
+    double lowest_whole_model_accuracy = 0;  // over the seeds
+    double train_seconds = 0;                // wall time of training (the seeds not reused, together); 0 when all reused
+    std::vector<PathEffectivenessRow> rows;  // every ensemble of every seed
+    std::vector<PathAccuracy> by_length;     // summarised over seeds and repeats
 };
 
 PathEffectivenessResult run_path_effectiveness_experiment(const PathEffectivenessSettings& settings);

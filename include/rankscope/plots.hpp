@@ -97,7 +97,7 @@ Figure path_counts_figure(const std::vector<std::string>& architectures, bool al
 // paths_effectiveness.svg (E4) from paths_effectiveness_summary.csv (sub_path, n_paths, k, mean, std) and the
 // reference accuracies in paths_effectiveness.csv (metric = whole_model_accuracy / majority_accuracy, value).
 // `series`: (sub_path "yes"/"no", n_paths) per line.
-Figure paths_effectiveness_figure(const std::string& task, const std::vector<std::pair<std::string, int>>& series);
+Figure paths_effectiveness_figure(const std::string& task, const std::vector<std::pair<std::string, int>>& series, int seeds = 1);
 
 // width_depth.svg (E5) from width_depth_residual.csv (layers, relative_depth, mean) and width_depth_paths.csv
 // (layers, k, share). `depths`: (layers, legend title) per model.

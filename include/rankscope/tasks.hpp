@@ -109,6 +109,14 @@ struct TrainedTask {
 // `allow_nonfinite`.
 TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, const std::filesystem::path& checkpoint_dir,
                           bool retrain = false, bool allow_nonfinite = false);
+// Several models whose settings differ only in the seed (checked), each with its own data (of one shape), trained as
+// one stacked model: every operator runs once per step for all of them, so S seeds cost little more than one at the
+// task models' sizes. Each model gets exactly its own gradients and Adam updates (its own initialisation, data, epoch
+// order, input noise and stopping epoch), as train_or_load would give it alone, up to float32 rounding; each is
+// reused from or saved to its own checkpoint. train_or_load is this with one seed.
+std::vector<TrainedTask> train_or_load_seeds(const std::vector<TaskSettings>& settings, const std::vector<TaskSplits>& data,
+                                             const std::filesystem::path& checkpoint_dir, bool retrain = false,
+                                             bool allow_nonfinite = false);
 void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings);
 void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings);
 
@@ -131,8 +139,10 @@ struct PathEffectivenessRow {
     bool sub_path = false;
     int length = 0, n_paths = 0, repeat = 0;
     double accuracy = 0;
+    std::uint64_t seed = 0;  // the model's (and the path draws') seed
 };
 // For k = 0..L, n in n_paths_list, `repeats` draws each: accuracy of the ensemble of n random paths of length k.
+// The paths are drawn from `seed` (one stream per cell); the rows carry it.
 std::vector<PathEffectivenessRow> path_effectiveness(TaskModel& model, const TaskBatch& batch, const std::string& task,
                                                      const std::vector<int>& n_paths_list, int repeats, bool sub_path,
                                                      std::uint64_t seed);

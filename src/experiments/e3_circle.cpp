@@ -129,15 +129,23 @@ CircleResult run_circle_experiment(const CircleSettings& settings) {
     const std::filesystem::path checkpoints = settings.checkpoints.empty() ? temporary.path : settings.checkpoints;
     const TaskBatch heldout = heldout_circle_data(result.points);
     for (const auto& variant : settings.variants) {
+        // The seeds of a variant train together as one stacked model (each exactly as it would alone).
+        std::vector<TaskSettings> seed_settings;
+        std::vector<TaskSplits> seed_data;
         for (const std::uint64_t seed : settings.seeds) {
+            seed_settings.push_back(circle_variant_settings(settings.training, variant));
+            seed_settings.back().seed = seed;
+            seed_data.push_back(make_task_data(seed_settings.back(), checkpoints));
+        }
+        std::vector<TrainedTask> seed_models = train_or_load_seeds(
+            seed_settings, seed_data, checkpoints, settings.retrain || settings.checkpoints.empty(), settings.allow_nonfinite);
+        for (std::size_t i = 0; i < settings.seeds.size(); ++i) {
             CircleRun run;
             run.variant = variant;
-            run.seed = seed;
-            run.settings = circle_variant_settings(settings.training, variant);
-            run.settings.seed = seed;
-            const TaskSplits data = make_task_data(run.settings, checkpoints);
-            TrainedTask trained = train_or_load(run.settings, data, checkpoints, settings.retrain || settings.checkpoints.empty(),
-                                                settings.allow_nonfinite);
+            run.seed = settings.seeds[i];
+            run.settings = seed_settings[i];
+            const TaskSplits& data = seed_data[i];
+            TrainedTask& trained = seed_models[i];
             run.model = trained.model->config.to_json().dump();
             run.parameters = parameter_count(trained.model);
             run.checkpoint = settings.checkpoints.empty() ? std::string() : trained.checkpoint;

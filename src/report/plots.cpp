@@ -349,7 +349,7 @@ Figure path_counts_figure(const std::vector<std::string>& architectures, bool al
     return figure.build();
 }
 
-Figure paths_effectiveness_figure(const std::string& task, const std::vector<std::pair<std::string, int>>& series) {
+Figure paths_effectiveness_figure(const std::string& task, const std::vector<std::pair<std::string, int>>& series, int seeds) {
     const std::string csv = "paths_effectiveness_summary.csv", reference = "paths_effectiveness.csv";
     PanelFigure figure("paths_effectiveness", "E4: accuracy of path ensembles vs path length, " + task, 1, 1, 640, 380);
     std::string preface = integer_axis("x", csv, csv_number("k"), "k") +
@@ -374,7 +374,8 @@ Figure paths_effectiveness_figure(const std::string& task, const std::vector<std
         figure.add_key_entry(fmt::format("{} paths{}", series[i].second, series[i].first == "yes" ? ", with sub-paths" : ""),
                              fmt::format("with yerrorlines lt {}", i + 1));
     }
-    figure.add_panel("set title 'random path ensembles, mean ± std over repeats'\nset xlabel 'path length k'\n" +
+    const std::string over = seeds > 1 ? fmt::format("{} seeds and their repeats", seeds) : "repeats";
+    figure.add_panel("set title 'random path ensembles, mean ± std over " + over + "'\nset xlabel 'path length k'\n" +
                      ylabel("token accuracy", true) + join_plots(plots));
     return figure.build();
 }

@@ -58,7 +58,7 @@ std::vector<PathEffectivenessRow> path_effectiveness(TaskModel& model, const Tas
                 std::vector<std::vector<int>> paths;
                 for (int i = 0; i < n_paths; ++i) paths.push_back(random_path(layers, heads, length, rng));
                 const double accuracy = token_accuracy(path_ensemble_logits(model, on_device, paths, sub_path), on_device.targets);
-                rows.push_back({task, sub_path, length, n_paths, repeat, accuracy});
+                rows.push_back({task, sub_path, length, n_paths, repeat, accuracy, seed});
             }
     return rows;
 }

@@ -21,6 +21,7 @@
 #include "rankscope/tasks.hpp"
 #include "rankscope/tensor_file.hpp"
 #include "rankscope/tokenizer.hpp"
+#include "stacked_task_model.hpp"
 
 namespace rankscope {
 namespace {
@@ -74,17 +75,6 @@ bool flat_adam_enabled() {
 
 std::string file_fingerprint(const std::string& path) {
     return fmt::format("{:016x}", fnv1a(read_file_limited(path, kMaxTextFileBytes, "text file")));
-}
-
-// Drops the padding columns every sequence of a batch has (the same result: padded keys are masked, padded queries
-// are not scored), so a batch of short pairs does not pay for 128 tokens.
-TaskBatch trim_padding(TaskBatch batch) {
-    if (!batch.key_bias.defined()) return batch;
-    const std::int64_t longest = batch.key_bias.reshape({batch.size(), -1}).eq(0).sum(-1).max().item<std::int64_t>();
-    batch.inputs = batch.inputs.narrow(1, 0, longest);
-    batch.targets = batch.targets.narrow(1, 0, longest);
-    batch.key_bias = batch.key_bias.narrow(-1, 0, longest);
-    return batch;
 }
 
 }  // namespace
@@ -278,24 +268,75 @@ void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskS
     }
 }
 
-TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, const std::filesystem::path& checkpoint_dir,
-                          bool retrain, bool allow_nonfinite) {
-    torch::manual_seed(settings.seed);
-    TrainedTask result;
-    result.model = TaskModel(model_config_for(settings, data));
-    std::filesystem::create_directories(checkpoint_dir);
-    result.checkpoint = (checkpoint_dir / (settings.task + "-" + settings.checkpoint_key() + ".safetensors")).string();
-    const at::Device device = parse_device(settings.device);
-    if (!retrain && std::filesystem::exists(result.checkpoint)) {
-        load_task_checkpoint(result.checkpoint, result.model, settings);
-        result.model->to(device);
-        result.model->eval();
-        result.reused = true;
-        return result;
+namespace {
+
+// The training items of S models laid side by side: inputs [S, N, ...], targets [S, N, ...], key_bias [S, N, 1, 1, n].
+TaskBatch stack_batches(const std::vector<const TaskBatch*>& batches) {
+    std::vector<at::Tensor> inputs, targets, key_bias;
+    for (const TaskBatch* b : batches) {
+        inputs.push_back(b->inputs), targets.push_back(b->targets);
+        if (b->key_bias.defined()) key_bias.push_back(b->key_bias);
     }
-    TaskModel& model = result.model;
-    model->to(device);  // before the optimiser takes the parameters
-    model->train();
+    return {torch::stack(inputs), torch::stack(targets), key_bias.empty() ? at::Tensor() : torch::stack(key_bias)};
+}
+
+// Items [begin, end) of every model's stacked batch (dimension 1).
+TaskBatch slice_items(const TaskBatch& stacked, std::int64_t begin, std::int64_t end) {
+    auto part = [&](const at::Tensor& t) { return t.defined() ? t.slice(1, begin, end) : t; };
+    return {part(stacked.inputs), part(stacked.targets), part(stacked.key_bias)};
+}
+
+// Model s's items indices[s] (int64 [S, b], each row in [0, N)).
+TaskBatch take_items(const TaskBatch& stacked, const at::Tensor& indices) {
+    const std::int64_t S = indices.size(0), N = stacked.inputs.size(1), b = indices.size(1);
+    const at::Tensor flat = (indices + torch::arange(S, indices.options()).mul_(N).unsqueeze(1)).reshape(-1);
+    auto part = [&](const at::Tensor& t) {
+        if (!t.defined()) return t;
+        std::vector<std::int64_t> shape(t.sizes().begin(), t.sizes().end());
+        shape[1] = b;
+        std::vector<std::int64_t> merged = {S * N};
+        merged.insert(merged.end(), shape.begin() + 2, shape.end());
+        return t.reshape(merged).index_select(0, flat).view(shape);
+    };
+    return {part(stacked.inputs), part(stacked.targets), part(stacked.key_bias)};
+}
+
+// Drops the padding columns every sequence of every model has (the same result: padded keys are masked, padded
+// queries are not scored), so a batch of short pairs does not pay for 128 tokens.
+TaskBatch trim_stacked_padding(TaskBatch batch) {
+    if (!batch.key_bias.defined()) return batch;
+    const std::int64_t S = batch.inputs.size(0), B = batch.inputs.size(1);
+    const std::int64_t longest = batch.key_bias.reshape({S * B, -1}).eq(0).sum(-1).max().item<std::int64_t>();
+    batch.inputs = batch.inputs.narrow(2, 0, longest);
+    batch.targets = batch.targets.narrow(2, 0, longest);
+    batch.key_bias = batch.key_bias.narrow(-1, 0, longest);
+    return batch;
+}
+
+std::string model_label(const TaskSettings& settings) {
+    return settings.task + " " + (settings.skip ? "" : "no-skip ") + (settings.mlp ? "mlp " : "") +
+           fmt::format("L={} d={}", settings.layers, settings.d_model);
+}
+
+// Trains the models of `runs` (same settings but the seed, untrained, freshly initialised from their seeds) as one
+// StackedTaskModel; `noise` holds each model's generator for the circle's input noise (the default generator's state
+// right after the model was made, as if it had been trained alone). Each model's loss is its own mean (classification)
+// or sum (regression); the optimised loss is their sum, so each model's gradient is its own, and Adam is elementwise:
+// each model gets the updates it would get alone. A model that reaches the regression target is snapshotted at that
+// epoch and goes on computing with the others (its result no longer changes).
+void train_together(const std::vector<const TaskSettings*>& settings, const std::vector<const TaskSplits*>& data,
+                    const std::vector<TrainedTask*>& runs, std::vector<at::Generator>& noise, const at::Device& device,
+                    bool allow_nonfinite) {
+    const TaskSettings& s0 = *settings.front();
+    const auto S = static_cast<std::int64_t>(runs.size());
+    const int classes = data.front()->classes;
+    for (const TaskSplits* split : data)
+        if (split->train.inputs.sizes() != data.front()->train.inputs.sizes() || split->classes != classes ||
+            split->train.key_bias.defined() != data.front()->train.key_bias.defined())
+            throw Error("models trained together need training data of one shape");
+    std::vector<TaskModel> models;
+    for (TrainedTask* run : runs) models.push_back(run->model);
+    StackedTaskModel stack = StackedTaskModel::stack(models, device);
     // These models are small: per-op threading costs more than it gains (sort: 69 s on 2 threads, 23 s on 1;
     // memorize at d = 250 was slower on 2 threads too).
     struct SingleThread {
@@ -303,113 +344,208 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
         SingleThread() { at::set_num_threads(1); }
         ~SingleThread() { at::set_num_threads(previous); }
     } single_thread;
+    std::vector<const TaskBatch*> train_parts;
+    for (const TaskSplits* split : data) train_parts.push_back(&split->train);
+    const TaskBatch train = stack_batches(train_parts);
     // The optimiser is made after the first backward pass (see FlatTrainable): libtorch's Adam, over one flat tensor
-    // when every trainable parameter has a gradient then, else over the parameters themselves.
+    // when every trainable parameter has a gradient then, else over the stacked parameters themselves.
     std::optional<FlatTrainable> flat;
     std::unique_ptr<torch::optim::Adam> optimizer;
-    double learning_rate = settings.learning_rate;
+    double learning_rate = s0.learning_rate;
     auto set_learning_rate = [&] {
         for (auto& group : optimizer->param_groups())
             static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate);
     };
-    const std::int64_t count = data.train.size(), batch = settings.batch_size;
+    const std::int64_t count = train.inputs.size(1), batch = s0.batch_size;
     const long batches = static_cast<long>((count + batch - 1) / batch);
-    Progress progress(settings.task, static_cast<long>(settings.epochs) * batches);
-    if (settings.lr_schedule != "constant" && settings.lr_schedule != "cosine")
-        throw Error("unknown learning-rate schedule '" + settings.lr_schedule + "' (expected constant or cosine)");
-    std::mt19937_64 order_rng(settings.seed ^ 0x53485546464c45ULL);  // the epoch orders, apart from the init stream
-    std::vector<std::int64_t> order(static_cast<std::size_t>(count));
-    for (std::int64_t i = 0; i < count; ++i) order[static_cast<std::size_t>(i)] = i;
+    const std::string seeds_label = S == 1 ? "" : fmt::format(" ({} seeds)", S);
+    Progress progress(s0.task + seeds_label, static_cast<long>(s0.epochs) * batches);
+    if (s0.lr_schedule != "constant" && s0.lr_schedule != "cosine")
+        throw Error("unknown learning-rate schedule '" + s0.lr_schedule + "' (expected constant or cosine)");
+    std::vector<std::mt19937_64> order_rngs;  // the epoch orders, apart from the init stream
+    for (const TaskSettings* s : settings) order_rngs.emplace_back(s->seed ^ 0x53485546464c45ULL);
+    std::vector<std::vector<std::int64_t>> orders(static_cast<std::size_t>(S), std::vector<std::int64_t>(static_cast<std::size_t>(count)));
+    for (auto& order : orders)
+        for (std::int64_t i = 0; i < count; ++i) order[static_cast<std::size_t>(i)] = i;
     // The stopping rule's whole training set, copied to the device once.
-    const TaskBatch train_on_device = data.classes == 0 && settings.target_mse > 0 ? data.train.to(device) : TaskBatch{};
+    const bool stop_at_target = classes == 0 && s0.target_mse > 0;
+    const TaskBatch train_on_device = stop_at_target ? train.to(device) : TaskBatch{};
+    const at::Tensor rotation_t = [&] {  // Rᵀ of the circle's one-step rotation; rows act on [.., 2]
+        const double angle = 2.0 * M_PI / s0.train_count;
+        return torch::tensor({std::cos(angle), std::sin(angle), -std::sin(angle), std::cos(angle)}, torch::kFloat).reshape({2, 2});
+    }();
+    std::vector<bool> finished(static_cast<std::size_t>(S), false);
+    std::vector<std::vector<std::pair<std::string, at::Tensor>>> snapshots(static_cast<std::size_t>(S));
     const auto start = std::chrono::steady_clock::now();
-    for (int epoch = 1; epoch <= settings.epochs; ++epoch) {
-        learning_rate = settings.learning_rate;
-        if (settings.lr_schedule == "cosine")
-            learning_rate = 0.5 * settings.learning_rate * (1 + std::cos(M_PI * (epoch - 1) / std::max(1, settings.epochs)));
+    for (int epoch = 1; epoch <= s0.epochs; ++epoch) {
+        learning_rate = s0.learning_rate;
+        if (s0.lr_schedule == "cosine")
+            learning_rate = 0.5 * s0.learning_rate * (1 + std::cos(M_PI * (epoch - 1) / std::max(1, s0.epochs)));
         if (optimizer) set_learning_rate();
-        if (settings.shuffle) std::shuffle(order.begin(), order.end(), order_rng);
-        const at::Tensor order_tensor = torch::tensor(order, torch::kLong);
-        double loss_sum = 0, metric_sum = 0, weight_sum = 0;
+        at::Tensor order_tensor;  // [S, N]
+        if (s0.shuffle) {
+            std::vector<std::int64_t> all;
+            for (std::int64_t s = 0; s < S; ++s) {
+                auto& order = orders[static_cast<std::size_t>(s)];
+                std::shuffle(order.begin(), order.end(), order_rngs[static_cast<std::size_t>(s)]);
+                all.insert(all.end(), order.begin(), order.end());
+            }
+            order_tensor = torch::tensor(all, torch::kLong).view({S, count});
+        }
+        std::vector<double> loss_sum(static_cast<std::size_t>(S), 0.0), metric_sum(static_cast<std::size_t>(S), 0.0);
+        double weight_sum = 0;
         for (std::int64_t begin = 0; begin < count; begin += batch) {
             const std::int64_t end = std::min(count, begin + batch);
-            TaskBatch part = trim_padding(settings.shuffle ? data.train.take(order_tensor.slice(0, begin, end))
-                                                                 : data.train.slice(begin, end));
-            if (settings.task == "circle" && settings.input_noise > 0) {
-                // Inputs moved off the arcs by noise n, targets R(x + n) = Rx + Rn with R the one-step rotation.
-                const double angle = 2.0 * M_PI / settings.train_count;
-                const at::Tensor rotation_t = torch::tensor({std::cos(angle), std::sin(angle), -std::sin(angle), std::cos(angle)},
-                                                           torch::kFloat).reshape({2, 2});  // Rᵀ, rows act on [.., 2]
-                const at::Tensor noise = torch::randn_like(part.inputs) * settings.input_noise;
-                part.inputs = part.inputs + noise;
-                part.targets = part.targets + torch::matmul(noise, rotation_t);
+            TaskBatch part = trim_stacked_padding(s0.shuffle ? take_items(train, order_tensor.slice(1, begin, end))
+                                                              : slice_items(train, begin, end));
+            if (s0.task == "circle" && s0.input_noise > 0) {
+                // Inputs moved off the arcs by noise n, targets R(x + n) = Rx + Rn with R the one-step rotation; each
+                // model's noise from its own generator.
+                std::vector<at::Tensor> draws;
+                for (std::int64_t s = 0; s < S; ++s)
+                    draws.push_back(at::randn(part.inputs[s].sizes(), noise[static_cast<std::size_t>(s)], part.inputs.options()));
+                const at::Tensor drawn = torch::stack(draws) * s0.input_noise;
+                part.inputs = part.inputs + drawn;
+                part.targets = part.targets + torch::matmul(drawn, rotation_t);
             }
             part = part.to(device);  // made on the CPU (the noise too: the seed gives the same draws on every device)
-            const at::Tensor output = model->forward(part);
-            at::Tensor loss;
-            double metric;
-            if (data.classes > 0) {
-                loss = torch::nn::functional::cross_entropy(
-                    output.reshape({-1, data.classes}), part.targets.reshape(-1),
-                    torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
-                metric = token_accuracy(output.detach(), part.targets);
+            const at::Tensor output = stack.forward(part.inputs, part.key_bias);  // [S, B, n, c]
+            at::Tensor losses, metrics;                                            // [S]
+            if (classes > 0) {
+                const at::Tensor token_losses = torch::nn::functional::cross_entropy(
+                    output.reshape({-1, classes}), part.targets.reshape(-1),
+                    torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kNone));
+                const at::Tensor real = part.targets.ne(-1).view({S, -1});
+                const at::Tensor counts = real.sum(1);
+                losses = token_losses.view({S, -1}).sum(1) / counts;
+                metrics = (output.detach().argmax(-1).view({S, -1}).eq(part.targets.view({S, -1})) & real).sum(1) / counts;
             } else {
-                loss = (output - part.targets).pow(2).sum();  // the paper's MSE with reduction = sum
-                metric = loss.item<double>() / static_cast<double>(part.targets.numel());
+                losses = (output - part.targets).pow(2).view({S, -1}).sum(1);  // the paper's MSE with reduction = sum
+                metrics = losses.detach() / static_cast<double>(part.targets.numel() / S);
             }
-            const double loss_value = loss.item<double>();
-            if (!std::isfinite(loss_value) && !allow_nonfinite)
+            const at::Tensor values = torch::stack({losses.detach().to(torch::kDouble), metrics.to(torch::kDouble)}).cpu();
+            const auto value = values.accessor<double, 2>();
+            for (std::int64_t s = 0; s < S; ++s) {
+                const double loss_value = value[0][s];
+                if (std::isfinite(loss_value) || allow_nonfinite || finished[static_cast<std::size_t>(s)]) continue;
+                const TaskSettings& settings_s = *settings[static_cast<std::size_t>(s)];
                 throw Error(fmt::format("the training loss is {} at epoch {}, step {} of {} (learning rate {:g}): training "
                                         "diverged; try a smaller --lr (or pass --allow-nonfinite)",
                                         std::isnan(loss_value) ? "NaN" : "Inf", epoch,
                                         static_cast<long>(epoch - 1) * batches + begin / batch + 1,
-                                        static_cast<long>(settings.epochs) * batches, settings.learning_rate),
-                            settings.task + " " + (settings.skip ? "" : "no-skip ") + (settings.mlp ? "mlp " : "") +
-                                fmt::format("L={} d={}", settings.layers, settings.d_model));
+                                        static_cast<long>(s0.epochs) * batches, s0.learning_rate),
+                            model_label(settings_s) + (S == 1 ? "" : fmt::format(" seed {}", settings_s.seed)));
+            }
             // The flat gradient is zeroed in place explicitly: the parameters' gradients are views of it (a zero_grad
             // that sets gradients to none, libtorch 2's default, would detach them).
             if (flat) flat->gradients.zero_();
             else if (optimizer) optimizer->zero_grad();
-            loss.backward();
+            losses.sum().backward();
             if (!optimizer) {
-                const auto options = torch::optim::AdamOptions(settings.learning_rate).weight_decay(settings.weight_decay);
-                std::vector<at::Tensor> trainable;
-                for (const auto& parameter : model->parameters())
-                    if (parameter.requires_grad()) trainable.push_back(parameter);
-                if (flat_adam_enabled() && FlatTrainable::possible(trainable)) {
-                    flat.emplace(trainable);
+                const auto options = torch::optim::AdamOptions(s0.learning_rate).weight_decay(s0.weight_decay);
+                if (flat_adam_enabled() && FlatTrainable::possible(stack.parameters)) {
+                    flat.emplace(stack.parameters);
                     optimizer = std::make_unique<torch::optim::Adam>(std::vector<at::Tensor>{flat->values}, options);
                 } else {
-                    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), options);
+                    optimizer = std::make_unique<torch::optim::Adam>(stack.parameters, options);
                 }
                 set_learning_rate();
             }
             optimizer->step();
-            const double weight = static_cast<double>(part.size());
-            loss_sum += loss_value * weight, metric_sum += metric * weight, weight_sum += weight;
+            const double weight = static_cast<double>(end - begin);
+            for (std::int64_t s = 0; s < S; ++s)
+                loss_sum[static_cast<std::size_t>(s)] += value[0][s] * weight, metric_sum[static_cast<std::size_t>(s)] += value[1][s] * weight;
+            weight_sum += weight;
             progress.advance();
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        double metric = metric_sum / weight_sum;
-        bool reached = false;
-        if (data.classes == 0 && settings.target_mse > 0) {
-            // The stopping rule looks at the model as it is now (eval mode, whole training set), not at the running
-            // mean of the epoch's batches.
+        std::vector<double> metric(static_cast<std::size_t>(S));
+        for (std::int64_t s = 0; s < S; ++s) metric[static_cast<std::size_t>(s)] = metric_sum[static_cast<std::size_t>(s)] / weight_sum;
+        if (stop_at_target) {
+            // The stopping rule looks at each model as it is now (the whole training set), not at the running mean of
+            // the epoch's batches.
             torch::NoGradGuard no_grad;
-            model->eval();
-            metric = (model->forward(train_on_device) - train_on_device.targets).pow(2).mean().item<double>();
-            model->train();
-            reached = metric < settings.target_mse;
+            const at::Tensor mse = (stack.forward(train_on_device.inputs, train_on_device.key_bias) - train_on_device.targets)
+                                       .pow(2).view({S, -1}).mean(1).to(at::kCPU, torch::kDouble);
+            for (std::int64_t s = 0; s < S; ++s) metric[static_cast<std::size_t>(s)] = mse[s].item<double>();
         }
-        result.history.push_back({epoch, loss_sum / weight_sum, metric, seconds, learning_rate});
-        progress.set_label(fmt::format("{} epoch {} loss {:.3g} {} {:.3g}", settings.task, epoch, loss_sum / weight_sum,
-                                       data.classes > 0 ? "acc" : "mse", metric));
-        if (reached) break;
+        double shown_loss = 0, shown_metric = 0;
+        int active = 0;
+        for (std::int64_t s = 0; s < S; ++s) {
+            const auto i = static_cast<std::size_t>(s);
+            if (finished[i]) continue;
+            runs[i]->history.push_back({epoch, loss_sum[i] / weight_sum, metric[i], seconds, learning_rate});
+            shown_loss += loss_sum[i] / weight_sum, shown_metric += metric[i], ++active;
+            if (stop_at_target && metric[i] < s0.target_mse) {
+                finished[i] = true;
+                snapshots[i] = stack.snapshot(s);
+                runs[i]->train_seconds = seconds;
+            }
+        }
+        progress.set_label(fmt::format("{}{} epoch {} loss {:.3g} {} {:.3g}", s0.task, seeds_label, epoch, shown_loss / active,
+                                       classes > 0 ? "acc" : "mse", shown_metric / active));
+        if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) break;
     }
-    result.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    model->eval();
-    save_task_checkpoint(result.checkpoint, model, settings);
-    return result;
+    const double total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    torch::NoGradGuard no_grad;
+    for (std::int64_t s = 0; s < S; ++s) {
+        const auto i = static_cast<std::size_t>(s);
+        TaskModel& model = runs[i]->model;
+        model->to(device);
+        if (finished[i]) {
+            auto target = model->named_parameters();
+            for (const auto& [name, value] : snapshots[i]) target[name].copy_(value);
+        } else {
+            stack.copy_into(s, model);
+            runs[i]->train_seconds = total_seconds;
+        }
+        model->eval();
+        save_task_checkpoint(runs[i]->checkpoint, model, *settings[i]);
+    }
+}
+
+}  // namespace
+
+std::vector<TrainedTask> train_or_load_seeds(const std::vector<TaskSettings>& settings, const std::vector<TaskSplits>& data,
+                                             const std::filesystem::path& checkpoint_dir, bool retrain, bool allow_nonfinite) {
+    if (settings.empty() || settings.size() != data.size())
+        throw Error("training several seeds together needs one data split per setting");
+    nlohmann::json shared = settings.front().to_json();
+    shared.erase("seed");
+    for (const auto& s : settings) {
+        nlohmann::json mine = s.to_json();
+        mine.erase("seed");
+        if (mine != shared) throw Error("models trained together must differ only in their seed");
+    }
+    std::filesystem::create_directories(checkpoint_dir);
+    const at::Device device = parse_device(settings.front().device);
+    std::vector<TrainedTask> results(settings.size());
+    std::vector<const TaskSettings*> train_settings;
+    std::vector<const TaskSplits*> train_data;
+    std::vector<TrainedTask*> train_runs;
+    std::vector<at::Generator> noise;
+    for (std::size_t i = 0; i < settings.size(); ++i) {
+        TrainedTask& result = results[i];
+        torch::manual_seed(settings[i].seed);
+        result.model = TaskModel(model_config_for(settings[i], data[i]));
+        result.checkpoint = (checkpoint_dir / (settings[i].task + "-" + settings[i].checkpoint_key() + ".safetensors")).string();
+        if (!retrain && std::filesystem::exists(result.checkpoint)) {
+            load_task_checkpoint(result.checkpoint, result.model, settings[i]);
+            result.model->to(device);
+            result.model->eval();
+            result.reused = true;
+            continue;
+        }
+        noise.push_back(at::detail::getDefaultCPUGenerator().clone());  // where the model's own stream stands now
+        train_settings.push_back(&settings[i]), train_data.push_back(&data[i]), train_runs.push_back(&result);
+    }
+    if (!train_runs.empty()) train_together(train_settings, train_data, train_runs, noise, device, allow_nonfinite);
+    return results;
+}
+
+TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, const std::filesystem::path& checkpoint_dir,
+                          bool retrain, bool allow_nonfinite) {
+    return std::move(train_or_load_seeds({settings}, {data}, checkpoint_dir, retrain, allow_nonfinite).front());
 }
 
 }  // namespace rankscope

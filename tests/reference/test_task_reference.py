@@ -111,6 +111,24 @@ class TaskReference(unittest.TestCase):
             other = load_json(os.path.join(out, "task.json"))
             self.assertFalse(other["reused_checkpoint"])
             self.assertNotEqual(other["checkpoint"], summary["checkpoint"])
+
+            # Two seeds trained together: seed 4 reused from the first run, seed 5 trained; each seed's accuracy
+            # recomputed from its own checkpoint and evaluation batch, the top level their mean.
+            run("task", "sort", "--out", out, "--seeds", "4,5", "--layers", "3", "--d-model", "16", "--epochs", "6",
+                "--train-count", "150", "--eval-count", "40", "--repeats", "2", "--paths", "5,20")
+            both = load_json(os.path.join(out, "task.json"))
+            self.assertEqual([s["seed"] for s in both["seeds"]], [4, 5])
+            self.assertEqual([s["reused_checkpoint"] for s in both["seeds"]], [True, False])
+            accuracies = []
+            for s in both["seeds"]:
+                seed_model = Model(dict(read_safetensors(s["checkpoint"])), 3)
+                seed_data = dict(read_safetensors(os.path.join(out, s["eval_data"])))
+                predicted = seed_model.unembed(seed_model.hidden_states(seed_data["inputs"])[-1]).argmax(-1)
+                accuracies.append((predicted == seed_data["targets"]).mean())
+                self.assertAlmostEqual(s["whole_model_accuracy"], accuracies[-1], places=6)
+            self.assertEqual(both["seeds"][0]["whole_model_accuracy"], summary["whole_model_accuracy"])
+            self.assertAlmostEqual(both["whole_model_accuracy"], np.mean(accuracies), places=6)
+            self.assertNotEqual(both["seeds"][0]["checkpoint"], both["seeds"][1]["checkpoint"])
         finally:
             shutil.rmtree(out)
 

@@ -48,7 +48,8 @@ class Reproduce(unittest.TestCase):
                         "e1_use-lite/paths.csv": ["length", "relative_residual"],
                         "e1_use-lite/iterate.csv": ["variant", "step", "mean"],
                         "e3_circle/circle_trajectories.csv": ["variant", "step", "token", "x", "y"],
-                        "e4_sort/paths_effectiveness.csv": ["task", "sub_path", "k", "n_paths", "repeat", "metric", "value"],
+                        "e4_sort/paths_effectiveness.csv": ["task", "seed", "sub_path", "k", "n_paths", "repeat", "metric",
+                                                            "value"],
                         "e5_width_depth_sort/width_depth_residual.csv": ["layers", "d_model", "layer", "mean"]}
         for path, columns in expected_csv.items():
             with open(os.path.join(self.out, path)) as f:

@@ -62,7 +62,7 @@ class TaskCommand(unittest.TestCase):
         first = run(*args)
         self.assertIn("whole-model token accuracy", first.stdout)
         rows = read_csv(os.path.join(self.out, "paths_effectiveness.csv"))
-        self.assertEqual(list(rows[0].keys()), ["task", "sub_path", "k", "n_paths", "repeat", "metric", "value"])
+        self.assertEqual(list(rows[0].keys()), ["task", "seed", "sub_path", "k", "n_paths", "repeat", "metric", "value"])
         accuracy = [r for r in rows if r["metric"] == "token_accuracy"]
         self.assertEqual(len(accuracy), 3 * 2 * 2 * 2)  # k = 0..2, n in {5, 20}, 2 repeats, with/without sub-paths
         self.assertEqual({r["metric"] for r in rows} - {"token_accuracy"}, {"whole_model_accuracy", "majority_accuracy"})
@@ -76,6 +76,40 @@ class TaskCommand(unittest.TestCase):
         self.assertIn("task hull", manifest["command"])
         second = run(*args)
         self.assertIn("checkpoint reused", second.stdout)
+
+    def test_sort_over_seeds_trained_together(self):
+        args = ["task", "sort", "--out", self.out, "--epochs", "2", "--train-count", "60", "--eval-count", "20",
+                "--layers", "2", "--d-model", "16", "--repeats", "2", "--paths", "5", "--seeds", "3,4,5"]
+        first = run(*args)
+        self.assertIn("(mean over 3 seeds)", first.stdout)
+        summary = load_json(os.path.join(self.out, "task.json"))
+        self.assertEqual([s["seed"] for s in summary["seeds"]], [3, 4, 5])
+        self.assertNotIn("seed", summary["settings"])
+        self.assertNotIn("checkpoint", summary)  # one per seed, in "seeds"
+        self.assertEqual(len({s["checkpoint"] for s in summary["seeds"]}), 3)
+        self.assertEqual(summary["steps_per_model"], 2 * 2)  # 60 items in batches of 30, 2 epochs
+        self.assertAlmostEqual(summary["whole_model_accuracy"],
+                               sum(s["whole_model_accuracy"] for s in summary["seeds"]) / 3, places=12)
+        for s in summary["seeds"]:
+            self.assertEqual(s["eval_data"], f"eval_data_seed{s['seed']}.safetensors")
+            self.assertTrue(os.path.exists(os.path.join(self.out, s["eval_data"])))
+        rows = read_csv(os.path.join(self.out, "paths_effectiveness.csv"))
+        self.assertEqual({r["seed"] for r in rows}, {"3", "4", "5"})
+        self.assertEqual(len([r for r in rows if r["metric"] == "whole_model_accuracy"]), 3)
+        self.assertEqual(len([r for r in rows if r["metric"] == "token_accuracy"]), 3 * 3 * 2)  # seeds, k = 0..2, repeats
+        training = read_csv(os.path.join(self.out, "training.csv"))
+        self.assertEqual([(r["seed"], r["epoch"]) for r in training], [(s, e) for s in "345" for e in "12"])
+        residual = read_csv(os.path.join(self.out, "residual.csv"))
+        self.assertEqual(len(residual), 3 * 3)
+        findings = load_json(os.path.join(self.out, "findings.json"))
+        self.assertIn("over 3 seeds", findings["checks"][0]["measured"])
+        self.assertIn("3 seeds and their repeats", open(os.path.join(self.out, "paths_effectiveness.gp")).read())
+        # Again with a fourth seed: three checkpoints reused, one trained.
+        second = run(*(args[:-1] + ["3,4,5,6"]))
+        again = load_json(os.path.join(self.out, "task.json"))
+        self.assertEqual([s["reused_checkpoint"] for s in again["seeds"]], [True, True, True, False])
+        self.assertEqual(again["seeds"][0]["whole_model_accuracy"], summary["seeds"][0]["whole_model_accuracy"])
+        self.assertIn("trained in", second.stdout)
 
     def test_memorize_tokenises_rte_pairs(self):
         require(RTE)

@@ -33,19 +33,21 @@ struct TaskOptions {
     std::string sub_path = "no";
     std::vector<std::string> circle_variants = {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"};
     int steps = 300;
-    std::vector<std::uint64_t> circle_seeds;  // empty = three seeds from --seed: seed, seed + 1, seed + 2
+    std::vector<std::uint64_t> seeds;  // circle: empty = --seed, --seed + 1, --seed + 2; E4: empty = --seed alone
 };
 
 std::filesystem::path checkpoint_dir(const TaskOptions& options, const std::filesystem::path& out) {
     return options.checkpoints.empty() ? out / "checkpoints" : std::filesystem::path(options.checkpoints);
 }
 
-void write_training(const std::filesystem::path& path, const std::string& label, const TrainedTask& trained,
-                    bool classification, const Provenance& provenance) {
+void write_training(const std::filesystem::path& path, const std::string& label, const std::vector<SeedOutcome>& seeds,
+                    const Provenance& provenance) {
     CsvTable table;
-    table.columns = {"model", "epoch", "loss", classification ? "train_accuracy" : "train_mse", "seconds"};
-    for (const auto& e : trained.history)
-        table.add({label, std::to_string(e.epoch), format_number(e.loss), format_number(e.train_metric), format_number(e.seconds)});
+    table.columns = {"model", "seed", "epoch", "loss", "train_accuracy", "seconds"};
+    for (const auto& s : seeds)
+        for (const auto& e : s.trained.history)
+            table.add({label, std::to_string(s.seed), std::to_string(e.epoch), format_number(e.loss), format_number(e.train_metric),
+                       format_number(e.seconds)});
     write_csv_atomically(path, table, provenance);
 }
 
@@ -56,19 +58,11 @@ void write_eval_data(const std::filesystem::path& path, const TaskBatch& batch, 
     write_tensors(path.string(), tensors, {{"command", provenance.command}, {"version", version_string()}});
 }
 
-nlohmann::json training_summary(const TrainedTask& trained, TaskModel& model) {
-    return {{"checkpoint", trained.checkpoint},
-            {"reused_checkpoint", trained.reused},
-            {"train_seconds", trained.reused ? nlohmann::json(nullptr) : nlohmann::json(trained.train_seconds)},
-            {"parameters", parameter_count(model)},
-            {"model", model->config.to_json()}};
-}
-
 // E3: the experiment unit trains and rolls out every variant × seed; here its result is written and drawn.
 void run_circle(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
     CircleSettings settings;
     settings.variants = options.circle_variants;
-    settings.seeds = options.circle_seeds;
+    settings.seeds = options.seeds;
     if (settings.seeds.empty())  // three seeds derived from --seed
         for (std::uint64_t i = 0; i < 3; ++i) settings.seeds.push_back(options.common.seed + i);
     settings.steps = options.steps;
@@ -194,7 +188,7 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
     render_figure(out, {"circle", "E3: the circle, run recurrently", plot}, csv_provenance_lines(provenance));
 }
 
-// E4: train (or reuse) one model, measure whole-model and majority accuracy, and the path ensembles.
+// E4: train (or reuse) one model per seed, measure whole-model and majority accuracy, and the path ensembles.
 void run_classification_task(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
     const TaskSettings& settings = options.settings;
     PathEffectivenessSettings experiment;
@@ -209,51 +203,83 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
     if (options.sub_path != "yes") modes.push_back(false);
     if (options.sub_path != "no") modes.push_back(true);
     experiment.sub_path_modes = modes;
+    experiment.seeds = options.seeds;
     PathEffectivenessResult result = run_path_effectiveness_experiment(experiment);
-    TrainedTask& trained = result.trained;
-    TaskModel& model = trained.model;
     const double whole = result.whole_model_accuracy;
     const double majority = result.majority_accuracy;
+    const bool one_seed = result.seeds.size() == 1;
     CsvTable table;
-    table.columns = {"task", "sub_path", "k", "n_paths", "repeat", "metric", "value"};
+    table.columns = {"task", "seed", "sub_path", "k", "n_paths", "repeat", "metric", "value"};
     for (const auto& r : result.rows)
-        table.add({r.task, r.sub_path ? "yes" : "no", std::to_string(r.length), std::to_string(r.n_paths),
+        table.add({r.task, std::to_string(r.seed), r.sub_path ? "yes" : "no", std::to_string(r.length), std::to_string(r.n_paths),
                    std::to_string(r.repeat), "token_accuracy", format_number(r.accuracy)});
-    // The reference lines of the figure, measured in this run.
-    table.add({settings.task, "", "", "", "", "whole_model_accuracy", format_number(whole)});
-    table.add({settings.task, "", "", "", "", "majority_accuracy", format_number(majority)});
+    // The reference lines of the figure, measured in this run (the figure draws their mean over the seeds).
+    for (const auto& s : result.seeds) {
+        table.add({settings.task, std::to_string(s.seed), "", "", "", "", "whole_model_accuracy", format_number(s.whole_model_accuracy)});
+        table.add({settings.task, std::to_string(s.seed), "", "", "", "", "majority_accuracy", format_number(s.majority_accuracy)});
+    }
     write_csv_atomically(out / "paths_effectiveness.csv", table, provenance);
 
     CsvTable residual;
-    residual.columns = {"task", "layer", "norm", "center", "mean", "std", "n"};
-    for (const auto& r : result.residual) {
-        check_finite(options.common, r.mean, "the relative residual", fmt::format("{} model, layer {}", settings.task, r.layer));
-        residual.add({settings.task, std::to_string(r.layer), "composite", "mean", format_number(r.mean), format_number(r.std),
-                      std::to_string(r.n)});
-    }
+    residual.columns = {"task", "seed", "layer", "norm", "center", "mean", "std", "n"};
+    for (const auto& s : result.seeds)
+        for (const auto& r : s.residual) {
+            check_finite(options.common, r.mean, "the relative residual",
+                         fmt::format("{} model{}, layer {}", settings.task, one_seed ? "" : fmt::format(" seed {}", s.seed), r.layer));
+            residual.add({settings.task, std::to_string(s.seed), std::to_string(r.layer), "composite", "mean", format_number(r.mean),
+                          format_number(r.std), std::to_string(r.n)});
+        }
     write_csv_atomically(out / "residual.csv", residual, provenance);
-    write_training(out / "training.csv", settings.task, trained, true, provenance);
-    write_eval_data(out / "eval_data.safetensors", result.eval, provenance);
+    write_training(out / "training.csv", settings.task, result.seeds, provenance);
 
     nlohmann::json by_length = nlohmann::json::array();
     for (const auto& cell : result.by_length)
         by_length.push_back({{"sub_path", cell.sub_path}, {"n_paths", cell.n_paths}, {"k", cell.length},
                              {"mean_accuracy", cell.accuracy.mean}});
-    nlohmann::json summary = training_summary(trained, model);
-    summary.update({{"task", settings.task},
-                    {"settings", settings.to_json()},
-                    {"whole_model_accuracy", whole},
-                    {"whole_model_train_accuracy", result.whole_model_train_accuracy},
-                    {"majority_accuracy", majority},
-                    {"chance_accuracy", result.chance_accuracy},
-                    {"eval_sequences", result.eval.size()},
-                    {"path_accuracy", by_length}});
+    // One model per seed; its evaluation batch in eval_data.safetensors (one seed) or eval_data_seed<N>.safetensors.
+    nlohmann::json seeds = nlohmann::json::array();
+    bool reused_all = true;
+    for (const auto& s : result.seeds) {
+        const std::string eval_file = one_seed ? "eval_data.safetensors" : fmt::format("eval_data_seed{}.safetensors", s.seed);
+        write_eval_data(out / eval_file, s.eval, provenance);
+        reused_all = reused_all && s.trained.reused;
+        seeds.push_back({{"seed", s.seed},
+                         {"checkpoint", s.trained.checkpoint},
+                         {"reused_checkpoint", s.trained.reused},
+                         {"epochs", s.trained.reused ? nlohmann::json(nullptr) : nlohmann::json(s.trained.history.size())},
+                         {"whole_model_accuracy", s.whole_model_accuracy},
+                         {"whole_model_train_accuracy", s.whole_model_train_accuracy},
+                         {"majority_accuracy", s.majority_accuracy},
+                         {"eval_data", eval_file}});
+    }
+    TaskModel& model = result.seeds.front().trained.model;
+    nlohmann::json settings_json = settings.to_json();
+    if (!one_seed) settings_json.erase("seed");  // see "seeds"
+    nlohmann::json summary = {{"task", settings.task},
+                              {"settings", settings_json},
+                              {"seeds", seeds},
+                              // The seeds not reused were trained together: train_seconds is that one run's time.
+                              {"train_seconds", reused_all ? nlohmann::json(nullptr) : nlohmann::json(result.train_seconds)},
+                              {"steps_per_model", settings.epochs * ((settings.train_count + settings.batch_size - 1) / settings.batch_size)},
+                              {"parameters", parameter_count(model)},
+                              {"model", model->config.to_json()},
+                              {"whole_model_accuracy", whole},
+                              {"whole_model_train_accuracy", result.whole_model_train_accuracy},
+                              {"majority_accuracy", majority},
+                              {"chance_accuracy", result.chance_accuracy},
+                              {"eval_sequences", result.seeds.front().eval.size()},
+                              {"path_accuracy", by_length}};
+    if (one_seed) {  // the model's checkpoint at the top level too
+        summary["checkpoint"] = result.seeds.front().trained.checkpoint;
+        summary["reused_checkpoint"] = result.seeds.front().trained.reused;
+    }
     write_json_atomically(out / "task.json", summary, provenance);
     write_findings(out, path_effectiveness_findings(result, experiment), provenance);
 
-    std::cout << fmt::format("{}: whole-model token accuracy {:.4f}, majority {:.4f}, {} parameters, {}\n", settings.task,
-                             whole, majority, parameter_count(model),
-                             trained.reused ? "checkpoint reused" : fmt::format("trained in {:.1f} s", trained.train_seconds));
+    std::cout << fmt::format("{}: whole-model token accuracy {:.4f}{}, majority {:.4f}, {} parameters, {}\n", settings.task, whole,
+                             one_seed ? "" : fmt::format(" (mean over {} seeds)", result.seeds.size()), majority,
+                             parameter_count(model),
+                             reused_all ? "checkpoint reused" : fmt::format("trained in {:.1f} s", result.train_seconds));
     for (const auto& cell : result.by_length)
         std::cout << fmt::format("  sub_path={} n_paths={:>2} k={}: accuracy {:.4f}\n", cell.sub_path ? "yes" : "no",
                                  cell.n_paths, cell.length, cell.accuracy.mean);
@@ -264,11 +290,13 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
         summary_table.add({settings.task, cell.sub_path ? "yes" : "no", std::to_string(cell.n_paths),
                            std::to_string(cell.length), format_number(cell.accuracy.mean), format_number(cell.accuracy.std)});
     write_csv_atomically(out / "paths_effectiveness_summary.csv", summary_table, provenance);
-    // Figure: accuracy vs path length, mean ± std over repeats, with the measured whole-model and majority lines.
+    // Figure: accuracy vs path length, mean ± std over seeds and repeats, with the measured whole-model and majority lines
+    // (means over the seeds).
     std::vector<std::pair<std::string, int>> series;
     for (bool mode : modes)
         for (int n : options.n_paths) series.emplace_back(mode ? "yes" : "no", n);
-    render_figure(out, paths_effectiveness_figure(settings.task, series), csv_provenance_lines(provenance));
+    render_figure(out, paths_effectiveness_figure(settings.task, series, static_cast<int>(result.seeds.size())),
+                  csv_provenance_lines(provenance));
 }
 
 }  // namespace
@@ -296,8 +324,9 @@ std::function<void()> setup_task(CLI::App& command) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
-    command.add_option("--seeds", options->circle_seeds,
-                       "Circle: one model per variant and seed (default: --seed, --seed + 1, --seed + 2)")
+    command.add_option("--seeds", options->seeds,
+                       "One model per seed, trained together as one stacked model (circle: per variant; default "
+                       "--seed, --seed + 1, --seed + 2); sort, hull, memorize: numbers pooled over the seeds (default: --seed alone)")
         ->delimiter(',')
         ->expected(1, 64)
         ->transform(IntRange(0, 1000000000));
@@ -305,6 +334,8 @@ std::function<void()> setup_task(CLI::App& command) {
     return [options, flags] {
         options->settings = flags->settings_for(options->task, options->common.seed);
         options->settings.device = options->common.device;
+        // E4 with --seeds: the models' seeds (the first stands for them in the manifest's settings).
+        if (options->task != "circle" && !options->seeds.empty()) options->settings.seed = options->seeds.front();
         const TaskSettings& s = options->settings;
         const Provenance provenance = start_run(options->common);
         const std::filesystem::path out = options->common.out;
