@@ -15,6 +15,9 @@ namespace detail {
 
 // LAPACK's dsyevr (here OpenBLAS's LAPACK, the one libtorch already loads), with gfortran's hidden lengths of the
 // three character arguments.
+extern "C" void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha, const double* a,
+                       const int* lda, const double* beta, double* c, const int* ldc, std::size_t uplo_length,
+                       std::size_t trans_length);
 extern "C" void dsyevr_(const char* jobz, const char* range, const char* uplo, const int* n, double* a, const int* lda,
                         const double* vl, const double* vu, const int* il, const int* iu, const double* abstol, int* m,
                         double* w, double* z, const int* ldz, int* isuppz, double* work, const int* lwork, int* iwork,
@@ -72,6 +75,19 @@ Matrix smaller_gram(const Matrix& x, bool features_side) {
     return features_side ? Matrix(x.transpose() * x) : Matrix(x * x.transpose());
 }
 
+// The same Gram matrix by BLAS dsyrk (half a general product's arithmetic), only the triangle top_eigenpair reads:
+// LAPACK's lower triangle of the column-major buffer (the row-major upper one; the rest stays 0). x's row-major buffer
+// is the column-major Xᵀ (cols × rows): XᵀX = Xᵀ (Xᵀ)ᵀ ('N'), XXᵀ = (Xᵀ)ᵀ Xᵀ ('T').
+Matrix smaller_gram_for_lapack(const Matrix& x, bool features_side) {
+    const int rows = static_cast<int>(x.rows()), cols = static_cast<int>(x.cols());
+    const int n = features_side ? cols : rows, k = features_side ? rows : cols;
+    const char uplo = 'L', trans = features_side ? 'N' : 'T';
+    const double one = 1, zero = 0;
+    Matrix gram = Matrix::Zero(n, n);
+    dsyrk_(&uplo, &trans, &n, &k, &one, x.data(), &cols, &zero, gram.data(), &n, 1, 1);
+    return gram;
+}
+
 }  // namespace
 
 // σ1, u1, v1 from the smaller Gram matrix (d × d = XᵀX when d ≤ n, else n × n = XXᵀ), in double precision: its top
@@ -82,7 +98,8 @@ TopSingular top_singular_triplet(const Matrix& x) {
     const bool features_side = x.cols() <= x.rows();
     double eigenvalue = 0;
     Vector eigenvector;
-    if (!top_eigenpair(smaller_gram(x, features_side), eigenvalue, eigenvector)) return top_singular_triplet_reference(x);
+    if (!top_eigenpair(smaller_gram_for_lapack(x, features_side), eigenvalue, eigenvector))
+        return top_singular_triplet_reference(x);
     return triplet_from_gram_eigenpair(x, features_side, eigenvalue, eigenvector);
 }
 
