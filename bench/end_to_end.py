@@ -124,6 +124,12 @@ for _ in range(repeats):
             summary = json.load(f)
         assert summary["steps_per_model"] == steps, summary["steps_per_model"]
         training_runs[name].append(len(seeds) * steps / summary["train_seconds"])
+    for threads, name in ((1, "torch, 1 thread (default)"), (2, "torch, 2 threads")):
+        result = subprocess.run([python, os.path.join(HERE, "e4_train_torch.py"), str(train_epochs), str(threads)],
+                                check=True, capture_output=True, text=True)
+        measured = json.loads(result.stdout)
+        assert measured["steps"] == steps, measured
+        training_runs[name].append(steps / measured["train_seconds"])
 training = {name: statistics.median(rates) for name, rates in training_runs.items()}
 
 # 4. The GEMM peak and the grid's share of it.
