@@ -418,7 +418,9 @@ void train_together(const std::vector<const TaskSettings*>& settings, const std:
                 const at::Tensor real = part.targets.ne(-1).view({S, -1});
                 const at::Tensor counts = real.sum(1);
                 losses = token_losses.view({S, -1}).sum(1) / counts;
-                metrics = (output.detach().argmax(-1).view({S, -1}).eq(part.targets.view({S, -1})) & real).sum(1) / counts;
+                // reshape: trimmed targets are a non-contiguous view.
+                metrics = (output.detach().argmax(-1).view({S, -1}).eq(part.targets.reshape({S, -1})) & real)
+                              .sum(1).to(torch::kDouble) / counts.to(torch::kDouble);
             } else {
                 losses = (output - part.targets).pow(2).view({S, -1}).sum(1);  // the paper's MSE with reduction = sum
                 metrics = losses.detach() / static_cast<double>(part.targets.numel() / S);

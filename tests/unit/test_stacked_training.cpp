@@ -98,12 +98,14 @@ TEST(StackedTaskModel, ForwardOfEachModelEqualsItsTaskModelForward) {
         auto models = seeded_models(config, {5, 6, 7});
         const StackedTaskModel stack = StackedTaskModel::stack(models);
         ASSERT_EQ(stack.models(), 3);
-        const bool padded = c.settings.task == "memorize";  // batches of 4: short sequences share a product
+        // Batches of 10: short sequences share products, several groups per model and head (sort: G = 5; n = 9 and
+        // n = 10: G = 2), so the groups' order is checked too.
+        const bool padded = c.settings.task == "memorize";
         const int n = c.settings.sequence_length;
         std::vector<TaskBatch> batches;
         std::vector<at::Tensor> inputs, bias;
         for (int s = 0; s < 3; ++s) {
-            batches.push_back(random_batch(config, c.classes, 4, n, padded, 100 + s));
+            batches.push_back(random_batch(config, c.classes, 10, n, padded, 100 + s));
             inputs.push_back(batches.back().inputs);
             if (padded) bias.push_back(batches.back().key_bias);
         }
@@ -150,7 +152,7 @@ TEST(StackedTaskModel, EachModelGetsTheGradientOfItsOwnLoss) {
     std::vector<TaskBatch> batches;
     std::vector<at::Tensor> inputs, bias, targets;
     for (int s = 0; s < 3; ++s) {
-        batches.push_back(random_batch(config, 2, 5, 9, true, 20 + s));
+        batches.push_back(random_batch(config, 2, 8, 9, true, 20 + s));  // G = 4: two groups per model and head
         inputs.push_back(batches.back().inputs), bias.push_back(batches.back().key_bias), targets.push_back(batches.back().targets);
     }
     const at::Tensor output = stack.forward(torch::stack(inputs), torch::stack(bias));
@@ -246,10 +248,13 @@ TEST(StackedTraining, CircleSeedsStopAtTheirOwnEpochWithTheirOwnNoise) {
     for (std::uint64_t seed : {2, 3, 4}) {
         settings.push_back(base);
         settings.back().seed = seed;
-        settings.back().target_mse = 0;  // first: never stop, to choose a target the seeds reach at different epochs
+        // First a target never reached, so the epochs' metric is the stopping rule's (the whole training set's MSE):
+        // it chooses a target the seeds reach at different epochs.
+        settings.back().target_mse = 1e-30;
         data.push_back(make_task_data(settings.back(), dir));
     }
     const TrainedTask probe = train_or_load(settings[0], data[0], dir / "probe");
+    ASSERT_EQ(probe.history.size(), static_cast<std::size_t>(base.epochs));
     const double target = probe.history[3].train_metric * 1.0001;  // seed 2 stops at epoch 4 at the latest
     for (auto& s : settings) s.target_mse = target;
     std::vector<TrainedTask> together = train_or_load_seeds(settings, data, dir / "together");
@@ -262,5 +267,61 @@ TEST(StackedTraining, CircleSeedsStopAtTheirOwnEpochWithTheirOwnNoise) {
     }
     EXPECT_LE(together[0].history.size(), 4u);
     EXPECT_GT(epochs.size(), 1u) << "every seed stopped at the same epoch: the test does not exercise the snapshot";
+    std::filesystem::remove_all(dir);
+}
+
+// Against a plain single-model loop written here (TaskModel::forward, mean cross-entropy, libtorch's Adam over the
+// model's parameters, batches in order without trimming): padded sequences whose batches the trainer trims (every
+// sequence is shorter than n), a partial last batch (70 items in batches of 30), weight decay; two seeds together.
+TEST(StackedTraining, EqualsAPlainTrainingLoopOnPaddedBatches) {
+    const auto dir = temp_dir("plain");
+    TaskSettings base = default_task_settings("sort");
+    base.task = "memorize", base.text = "";  // token input with padding, trained on the data given below
+    base.layers = 2, base.d_model = 16, base.epochs = 3, base.train_count = 70, base.eval_count = 10;
+    base.sequence_length = 12, base.vocab = 20, base.weight_decay = 0.01;
+    std::vector<TaskSettings> settings;
+    std::vector<TaskSplits> data;
+    for (std::uint64_t seed : {7, 8}) {
+        settings.push_back(base);
+        settings.back().seed = seed;
+        TaskSplits split;
+        split.classes = 2, split.input_vocab = 20;
+        std::mt19937_64 rng(seed);
+        std::vector<std::vector<int>> ids;
+        for (int i = 0; i < base.train_count; ++i) {
+            std::vector<int> sequence(3 + rng() % 7);  // 3 .. 9 real tokens of 12
+            for (auto& id : sequence) id = 1 + static_cast<int>(rng() % 19);
+            ids.push_back(sequence);
+        }
+        split.train = make_memorization_data(ids, base.sequence_length, rng);
+        split.eval = split.train.slice(0, 10);
+        data.push_back(split);
+    }
+    std::vector<TrainedTask> together = train_or_load_seeds(settings, data, dir);
+    for (std::size_t i = 0; i < 2; ++i) {
+        SCOPED_TRACE("seed " + std::to_string(settings[i].seed));
+        torch::manual_seed(settings[i].seed);
+        TaskModel model(model_config_for(settings[i], data[i]));
+        torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(base.learning_rate).weight_decay(base.weight_decay));
+        for (int epoch = 1; epoch <= base.epochs; ++epoch) {
+            double loss_sum = 0;
+            for (std::int64_t begin = 0; begin < base.train_count; begin += base.batch_size) {
+                const TaskBatch part = data[i].train.slice(begin, std::min<std::int64_t>(base.train_count, begin + base.batch_size));
+                const at::Tensor loss = torch::nn::functional::cross_entropy(
+                    model->forward(part).reshape({-1, 2}), part.targets.reshape(-1),
+                    torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+                adam.zero_grad();
+                loss.backward();
+                adam.step();
+                loss_sum += loss.item<double>() * static_cast<double>(part.size());
+            }
+            EXPECT_NEAR(together[i].history[static_cast<std::size_t>(epoch - 1)].loss, loss_sum / base.train_count, 1e-4)
+                << "epoch " << epoch;
+        }
+        auto trained = together[i].model->named_parameters();
+        for (const auto& item : model->named_parameters())
+            EXPECT_TRUE(torch::allclose(trained[item.key()], item.value(), 1e-4, 1e-4))
+                << item.key() << ": " << (trained[item.key()] - item.value()).abs().max().item<double>();
+    }
     std::filesystem::remove_all(dir);
 }
