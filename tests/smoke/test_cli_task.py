@@ -103,7 +103,8 @@ class TaskCommand(unittest.TestCase):
         self.assertEqual(len(residual), 3 * 3)
         findings = load_json(os.path.join(self.out, "findings.json"))
         self.assertIn("over 3 seeds", findings["checks"][0]["measured"])
-        self.assertIn("3 seeds and their repeats", open(os.path.join(self.out, "paths_effectiveness.gp")).read())
+        with open(os.path.join(self.out, "paths_effectiveness.gp"), encoding="utf-8") as script:
+            self.assertIn("over 3 seeds × repeats", script.read())
         # Again with a fourth seed: three checkpoints reused, one trained.
         second = run(*(args[:-1] + ["3,4,5,6"]))
         again = load_json(os.path.join(self.out, "task.json"))
