@@ -42,7 +42,6 @@ struct PathEffectivenessResult {
     std::vector<SeedOutcome> seeds;
     // Means over the seeds (with one seed, that seed's numbers).
     double whole_model_accuracy = 0, whole_model_train_accuracy = 0, majority_accuracy = 0, chance_accuracy = 0;
-    double lowest_whole_model_accuracy = 0;  // over the seeds
     double train_seconds = 0;                // wall time of training (the seeds not reused, together); 0 when all reused
     std::vector<PathEffectivenessRow> rows;  // every ensemble of every seed
     std::vector<PathAccuracy> by_length;     // summarised over seeds and repeats

@@ -39,7 +39,6 @@ PathEffectivenessResult run_path_effectiveness_experiment(const PathEffectivenes
         result.seeds.push_back(std::move(outcome));
     }
     result.whole_model_accuracy = summarize(whole).mean;
-    result.lowest_whole_model_accuracy = *std::min_element(whole.begin(), whole.end());
     result.whole_model_train_accuracy = summarize(whole_train).mean;
     result.majority_accuracy = summarize(majority).mean;
     result.chance_accuracy = 1.0 / data.front().classes;
@@ -85,7 +84,8 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
     const double whole = result.whole_model_accuracy, majority = result.majority_accuracy;
     const std::size_t seeds = result.seeds.size();
     // With several seeds every model must solve the task: the check is on the lowest.
-    const double lowest = seeds > 0 ? result.lowest_whole_model_accuracy : whole;
+    double lowest = seeds > 0 ? result.seeds.front().whole_model_accuracy : whole;
+    for (const auto& s : result.seeds) lowest = std::min(lowest, s.whole_model_accuracy);
     const std::string measured_whole =
         seeds > 1 ? fmt::format("whole model {} on average over {} seeds, lowest {} (majority level {})", quote_number(whole), seeds,
                                 quote_number(lowest), quote_number(majority))

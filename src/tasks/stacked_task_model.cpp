@@ -72,12 +72,6 @@ void StackedTaskModel::copy_into(std::int64_t s, TaskModel& model) const {
     for (std::size_t i = 0; i < names.size(); ++i) target[names[i]].copy_(parameters[i][s]);
 }
 
-std::vector<std::pair<std::string, at::Tensor>> StackedTaskModel::snapshot(std::int64_t s) const {
-    std::vector<std::pair<std::string, at::Tensor>> copies;
-    for (std::size_t i = 0; i < names.size(); ++i) copies.emplace_back(names[i], parameters[i][s].detach().clone());
-    return copies;
-}
-
 at::Tensor StackedTaskModel::forward(const at::Tensor& inputs, const at::Tensor& key_bias) const {
     const std::int64_t S = models(), B = inputs.size(1), n = inputs.size(2), d = config.encoder.d_model;
     if (inputs.size(0) != S) throw Error("stacked task model: a batch for " + std::to_string(inputs.size(0)) +

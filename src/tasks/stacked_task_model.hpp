@@ -31,10 +31,8 @@ struct StackedTaskModel {
     // The models must share one configuration (checked); the stack is made on `device`.
     static StackedTaskModel stack(const std::vector<TaskModel>& models, const at::Device& device = at::kCPU);
     std::int64_t models() const { return parameters.empty() ? 0 : parameters.front().size(0); }
-    // Model s's parameters copied into `model` (same configuration).
+    // Model s's parameters copied into `model` (same configuration, any device).
     void copy_into(std::int64_t s, TaskModel& model) const;
-    // Model s's parameters, detached copies by name (a snapshot taken while the others go on training).
-    std::vector<std::pair<std::string, at::Tensor>> snapshot(std::int64_t s) const;
     at::Tensor forward(const at::Tensor& inputs, const at::Tensor& key_bias) const;  // [S, B, n, c]
 
   private:

@@ -322,7 +322,7 @@ std::string model_label(const TaskSettings& settings) {
 // StackedTaskModel; `noise` holds each model's generator for the circle's input noise (the default generator's state
 // right after the model was made, as if it had been trained alone). Each model's loss is its own mean (classification)
 // or sum (regression); the optimised loss is their sum, so each model's gradient is its own, and Adam is elementwise:
-// each model gets the updates it would get alone. A model that reaches the regression target is snapshotted at that
+// each model gets the updates it would get alone. A model that reaches the regression target is copied out at that
 // epoch and goes on computing with the others (its result no longer changes).
 void train_together(const std::vector<const TaskSettings*>& settings, const std::vector<const TaskSplits*>& data,
                     const std::vector<TrainedTask*>& runs, std::vector<at::Generator>& noise, const at::Device& device,
@@ -375,7 +375,6 @@ void train_together(const std::vector<const TaskSettings*>& settings, const std:
         return torch::tensor({std::cos(angle), std::sin(angle), -std::sin(angle), std::cos(angle)}, torch::kFloat).reshape({2, 2});
     }();
     std::vector<bool> finished(static_cast<std::size_t>(S), false);
-    std::vector<std::vector<std::pair<std::string, at::Tensor>>> snapshots(static_cast<std::size_t>(S));
     const auto start = std::chrono::steady_clock::now();
     for (int epoch = 1; epoch <= s0.epochs; ++epoch) {
         learning_rate = s0.learning_rate;
@@ -480,7 +479,7 @@ void train_together(const std::vector<const TaskSettings*>& settings, const std:
             shown_loss += loss_sum[i] / weight_sum, shown_metric += metric[i], ++active;
             if (stop_at_target && metric[i] < s0.target_mse) {
                 finished[i] = true;
-                snapshots[i] = stack.snapshot(s);
+                stack.copy_into(s, runs[i]->model);  // its result: the others go on training
                 runs[i]->train_seconds = seconds;
             }
         }
@@ -489,18 +488,14 @@ void train_together(const std::vector<const TaskSettings*>& settings, const std:
         if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) break;
     }
     const double total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    torch::NoGradGuard no_grad;
     for (std::int64_t s = 0; s < S; ++s) {
         const auto i = static_cast<std::size_t>(s);
         TaskModel& model = runs[i]->model;
-        model->to(device);
-        if (finished[i]) {
-            auto target = model->named_parameters();
-            for (const auto& [name, value] : snapshots[i]) target[name].copy_(value);
-        } else {
+        if (!finished[i]) {
             stack.copy_into(s, model);
             runs[i]->train_seconds = total_seconds;
         }
+        model->to(device);
         model->eval();
         save_task_checkpoint(runs[i]->checkpoint, model, *settings[i]);
     }
