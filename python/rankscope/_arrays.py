@@ -2,8 +2,9 @@
 
 The engine reads numpy arrays through the buffer protocol (no copy, any strides). A CPU torch tensor reaches it as
 `t.detach().numpy()`, a view of the same memory, and results go back through `torch.from_numpy`, again a view.
-Debian's python3-torch and the engine share one libtorch (libtorch_cpu.so.1.13), so this is the same memory either
-way; bfloat16 tensors (no numpy dtype) are converted to float32, a copy.
+The module is built against the torch of the Python it is installed into (the project venv's PyPI torch 2.13 under
+`make`; a user's venv torch under `pip install .`), so that torch and the engine share one libtorch and this is the
+same memory either way; bfloat16 tensors (no numpy dtype) are converted to float32, a copy.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 // The SAN laboratory (SPEC.md §1, §3): configurable self-attention stacks, the path decomposition, attention products
 // along random paths, the theory experiment, and path counts (E6).
 #include <ATen/Parallel.h>
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 

@@ -2,6 +2,7 @@
 // each, the same batch for all), as tidy tables, heat maps over (checkpoint, layer) and small multiples of E1 curves.
 #include "rankscope/dynamics.hpp"
 
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 
 #include <algorithm>

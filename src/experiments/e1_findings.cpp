@@ -1,5 +1,6 @@
 // E1/E2 (SPEC.md §4) and the skip-ratio weighting (§3, E6) judged on a RealModelResult: every claim with the paper's
 // number, this run's number, the criterion and the verdict computed here; the reading is built from the same numbers.
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 // Dimension legend: I items (training pairs), 2 tokens, 2 coordinates; S rollout steps.
 #include "rankscope/e3_circle.hpp"
 
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 

@@ -1,5 +1,6 @@
 #include "rankscope/e4_path_effectiveness.hpp"
 
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #include "rankscope/e5_width_depth.hpp"
 
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 
 #include <algorithm>

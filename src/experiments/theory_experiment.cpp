@@ -1,6 +1,7 @@
 // The theory experiment (SPEC.md §3) as a whole: every SAN variant × seed, the per-layer and per-variant summaries,
 // the bound checks, and the paper's claims judged on them.
 #include <ATen/Parallel.h>
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 
 #include <array>

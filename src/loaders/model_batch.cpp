@@ -1,4 +1,5 @@
 // A batch of token ids from a .safetensors file (`rankscope model --inputs`), checked against the model's config.
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 

@@ -1,6 +1,7 @@
 // Universal Sentence Encoder lite from its TensorFlow.js manifest (see include/rankscope/use_lite.hpp).
 #include "rankscope/use_lite.hpp"
 
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>

@@ -1,5 +1,6 @@
 // Sweep grids: reading (JSON through nlohmann::json, TOML through toml++), expansion into cells, cell keys, and the
 // tidy union of the cells' tables.
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <toml++/toml.h>
 

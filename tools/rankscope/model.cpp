@@ -1,6 +1,7 @@
 // rankscope model — E1 (relative residual per layer under the paper's surgery) and E2 (attention products along
 // paths) on a Hugging Face BERT / ALBERT / XLNet / GPT-2 / Llama-family folder, pretrained and/or at random init;
 // for decoders also attention sinks per layer and head, with their causal mask or bidirectionally (--mask).
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 

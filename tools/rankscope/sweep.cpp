@@ -4,6 +4,7 @@
 // A cell is done when DIR/cells/<key>/cell.json says "ok" and its main table is there: a re-run (after a kill, or with
 // more axis values) runs only the cells that are not done. A failed cell is recorded in cell.json and cells.csv and does
 // not stop the others; the sweep then ends with exit status 2 after writing the tables of the cells that succeeded.
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <unistd.h>
 

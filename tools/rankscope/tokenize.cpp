@@ -1,6 +1,7 @@
 // rankscope tokenize — the token ids rankscope gives a text with a model folder's own tokenizer (vocab.txt,
 // spiece.model, or a byte-level BPE tokenizer.json), sentence by sentence, with the special tokens that frame a sample.
 // What `model --text` packs into samples, shown before any model runs; `--format json` for programs.
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 
 #include <filesystem>
