@@ -123,9 +123,10 @@ inline void text(const std::uint8_t* data, std::size_t size) {
                 if (id < 0 || id >= t->vocab_size()) throw std::logic_error("text: id outside the vocabulary");
 }
 
-// tokenizer.json (byte-level BPE): the loader's checks, then encoding a sample text with what it accepted.
+// tokenizer.json (byte-level BPE or WordPiece, by model.type): the loader's checks, then encoding a sample text with
+// what it accepted.
 inline void tokenizer_json(const std::uint8_t* data, std::size_t size) {
-    const auto tokenizer = load_byte_level_bpe(put("bpe/tokenizer.json", data, size));
+    const auto tokenizer = load_tokenizer_json(put("bpe/tokenizer.json", data, size));
     for (int id : tokenizer->encode(kSampleText))
         if (id < 0 || id >= tokenizer->vocab_size()) throw std::logic_error("tokenizer.json: id outside the vocabulary");
     for (int id : tokenizer->prefix())

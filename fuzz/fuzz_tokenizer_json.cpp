@@ -1,4 +1,4 @@
-// libFuzzer entry for the tokenizer.json (byte-level BPE) loader (see fuzz_targets.hpp, scripts/fuzz.sh).
+// libFuzzer entry for the tokenizer.json (byte-level BPE, WordPiece) loader (see fuzz_targets.hpp, scripts/fuzz.sh).
 #include "fuzz_targets.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -50,9 +50,13 @@ std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& s
 // what is refused): encode() gives the content ids; prefix()/suffix() the post-processor's special tokens (Llama 3:
 // <|begin_of_text|> first; GPT-2: none).
 std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path);
+// A tokenizer.json by its model.type: WordPiece (BertTokenizerFast's form: BertNormalizer, BertPreTokenizer; the same
+// tokenisation as vocab.txt) or byte-level BPE.
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path);
 // The tokenizer of a Hugging Face folder: for the Llama family (llama, mistral, qwen2) tokenizer.model if present
 // (SentencePiece as LlamaTokenizer: <s> first unless tokenizer_config.json's add_bos_token is false, </s> last when
-// add_eos_token is true, the text as it is); else spiece.model, else vocab.txt, else a byte-level BPE tokenizer.json.
+// add_eos_token is true, the text as it is); else spiece.model, else vocab.txt, else tokenizer.json (WordPiece or
+// byte-level BPE).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config);
 
 // Sentences of a UTF-8 text file: for a GLUE-style .tsv with a header naming sentence1/sentence2, those columns;

@@ -78,7 +78,9 @@ public:
     }
     std::vector<int> encode(const std::string& text) const override { return encode_batch({text}).front(); }
     std::vector<std::vector<int>> encode_batch(const std::vector<std::string>& texts) const override {
-        // As the Hugging Face tokenizers prepare text: collapse whitespace, `` and '' to ", lower-case (ALBERT).
+        // As transformers' AlbertTokenizer and XLNetTokenizer prepare text (preprocess_text): collapse whitespace,
+        // `` and '' to ", accents removed (NFKD without combining characters; keep_accents is false by default), then
+        // lower-case (ALBERT's do_lower_case).
         std::string contents;
         for (const auto& text : texts) {
             if (llama_) {
@@ -91,7 +93,8 @@ public:
             for (const auto& word : utf8::basic_split_whitespace(text)) prepared += (prepared.empty() ? "" : " ") + word;
             for (const char* quote : {"``", "''"})
                 for (std::size_t at; (at = prepared.find(quote)) != std::string::npos;) prepared.replace(at, 2, "\"");
-            contents += (lower_case_ ? utf8::lower(prepared) : prepared) + "\n";
+            prepared = utf8::strip_combining_compatibility(prepared);
+            contents += (lower_case_ ? utf8::lower_only(prepared) : prepared) + "\n";
         }
         // A fresh file of our own (mkstemp: O_EXCL, mode 0600), never a predictable name another user could plant.
         std::string name = (std::filesystem::temp_directory_path() / "rankscope-spm-XXXXXX").string();
@@ -186,7 +189,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
         return load_sentencepiece((folder / "spiece.model").string(), config.model_type,
                                   lower_case < 0 ? config.model_type == "albert" : lower_case == 1);
     if (std::filesystem::exists(folder / "vocab.txt")) return load_wordpiece((folder / "vocab.txt").string(), lower_case);
-    if (std::filesystem::exists(folder / "tokenizer.json")) return load_byte_level_bpe((folder / "tokenizer.json").string());
+    if (std::filesystem::exists(folder / "tokenizer.json")) return load_tokenizer_json((folder / "tokenizer.json").string());
     throw Error("no tokenizer: none of spiece.model, vocab.txt, tokenizer.json" +
                     std::string(is_llama_family(config.model_type) ? ", tokenizer.model" : "") +
                     " (pass token ids with --inputs)",

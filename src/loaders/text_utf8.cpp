@@ -1,5 +1,7 @@
 #include "text_utf8.hpp"
 
+#include <utf8proc.h>
+
 #include <cstdint>
 
 namespace rankscope::utf8 {
@@ -40,35 +42,69 @@ std::string encode(std::uint32_t code) {
     return out;
 }
 
+// BERT's BasicTokenizer (transformers' tokenization_bert.py) and the `tokenizers` BertNormalizer + BertPreTokenizer,
+// character classes by Unicode general category (utf8proc's tables):
+//   whitespace  space, \t, \n, \r, or category Zs
+//   control     category Cc or Cf (zero-width space, soft hyphen, ...), except \t, \n, \r: removed with NUL and U+FFFD
+//   punctuation ASCII 33–47, 58–64, 91–96, 123–126, or any category P*
+//   CJK         the CJK Unified Ideograph blocks BERT lists (each character becomes its own word)
 bool is_whitespace(std::uint32_t c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0xa0 || c == 0x3000 || (c >= 0x2000 && c <= 0x200a);
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
+    return utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_ZS;
 }
 bool is_control(std::uint32_t c) {
     if (c == '\t' || c == '\n' || c == '\r') return false;
-    return c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == 0xfffd || c == 0;
+    if (c == 0 || c == 0xfffd) return true;
+    const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+    return category == UTF8PROC_CATEGORY_CC || category == UTF8PROC_CATEGORY_CF;
 }
 bool is_punctuation(std::uint32_t c) {
     if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
-    if (c == 0xa1 || c == 0xa7 || c == 0xab || c == 0xb6 || c == 0xb7 || c == 0xbb || c == 0xbf) return true;
-    return (c >= 0x2010 && c <= 0x2027) || (c >= 0x2030 && c <= 0x205e) || (c >= 0x3001 && c <= 0x3003) ||
-           (c >= 0x3008 && c <= 0x3011);
+    switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+        case UTF8PROC_CATEGORY_PC: case UTF8PROC_CATEGORY_PD: case UTF8PROC_CATEGORY_PS: case UTF8PROC_CATEGORY_PE:
+        case UTF8PROC_CATEGORY_PI: case UTF8PROC_CATEGORY_PF: case UTF8PROC_CATEGORY_PO: return true;
+        default: return false;
+    }
 }
 bool is_cjk(std::uint32_t c) {
     return (c >= 0x4e00 && c <= 0x9fff) || (c >= 0x3400 && c <= 0x4dbf) || (c >= 0x20000 && c <= 0x2a6df) ||
+           (c >= 0x2a700 && c <= 0x2b73f) || (c >= 0x2b740 && c <= 0x2b81f) || (c >= 0x2b820 && c <= 0x2ceaf) ||
            (c >= 0xf900 && c <= 0xfaff) || (c >= 0x2f800 && c <= 0x2fa1f);
 }
 
-// Lower-case and strip the accent of Latin-1 Supplement / Latin Extended-A letters: the table holds, for U+00C0..U+017F,
-// unicodedata NFD of the lower-case letter with its combining marks (category Mn) removed (generated with Python's
-// unicodedata). Combining marks themselves are dropped (0).
-std::uint32_t lower_without_accent(std::uint32_t c) {
-    static const std::uint16_t latin[] = {0x61, 0x61, 0x61, 0x61, 0x61, 0x61, 0xe6, 0x63, 0x65, 0x65, 0x65, 0x65, 0x69, 0x69, 0x69, 0x69, 0xf0, 0x6e, 0x6f, 0x6f, 0x6f, 0x6f, 0x6f, 0xd7, 0xf8, 0x75, 0x75, 0x75, 0x75, 0x79, 0xfe, 0xdf, 0x61, 0x61, 0x61, 0x61, 0x61, 0x61, 0xe6, 0x63, 0x65, 0x65, 0x65, 0x65, 0x69, 0x69, 0x69, 0x69, 0xf0, 0x6e, 0x6f, 0x6f, 0x6f, 0x6f, 0x6f, 0xf7, 0xf8, 0x75, 0x75, 0x75, 0x75, 0x79, 0xfe, 0x79, 0x61, 0x61, 0x61, 0x61, 0x61, 0x61, 0x63, 0x63, 0x63, 0x63, 0x63, 0x63, 0x63, 0x63, 0x64, 0x64, 0x111, 0x111, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x67, 0x67, 0x67, 0x67, 0x67, 0x67, 0x67, 0x67, 0x68, 0x68, 0x127, 0x127, 0x69, 0x69, 0x69, 0x69, 0x69, 0x69, 0x69, 0x69, 0x49, 0x131, 0x133, 0x133, 0x6a, 0x6a, 0x6b, 0x6b, 0x138, 0x6c, 0x6c, 0x6c, 0x6c, 0x6c, 0x6c, 0x140, 0x140, 0x142, 0x142, 0x6e, 0x6e, 0x6e, 0x6e, 0x6e, 0x6e, 0x149, 0x14b, 0x14b, 0x6f, 0x6f, 0x6f, 0x6f, 0x6f, 0x6f, 0x153, 0x153, 0x72, 0x72, 0x72, 0x72, 0x72, 0x72, 0x73, 0x73, 0x73, 0x73, 0x73, 0x73, 0x73, 0x73, 0x74, 0x74, 0x74, 0x74, 0x167, 0x167, 0x75, 0x75, 0x75, 0x75, 0x75, 0x75, 0x75, 0x75, 0x75, 0x75, 0x75, 0x75, 0x77, 0x77, 0x79, 0x79, 0x79, 0x7a, 0x7a, 0x7a, 0x7a, 0x7a, 0x7a, 0x17f};
-    if (c >= 'A' && c <= 'Z') return c + 32;
-    if (c >= 0x300 && c <= 0x36f) return 0;
-    if (c >= 0xc0 && c <= 0x17f) return latin[c - 0xc0];
-    if (c >= 0x391 && c <= 0x3a9) return c + 32;  // Greek capitals
-    if (c >= 0x410 && c <= 0x42f) return c + 32;  // Cyrillic capitals
-    return c;
+// Appends the canonical decomposition (NFD) of c without its nonspacing marks (category Mn): BERT's
+// _run_strip_accents, one character at a time (NFD of a string is the concatenation of its characters' NFDs, then
+// canonical ordering, which only reorders the marks this removes).
+void append_without_accents(std::uint32_t c, std::string& out) {
+    utf8proc_int32_t decomposed[32];
+    int last_boundclass = 0;
+    const utf8proc_ssize_t count = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), decomposed, 32,
+                                                           UTF8PROC_DECOMPOSE, &last_boundclass);
+    if (count < 0 || count > 32) {
+        out += encode(c);
+        return;
+    }
+    for (utf8proc_ssize_t k = 0; k < count; ++k)
+        if (utf8proc_category(decomposed[k]) != UTF8PROC_CATEGORY_MN) out += encode(static_cast<std::uint32_t>(decomposed[k]));
+}
+
+// Lower case, one character at a time (Unicode simple case mapping). transformers' BertTokenizer (slow and fast)
+// gives σ, not ς, for a word-final Σ (checked in tests/transformers/): no Final_Sigma rule here either.
+std::vector<std::uint32_t> lower_word(const std::vector<std::uint32_t>& word) {
+    std::vector<std::uint32_t> out(word.size());
+    for (std::size_t k = 0; k < word.size(); ++k)
+        out[k] = static_cast<std::uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(word[k])));
+    return out;
+}
+
+std::vector<std::uint32_t> code_points(const std::string& text) {
+    std::vector<std::uint32_t> codes;
+    for (std::size_t i = 0; i < text.size();) {
+        const Decoded d = decode(text, i);
+        i += d.size;
+        codes.push_back(d.code);
+    }
+    return codes;
 }
 
 }  // namespace
@@ -91,33 +127,50 @@ std::size_t length(const std::string& text) {
 }
 
 std::vector<std::string> basic_split(const std::string& text, bool lower_case) {
-    std::vector<std::string> words;
-    std::string current;
+    // Clean and split on whitespace; CJK characters stand alone.
+    std::vector<std::vector<std::uint32_t>> pieces;
+    std::vector<std::uint32_t> current;
     auto flush = [&] {
-        if (!current.empty()) words.push_back(current);
+        if (!current.empty()) pieces.push_back(current);
         current.clear();
     };
     for (std::size_t i = 0; i < text.size();) {
         const Decoded d = decode(text, i);
         i += d.size;
-        std::uint32_t c = d.code;
+        const std::uint32_t c = d.code;
         if (is_control(c)) continue;
         if (is_whitespace(c)) {
             flush();
-            continue;
-        }
-        if (lower_case) {
-            c = lower_without_accent(c);
-            if (c == 0) continue;
-        }
-        if (is_punctuation(c) || is_cjk(c)) {
+        } else if (is_cjk(c)) {
             flush();
-            words.push_back(encode(c));
-            continue;
+            pieces.push_back({c});
+        } else {
+            current.push_back(c);
         }
-        current += encode(c);
     }
     flush();
+    // Uncased: lower case, then strip accents; then split off each punctuation character.
+    std::vector<std::string> words;
+    for (const auto& piece : pieces) {
+        std::string normalized;
+        if (lower_case)
+            for (std::uint32_t c : lower_word(piece)) append_without_accents(c, normalized);
+        else
+            for (std::uint32_t c : piece) normalized += encode(c);
+        std::string word;
+        for (std::size_t i = 0; i < normalized.size();) {
+            const Decoded d = decode(normalized, i);
+            i += d.size;
+            if (is_punctuation(d.code)) {
+                if (!word.empty()) words.push_back(word);
+                word.clear();
+                words.push_back(encode(d.code));
+            } else {
+                word += encode(d.code);
+            }
+        }
+        if (!word.empty()) words.push_back(word);
+    }
     return words;
 }
 
@@ -140,11 +193,30 @@ std::vector<std::string> basic_split_whitespace(const std::string& text) {
 
 std::string lower(const std::string& text) {
     std::string out;
-    for (std::size_t i = 0; i < text.size();) {
-        const Decoded d = decode(text, i);
-        i += d.size;
-        const std::uint32_t c = lower_without_accent(d.code);
-        if (c != 0) out += encode(c);
+    for (std::uint32_t c : lower_word(code_points(text))) append_without_accents(c, out);
+    return out;
+}
+
+std::string lower_only(const std::string& text) {
+    std::string out;
+    for (std::uint32_t c : lower_word(code_points(text))) out += encode(c);
+    return out;
+}
+
+std::string strip_combining_compatibility(const std::string& text) {
+    std::string out;
+    for (std::uint32_t c : code_points(text)) {
+        utf8proc_int32_t decomposed[32];
+        int last_boundclass = 0;
+        const utf8proc_ssize_t count = utf8proc_decompose_char(
+            static_cast<utf8proc_int32_t>(c), decomposed, 32,
+            static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT), &last_boundclass);
+        if (count < 0 || count > 32) {
+            out += encode(c);
+            continue;
+        }
+        for (utf8proc_ssize_t k = 0; k < count; ++k)
+            if (utf8proc_get_property(decomposed[k])->combining_class == 0) out += encode(static_cast<std::uint32_t>(decomposed[k]));
     }
     return out;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Minimal UTF-8 handling for BERT's basic tokenizer. Unicode coverage: ASCII fully; accent stripping and lower-casing
-// for Latin-1 Supplement and Latin Extended-A (enough for English text such as RTE); punctuation for ASCII, Latin-1
-// and the General Punctuation / CJK Symbols blocks; CJK Unified Ideographs stand alone as in BERT.
+// UTF-8 handling for BERT's basic tokenizer, over the whole of Unicode through utf8proc's tables: control and format
+// characters removed, whitespace and punctuation by general category, lower case with the Final_Sigma rule, accents
+// stripped by canonical decomposition (NFD) without nonspacing marks, CJK Unified Ideographs on their own (as
+// transformers' BertTokenizer and the `tokenizers` BertNormalizer; tests/transformers/ compares them).
 #include <string>
 #include <vector>
 
@@ -13,7 +14,12 @@ std::size_t length(const std::string& text);
 std::vector<std::string> basic_split(const std::string& text, bool lower_case);
 // Split on whitespace only.
 std::vector<std::string> basic_split_whitespace(const std::string& text);
-// Lower-case (with accents stripped, as for uncased BERT/ALBERT).
+// Lower-case, then strip accents (NFD without nonspacing marks), as for uncased BERT.
 std::string lower(const std::string& text);
+// Lower case only (Unicode simple case mapping, one character at a time).
+std::string lower_only(const std::string& text);
+// NFKD without the characters of nonzero canonical combining class: AlbertTokenizer's and XLNetTokenizer's
+// preprocess_text when keep_accents is false (their default).
+std::string strip_combining_compatibility(const std::string& text);
 
 }  // namespace rankscope::utf8

@@ -1,5 +1,9 @@
 // WordPiece tokenisation as Hugging Face's BertTokenizer (BasicTokenizer + WordpieceTokenizer) does it.
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -11,6 +15,57 @@ namespace {
 
 class WordPiece : public Tokenizer {
 public:
+    // From a tokenizer.json whose model is WordPiece (the `tokenizers` form of BertTokenizerFast; e.g. the
+    // all-MiniLM-L6-v2 package, which ships no vocab.txt). Read: model.vocab (piece -> id), unk_token,
+    // continuing_subword_prefix ("##" only), max_input_chars_per_word; normalizer BertNormalizer (lowercase;
+    // strip_accents null = follow lowercase, as BERT); pre_tokenizer BertPreTokenizer. Anything else is refused in
+    // one line naming the field, so that no tokenizer is silently approximated.
+    WordPiece(const std::string& path, const nlohmann::json& json) : path_(path) {
+        const auto field = [&](const nlohmann::json& parent, const char* key, const std::string& where) -> const nlohmann::json& {
+            if (!parent.is_object() || !parent.contains(key)) throw Error("tokenizer.json has no " + where + key, path);
+            return parent.at(key);
+        };
+        const auto& model = field(json, "model", "");
+        const auto& vocab = field(model, "vocab", "model.");
+        if (!vocab.is_object()) throw Error("tokenizer.json: model.vocab must be an object of piece: id", path);
+        int largest = -1;
+        for (const auto& [piece, id] : vocab.items()) {
+            if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= (1 << 24))
+                throw Error("tokenizer.json: model.vocab id of '" + printable(piece) + "' is not an integer in [0, 2^24)", path);
+            ids_[piece] = static_cast<int>(id.get<std::int64_t>());
+            largest = std::max(largest, ids_[piece]);
+        }
+        if (model.contains("continuing_subword_prefix") &&
+            !(model["continuing_subword_prefix"].is_string() && model["continuing_subword_prefix"] == "##"))
+            throw Error("tokenizer.json: model.continuing_subword_prefix other than \"##\" is not supported", path);
+        if (model.contains("unk_token") && !(model["unk_token"].is_string() && model["unk_token"] == "[UNK]"))
+            throw Error("tokenizer.json: model.unk_token other than \"[UNK]\" is not supported", path);
+        if (model.contains("max_input_chars_per_word")) {
+            const auto& limit = model["max_input_chars_per_word"];
+            if (!limit.is_number_integer() || limit.get<std::int64_t>() < 1 || limit.get<std::int64_t>() > 1'000'000)
+                throw Error("tokenizer.json: model.max_input_chars_per_word must be an integer in [1, 1000000]", path);
+            max_characters_ = static_cast<std::size_t>(limit.get<std::int64_t>());
+        }
+        const auto& normalizer = field(json, "normalizer", "");
+        if (!normalizer.is_object() || normalizer.value("type", "") != "BertNormalizer")
+            throw Error("tokenizer.json: a WordPiece normalizer other than BertNormalizer is not supported", path);
+        const auto flag = [&](const char* key, bool fallback) {
+            if (!normalizer.contains(key) || normalizer[key].is_null()) return fallback;
+            if (!normalizer[key].is_boolean()) throw Error(std::string("tokenizer.json: normalizer.") + key + " must be true, false or null", path);
+            return normalizer[key].get<bool>();
+        };
+        lower_case_ = flag("lowercase", true);
+        if (flag("strip_accents", lower_case_) != lower_case_)
+            throw Error("tokenizer.json: normalizer.strip_accents different from lowercase is not supported", path);
+        if (!flag("handle_chinese_chars", true) || !flag("clean_text", true))
+            throw Error("tokenizer.json: normalizer.handle_chinese_chars and clean_text must be true", path);
+        const auto& pre_tokenizer = field(json, "pre_tokenizer", "");
+        if (!pre_tokenizer.is_object() || pre_tokenizer.value("type", "") != "BertPreTokenizer")
+            throw Error("tokenizer.json: a WordPiece pre_tokenizer other than BertPreTokenizer is not supported", path);
+        for (const char* special : {"[CLS]", "[SEP]", "[UNK]"})
+            if (!ids_.count(special)) throw Error(std::string("tokenizer.json: model.vocab has no ") + special, path);
+        size_ = largest + 1;
+    }
     WordPiece(const std::string& path, int lower_case) : path_(path) {
         // One piece per line, id = line index (as Hugging Face's load_vocab); a regular file of bounded size.
         const std::string text = read_file_limited(path, kMaxJsonFileBytes, "vocabulary");
@@ -34,7 +89,7 @@ public:
     std::vector<int> encode(const std::string& text) const override {
         std::vector<int> out;
         for (const std::string& word : utf8::basic_split(text, lower_case_)) {
-            if (utf8::length(word) > 100) {
+            if (utf8::length(word) > max_characters_) {
                 out.push_back(ids_.at("[UNK]"));
                 continue;
             }
@@ -77,6 +132,7 @@ private:
     std::string path_;
     std::unordered_map<std::string, int> ids_;
     bool lower_case_ = false;
+    std::size_t max_characters_ = 100;  // BertTokenizer's max_input_chars_per_word
     int size_ = 0;
 };
 
@@ -84,6 +140,13 @@ private:
 
 std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, int lower_case) {
     return std::make_unique<WordPiece>(vocab_path, lower_case);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path) {
+    const nlohmann::json json = read_json_file(tokenizer_json_path, "tokenizer.json");
+    if (json.is_object() && json.contains("model") && json["model"].is_object() && json["model"].value("type", "") == "WordPiece")
+        return std::make_unique<WordPiece>(tokenizer_json_path, json);
+    return load_byte_level_bpe(tokenizer_json_path);
 }
 
 }  // namespace rankscope

@@ -1,0 +1,239 @@
+"""Every tokenizer rankscope reads, judged by transformers' own tokenizers, slow (Python) and fast (`tokenizers`).
+
+The tokenizer files are real where a package ships one (all-MiniLM-L6-v2's vocab.txt and its WordPiece tokenizer.json,
+installed by scripts/install-deps.sh) and otherwise trained here on RTE with the libraries made for it (sentencepiece's
+trainer, the `tokenizers` trainers): SentencePiece spiece.model (ALBERT, XLNet), a Llama-2-style tokenizer.model (BPE
+with byte fallback), a cased WordPiece vocab.txt, and byte-level BPE tokenizer.json files with the GPT-2, Llama 3 and
+Qwen2 pre-tokenizer patterns. `rankscope tokenize --format json` must give, for 32 RTE sentences and awkward text
+(NFKC/NFC cases, CJK, emoji, whitespace runs, very long words), exactly the ids of transformers' tokenizer:
+content ids = tokenizer(text, add_special_tokens=False), and prefix + content + suffix = tokenizer(text)."""
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from judge import REPO, Table, rte_sentences, run  # noqa: E402
+
+import sentencepiece  # noqa: E402
+import tokenizers  # noqa: E402
+import transformers  # noqa: E402
+
+MINILM = os.path.join(REPO, "models", "all-MiniLM-L6-v2")
+MINILM_ZIP = os.path.join(REPO, "models", "all-MiniLM-L6-v2-zip")
+TABLE = Table("transformers 4.57.6 tokenizers vs rankscope tokenize (sentences with identical ids / sentences)")
+
+AWKWARD = [
+    "Ligatures ﬁ ﬂ, full-width ＡＢＣ１２３, circled ① ②, superscript x² and the ohm sign Ω.",
+    "Composed Å é ñ and decomposed A\u030a e\u0301 n\u0303 side by side.",
+    "Café naïve résumé coöperate façade SMÖRGÅSBORD Straße İstanbul ΣΊΣΥΦΟΣ.",
+    "東京タワーは高い。漢字かな交じり文と한국어 텍스트, 中文標點：「引號」！",
+    "Emoji 👍🏽 👩‍👩‍👧 🇫🇷 😀😀😀 and symbols ©®™ ½ → ≠ ∞.",
+    "Whitespace   runs\t\tand   tabs    inside     a line.",
+    "A very long word: " + "supercalifragilisticexpialidocious" * 4 + " and " + "x" * 120 + " end.",
+    "Numbers 1234567 3.14159 1,000,000 42nd 2024-12-04 and contractions don't I'll we'd've.",
+    "Punctuation ¿¡…—–‘’“” and code x_1 = f(y)**2; {a: [1, 2]} <tag/> #hash @user.",
+    "Zero\u200bwidth space, soft\u00adhyphen, combining\u0301 mark, and Ǆ ǅ ǆ digraphs.",
+]
+
+
+def texts():
+    return rte_sentences(32) + AWKWARD
+
+
+def write_config(folder, model_type, vocab_size):
+    """A small config.json of the architecture, written by transformers (rankscope reads the tokenizer beside it)."""
+    sizes = {"xlnet": dict(d_model=32, n_layer=1, n_head=4, d_inner=48),
+             "gpt2": dict(n_embd=32, n_layer=1, n_head=4)}.get(
+        model_type, dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=48))
+    if model_type in ("llama", "mistral", "qwen2"):
+        sizes["num_key_value_heads"] = 4
+    transformers.AutoConfig.for_model(model_type, vocab_size=vocab_size, **sizes).save_pretrained(folder)
+
+
+def rankscope_ids(folder, sentences, scratch):
+    text = os.path.join(scratch, "text.txt")
+    with open(text, "w", encoding="utf-8") as f:
+        f.write("\n".join(sentences) + "\n")
+    document = json.loads(run("tokenize", "--model", folder, "--text", text, "--format", "json").stdout)
+    got = [entry["ids"] for entry in document["sentences"]]
+    if [entry["text"] for entry in document["sentences"]] != sentences:
+        raise AssertionError("rankscope read other sentences than it was given")
+    return document["prefix"], got, document["suffix"]
+
+
+class TransformersJudgesTokenizers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = tempfile.mkdtemp(prefix="rankscope-tokenizers-")
+        cls.sentences = texts()
+        with open(os.path.join(cls.scratch, "corpus.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(rte_sentences(2000)) + "\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.scratch, ignore_errors=True)
+        TABLE.emit()
+
+    def judge(self, case, folder, reference, exclude=()):
+        """rankscope against `reference` on every sentence but those in `exclude` (where transformers' own slow and
+        fast tokenizers disagree with each other; the caller checks that rankscope follows the fast one there)."""
+        prefix, got, suffix = rankscope_ids(folder, self.sentences, self.scratch)
+        agree = 0
+        failures = []
+        for text, ids in zip(self.sentences, got):
+            if text in exclude:
+                continue
+            content = reference(text, add_special_tokens=False)["input_ids"]
+            framed = reference(text)["input_ids"]
+            if ids == content and prefix + ids + suffix == framed:
+                agree += 1
+            else:
+                failures.append(f"{text!r}:\n    rankscope    {prefix} {ids} {suffix}\n"
+                                f"    transformers {content} framed {framed}")
+        judged = len(self.sentences) - len(exclude)
+        TABLE.rows.append({"case": case + (f" ({len(exclude)} left out: slow ≠ fast)" if exclude else ""),
+                           "hook": f"{agree}/{judged}", "worst_relative_difference": float(judged - agree),
+                           "tolerance": 0.0})
+        self.assertFalse(failures, f"{case}: {len(failures)} of {judged} sentences differ:\n" + "\n".join(failures[:4]))
+
+    def slow_fast_disagreements(self, slow, fast):
+        return {text for text in self.sentences if slow(text)["input_ids"] != fast(text)["input_ids"]}
+
+    def folder(self, name):
+        path = os.path.join(self.scratch, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    # ---- WordPiece ------------------------------------------------------------------------------------------------
+    def test_minilm_vocab_txt_slow_and_fast(self):
+        for fast in (False, True):
+            reference = transformers.AutoTokenizer.from_pretrained(MINILM, use_fast=fast)
+            self.assertEqual(reference.is_fast, fast)
+            self.judge(f"all-MiniLM-L6-v2 vocab.txt (uncased), {'fast' if fast else 'slow'}", MINILM, reference)
+
+    def test_minilm_zip_tokenizer_json_wordpiece(self):
+        self.assertFalse(os.path.exists(os.path.join(MINILM_ZIP, "vocab.txt")), "the zip package ships no vocab.txt")
+        reference = transformers.BertTokenizerFast(tokenizer_file=os.path.join(MINILM_ZIP, "tokenizer.json"))
+        self.judge("all-MiniLM-L6-v2-zip tokenizer.json (WordPiece), fast", MINILM_ZIP, reference)
+
+    def test_cased_wordpiece_trained_here(self):
+        folder = self.folder("bert-cased")
+        trainer = tokenizers.BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+        trainer.train([os.path.join(self.scratch, "corpus.txt")], vocab_size=3000, min_frequency=2)
+        trainer.save_model(folder)
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"do_lower_case": False}, f)
+        write_config(folder, "bert", 3000)
+        vocab = os.path.join(folder, "vocab.txt")
+        slow = transformers.BertTokenizer(vocab, do_lower_case=False)
+        fast = transformers.BertTokenizerFast(vocab, do_lower_case=False)
+        # transformers 4.57's slow BasicTokenizer composes the text (NFC) before splitting; the fast BertNormalizer does
+        # not, so cased text with decomposed accents gets other ids from the two. rankscope follows the fast one
+        # (AutoTokenizer's default); the sentences where they disagree are judged against fast only.
+        disagree = self.slow_fast_disagreements(slow, fast)
+        self.assertEqual(disagree, {AWKWARD[1]}, "transformers' slow and fast cased BertTokenizer disagree elsewhere")
+        self.judge("cased WordPiece vocab.txt (trained), fast", folder, fast)
+        self.judge("cased WordPiece vocab.txt (trained), slow", folder, slow, exclude=disagree)
+
+    # ---- SentencePiece --------------------------------------------------------------------------------------------
+    def train_sentencepiece(self, folder, name, **options):
+        sentencepiece.SentencePieceTrainer.train(
+            input=os.path.join(self.scratch, "corpus.txt"), model_prefix=os.path.join(folder, name),
+            vocab_size=1200, character_coverage=1.0, num_threads=1, minloglevel=2, **options)
+        return os.path.join(folder, name + ".model")
+
+    def test_albert_spiece_slow_and_fast(self):
+        folder = self.folder("albert")
+        model = self.train_sentencepiece(folder, "spiece", model_type="unigram", pad_id=0, unk_id=1, bos_id=-1,
+                                         eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                                         user_defined_symbols=[])
+        write_config(folder, "albert", 1200)
+        for fast in (False, True):
+            cls = transformers.AlbertTokenizerFast if fast else transformers.AlbertTokenizer
+            self.judge(f"ALBERT spiece.model (trained), {'fast' if fast else 'slow'}", folder, cls(model))
+
+    def test_xlnet_spiece_slow_and_fast(self):
+        folder = self.folder("xlnet")
+        model = self.train_sentencepiece(folder, "spiece", model_type="unigram", unk_id=0, bos_id=1, eos_id=2,
+                                         pad_id=-1, control_symbols=["<cls>", "<sep>", "<pad>", "<mask>"])
+        write_config(folder, "xlnet", 1200)
+        for fast in (False, True):
+            cls = transformers.XLNetTokenizerFast if fast else transformers.XLNetTokenizer
+            self.judge(f"XLNet spiece.model (trained), {'fast' if fast else 'slow'}", folder, cls(model))
+
+    def test_llama2_tokenizer_model_slow_and_fast(self):
+        folder = self.folder("llama2")
+        model = self.train_sentencepiece(folder, "tokenizer", model_type="bpe", byte_fallback=True, unk_id=0,
+                                         bos_id=1, eos_id=2, pad_id=-1, split_digits=True,
+                                         allow_whitespace_only_pieces=True, normalization_rule_name="identity",
+                                         remove_extra_whitespaces=False, add_dummy_prefix=True)
+        write_config(folder, "llama", 1200)
+        for fast in (False, True):
+            cls = transformers.LlamaTokenizerFast if fast else transformers.LlamaTokenizer
+            # The fast one converted from the bare tokenizer.model needs add_prefix_space=True: without it transformers
+            # 4.57 drops SentencePiece's dummy prefix "▁" (real Llama 2 folders ship a tokenizer.json with Prepend("▁")).
+            reference = cls(vocab_file=model, legacy=True, add_bos_token=True, add_eos_token=False) if not fast \
+                else cls(vocab_file=model, legacy=True, add_bos_token=True, add_eos_token=False, from_slow=True,
+                         add_prefix_space=True)
+            self.judge(f"Llama 2 tokenizer.model (trained BPE, byte fallback), {'fast' if fast else 'slow'}", folder,
+                       reference)
+
+    # ---- byte-level BPE -------------------------------------------------------------------------------------------
+    def byte_level(self, name, pattern, model_type, special, vocab_size=2000):
+        folder = self.folder(name)
+        model = tokenizers.models.BPE()
+        tokenizer = tokenizers.Tokenizer(model)
+        if pattern is None:  # GPT-2: ByteLevel's own regex
+            tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        else:
+            tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Sequence([
+                tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), behavior="isolated", invert=False),
+                tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+            tokenizer.normalizer = tokenizers.normalizers.NFC() if model_type == "qwen2" else None
+        tokenizer.decoder = tokenizers.decoders.ByteLevel()
+        trainer = tokenizers.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special,
+                                                 initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+                                                 show_progress=False)
+        tokenizer.train([os.path.join(self.scratch, "corpus.txt")], trainer)
+        if model_type == "llama":
+            begin = special[0]
+            tokenizer.post_processor = tokenizers.processors.TemplateProcessing(
+                single=f"{begin} $A", pair=f"{begin} $A {begin} $B", special_tokens=[(begin, tokenizer.token_to_id(begin))])
+        else:
+            tokenizer.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
+        path = os.path.join(folder, "tokenizer.json")
+        tokenizer.save(path)
+        write_config(folder, model_type, tokenizer.get_vocab_size())
+        tokenizer.model.save(folder)  # vocab.json + merges.txt, for the slow tokenizers
+        return folder, path
+
+    def test_gpt2_byte_level_slow_and_fast(self):
+        folder, path = self.byte_level("gpt2", None, "gpt2", ["<|endoftext|>"])
+        self.judge("GPT-2 byte-level BPE tokenizer.json (trained), fast", folder,
+                   transformers.GPT2TokenizerFast(tokenizer_file=path))
+        self.judge("GPT-2 byte-level BPE vocab.json+merges.txt (trained), slow", folder,
+                   transformers.GPT2Tokenizer(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")))
+
+    def test_llama3_pattern_fast(self):
+        pattern = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+                   r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+        folder, path = self.byte_level("llama3", pattern, "llama", ["<|begin_of_text|>", "<|end_of_text|>"])
+        self.judge("Llama 3 pattern byte-level BPE tokenizer.json (trained), fast", folder,
+                   transformers.PreTrainedTokenizerFast(tokenizer_file=path))
+
+    def test_qwen2_pattern_slow_and_fast(self):
+        pattern = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+                   r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+        folder, path = self.byte_level("qwen2", pattern, "qwen2", ["<|endoftext|>"])
+        self.judge("Qwen2 pattern byte-level BPE tokenizer.json (trained, NFC), fast", folder,
+                   transformers.PreTrainedTokenizerFast(tokenizer_file=path))
+        self.judge("Qwen2 pattern byte-level BPE vocab.json+merges.txt (trained), slow", folder,
+                   transformers.Qwen2Tokenizer(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt"),
+                                               errors="replace"))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
