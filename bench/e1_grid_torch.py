@@ -2,7 +2,10 @@
 init, the batch of token ids from a .safetensors file, the paper's four surgeries, and the composite relative
 residual (mean centre) of every sample after the embeddings and after each layer.
 
-    /usr/bin/python3 bench/e1_grid_torch.py INPUTS.safetensors THREADS OUT.csv
+    /usr/bin/python3 bench/e1_grid_torch.py INPUTS.safetensors THREADS OUT.csv [DEVICE]
+
+DEVICE (default cpu) may be cuda: the model is made on the CPU (the same draw) and moved; TF32 off, float32 as
+rankscope. The compute alone (forward + measures, synchronised) is printed as `compute_seconds=…` on stderr.
 
 The model follows Hugging Face's BertModel (post-LN, erf GELU, LayerNorm eps 1e-12); the surgeries follow SPEC.md
 E1: SAN drops the attention skip and the MLP block, SAN+MLP drops the attention skip, SAN+skip drops the MLP block.
@@ -10,6 +13,7 @@ E1: SAN drops the attention skip and the MLP block, SAN+MLP drops the attention 
 import math
 import os
 import sys
+import time
 
 import torch
 
@@ -49,7 +53,7 @@ class Bert(torch.nn.Module):
         self.layers = torch.nn.ModuleList(Layer() for _ in range(LAYERS))
 
     def forward(self, ids, skip, mlp):
-        positions = torch.arange(ids.shape[1])
+        positions = torch.arange(ids.shape[1], device=ids.device)
         x = self.norm(self.words(ids) + self.positions(positions) + self.types(torch.zeros_like(ids)))
         hidden = [x]
         for layer in self.layers:
@@ -69,18 +73,25 @@ def relative_residual(h):
 
 def main():
     inputs, threads, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    device = torch.device(sys.argv[4] if len(sys.argv) > 4 else "cpu")
     if threads > 0:
         torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
-    ids = torch.from_numpy(read_safetensors(inputs)["input_ids"].copy())
-    model = Bert().eval()
+    ids = torch.from_numpy(read_safetensors(inputs)["input_ids"].copy()).to(device)
+    model = Bert().eval().to(device)
     rows = []
+    synchronise = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    synchronise()
+    start = time.perf_counter()
     with torch.no_grad():
         for variant, skip, mlp in [("SAN", False, False), ("SAN+MLP", False, True), ("SAN+skip", True, False),
                                    ("transformer", True, True)]:
             for layer, h in enumerate(model(ids, skip, mlp)):
                 r = relative_residual(h)
                 rows.append(f"{variant},{layer},{r.mean().item():.6g},{r.std().item():.6g}")
+    synchronise()
+    print(f"compute_seconds={time.perf_counter() - start:.3f}", file=sys.stderr)
     with open(out, "w") as f:
         f.write("variant,layer,mean,std\n" + "\n".join(rows) + "\n")
 
