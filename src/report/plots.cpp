@@ -40,7 +40,7 @@ const char* floor_label(FloatFloor floor) {
 }
 
 // Canvas units (SVG user units) of the layout around each panel.
-constexpr int kLeft = 112;          // y tick labels and y label
+constexpr int kLeft = 132;          // y tick labels (10^{-10} on log axes) and y label
 constexpr int kRight = 28;
 constexpr int kPanelTitle = 40;    // above each panel
 constexpr int kBelowPanel = 92;    // x tick labels and x label (clear of the next row's panel title)
@@ -133,14 +133,15 @@ Figure PanelFigure::build() const {
         // The key in a strip of its own across the whole width: an empty plot whose only content is the key. gnuplot
         // overestimates the width of a key column: at "width 1" the E4 figure's four entries (5 and 20 paths) came out
         // as one column of four rows in a strip of two, the last row cut off; "width -4" gives the two columns the
-        // strip's height was made for (checked on the E4, E1 and dynamics figures).
+        // strip's height was made for (checked on the E4, E1 and dynamics figures). With fewer than four entries on a
+        // line that shrinking made neighbours overlap (E2's two box entries), so it applies from four on.
         body += fmt::format("# ---- key\nset lmargin at screen 0.01\nset rmargin at screen 0.99\nset tmargin at screen {}\n"
                             "set bmargin at screen 0.005\n"
                             "unset title\nunset xlabel\nunset ylabel\nunset x2label\nunset y2label\nunset border\nunset tics\n"
                             "unset grid\nunset logscale\nunset arrow\nunset label\nunset object\nset xrange [0:1]\n"
-                            "set yrange [0:1]\nset key inside center center horizontal Left reverse samplen 2.5 width -4 "
+                            "set yrange [0:1]\nset key inside center center horizontal Left reverse samplen 2.5 width {} "
                             "spacing 1.0 maxrows {}\nplot NaN notitle",
-                            y(height - key_height + 6), key_lines);
+                            y(height - key_height + 6), std::min<std::size_t>(key_.size(), per_line) >= 4 ? -4 : 0, key_lines);
         for (const auto& entry : key_) body += ", \\\n     keyentry " + entry.style + " title " + gnuplot_quote(entry.title);
         body += "\n";
     }
