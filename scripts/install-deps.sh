@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs every Debian, PyPI and npm dependency of rankscope on a fresh Debian 12 machine. The C++ engine links the
-# project venv's PyPI torch 2.13.0 (below); Debian's libtorch-dev is not installed (for `make TORCH=system`, install it
-# yourself); Debian's python3-torch 1.13 stays as the independent reference of tests/reference/.
+# project venv's PyPI torch 2.13.0 (below). Debian's python3-torch 1.13 stays as the independent reference of
+# tests/reference/, and Debian's libtorch-dev 1.13 stays for two reasons: `make TORCH=system`, and the parsers' sanitizer
+# build (make test-sanitize-parsers), whose headers (models.hpp, use_lite.hpp) declare ATen types without linking
+# libtorch. CMake keeps the two torches apart (CMakeLists.txt: the torch root is searched first; another torch's
+# libc10/libtorch is a configure error).
 # Safe to re-run: packages already present are skipped.
 set -euo pipefail
 
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
-  libopenblas-dev libeigen3-dev
+  libtorch-dev libopenblas-dev libeigen3-dev
   libglpk-dev libutf8proc-dev libpcre2-dev
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
