@@ -68,7 +68,7 @@ test-sanitize-parsers: deps
 
 bench: build
 	/usr/bin/python3 bench/compare_torch.py $(BUILD)
-	/usr/bin/python3 bench/end_to_end.py $(BUILD)
+	$(VENV_PYTHON) bench/end_to_end.py $(BUILD)
 
 bench-stream: build
 	/usr/bin/python3 bench/streamed_memory.py $(BUILD)

@@ -1,18 +1,23 @@
-"""Whole analyses, rankscope against plain python3-torch in the same run (make bench), with the ratios.
+"""Whole analyses, rankscope against plain PyTorch in the same run (make bench), with the ratios.
 
-    /usr/bin/python3 bench/end_to_end.py [BUILD_DIR] [REPEATS]
+    .venv/bin/python bench/end_to_end.py [BUILD_DIR] [REPEATS]
+
+The baseline is the torch of the Python that runs this script (make bench: the project venv's PyPI torch 2.13.0, the
+torch users have; /usr/bin/python3 gives Debian's python3-torch 1.13, the baseline of the runs before 2026-12-04's
+fifth session). "default" marks that torch's own default thread count.
 
 1. The E1 grid: BERT-base at init, 32 x 128 token ids, the four surgeries, the composite relative residual of every
    layer (`rankscope model --weights init --inputs ... --draws 0`) against bench/e1_grid_torch.py at 1 thread
-   (python3-torch's default on this machine) and at 2 threads. Wall time and peak RSS of each process.
+   and at 2 threads. Wall time and peak RSS of each process.
 2. E2 path sampling: 12 lengths x 100 draws of attention products of BERT-base at init and their rank-1 residuals
    (`rankscope paths sample --patterns`) against bench/e2_paths_torch.py.
 3. Training steps per second: E4 sort in the paper's configuration (6 post-LN attention layers, 2 heads, d = 48,
    batches of 30, Adam), `rankscope task sort --epochs 20 --retrain` (its task.json's train_seconds: the training loop
    only) for one seed and for five seeds trained together (`--seeds 2,3,4,5,6`, one stacked model; per model) against
    bench/e4_train_torch.py (nn.MultiheadAttention, the same loop, timed the same way), at 1 and 2 threads.
-4. The machine's single-precision GEMM peak, measured here with python3-torch's BLAS (OpenBLAS in Debian; the best
-   BLAS this machine has), at 1 and 2 threads; the share of it that the E1 grid's matrix products reach over the whole
+4. The machine's single-precision GEMM peak, measured here at 1 and 2 threads with the baseline torch's BLAS and with
+   Debian's python3-torch (OpenBLAS, the best BLAS this machine has; PyPI torch's MKL reaches about half of it on
+   this AMD CPU), the best of both; the share of it that the E1 grid's matrix products reach over the whole
    rankscope run (a lower bound: the run's wall time includes everything else).
 Each command runs REPEATS times (default 3), the commands in turn; medians are reported.
 """
@@ -34,7 +39,8 @@ from common import write_safetensors  # noqa: E402
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 rankscope = os.path.join(build, "bin", "rankscope")
-python = "/usr/bin/python3"
+python = sys.executable
+default_threads = torch.get_num_threads()  # before gemm_gflops sets it
 
 
 def timed(command):
@@ -90,7 +96,7 @@ write_safetensors(small, {"input_ids": rng.integers(1000, 28996, size=(4, 128)).
 grid = compare({
     "rankscope (2 threads)": [rankscope, "model", "--model", "bert-base-cased", "--weights", "init", "--inputs", inputs,
                               "--draws", "0", "--threads", "2", "--out", os.path.join(work, "e1")],
-    "torch, 1 thread (default)": [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "1",
+    "torch, 1 thread": [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "1",
                                   os.path.join(work, "e1_torch.csv")],
     "torch, 2 threads": [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "2", os.path.join(work, "e1_torch.csv")],
 })
@@ -103,7 +109,7 @@ subprocess.run([rankscope, "model", "--model", "bert-base-cased", "--weights", "
 paths = compare({
     "rankscope (2 threads)": [rankscope, "paths", "sample", "--patterns", patterns, "--draws", "100", "--threads", "2",
                               "--out", os.path.join(work, "e2")],
-    "torch, 1 thread (default)": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "1"],
+    "torch, 1 thread": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "1"],
     "torch, 2 threads": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "2"],
 })
 
@@ -113,7 +119,7 @@ paths = compare({
 train_epochs, steps = 20, 20 * 34  # 1000 sequences in batches of 30: 34 steps per epoch
 together = [2, 3, 4, 5, 6]
 training_runs = {"rankscope, 1 seed": [], f"rankscope, {len(together)} seeds together": [],
-                 "torch, 1 thread (default)": [], "torch, 2 threads": []}
+                 "torch, 1 thread": [], "torch, 2 threads": []}
 for _ in range(repeats):
     out = os.path.join(work, "e4")
     for name, seeds in (("rankscope, 1 seed", [2]), (f"rankscope, {len(together)} seeds together", together)):
@@ -124,7 +130,7 @@ for _ in range(repeats):
             summary = json.load(f)
         assert summary["steps_per_model"] == steps, summary["steps_per_model"]
         training_runs[name].append(len(seeds) * steps / summary["train_seconds"])
-    for threads, name in ((1, "torch, 1 thread (default)"), (2, "torch, 2 threads")):
+    for threads, name in ((1, "torch, 1 thread"), (2, "torch, 2 threads")):
         result = subprocess.run([python, os.path.join(HERE, "e4_train_torch.py"), str(train_epochs), str(threads)],
                                 check=True, capture_output=True, text=True)
         measured = json.loads(result.stdout)
@@ -132,16 +138,34 @@ for _ in range(repeats):
         training_runs[name].append(steps / measured["train_seconds"])
 training = {name: statistics.median(rates) for name, rates in training_runs.items()}
 
-# 4. The GEMM peak and the grid's share of it.
+# 4. The GEMM peak and the grid's share of it. PyPI's torch does its products with MKL, which on this AMD CPU reaches
+# about half of what OpenBLAS does (79-84 against 145-150 GFLOP/s, 2026-12-04): the machine's peak is the best of this
+# torch's and Debian's python3-torch's (OpenBLAS), each measured here.
 peak = {threads: gemm_gflops(threads) for threads in (1, 2)}
-best_peak = max(peak.values())
+GEMM_PROBE = ("import json, sys, time, torch\n"
+              "out = {}\n"
+              "for threads in (1, 2):\n"
+              "    torch.set_num_threads(threads); a, b = torch.randn(4096, 768), torch.randn(768, 3072)\n"
+              "    [a @ b for _ in range(3)]\n"
+              "    start, count = time.perf_counter(), 0\n"
+              "    while time.perf_counter() - start < 2.0:\n"
+              "        a @ b; count += 1\n"
+              "    out[threads] = 2.0 * 4096 * 768 * 3072 * count / (time.perf_counter() - start) / 1e9\n"
+              "print(json.dumps(out))\n")
+openblas_peak = {}
+if os.path.exists("/usr/bin/python3") and not torch.__file__.startswith("/usr/lib/python3/"):  # not Debian's torch
+    probe = subprocess.run(["/usr/bin/python3", "-c", GEMM_PROBE], capture_output=True, text=True)
+    if probe.returncode == 0:
+        openblas_peak = {int(k): v for k, v in json.loads(probe.stdout).items()}
+best_peak = max(list(peak.values()) + list(openblas_peak.values()))
 grid_seconds = grid["rankscope (2 threads)"][0]
 share = e1_grid_flops() / grid_seconds / 1e9 / best_peak
 
 report = {"repeats": repeats, "e1_grid": grid, "e2_paths": paths, "training_steps_per_second": training,
-          "gemm_peak_gflops": peak,
+          "gemm_peak_gflops": peak, "gemm_peak_gflops_openblas": openblas_peak,
           "e1_grid_gflop": e1_grid_flops() / 1e9, "e1_grid_share_of_peak": share}
-print(f"rankscope against plain python3-torch; medians of {repeats} runs each, commands in turn; 2 cores")
+print(f"rankscope against plain PyTorch {torch.__version__} ({python}, default {default_threads} threads); "
+      f"medians of {repeats} runs each, commands in turn; 2 cores")
 for title, table in [("E1 grid: BERT-base init, 32 x 128 tokens, 4 surgeries x 12 layers", grid),
                      ("E2 sampling: 12 lengths x 100 draws, rank-1 residual of each product", paths)]:
     print(f"\n{title}")
@@ -158,7 +182,10 @@ for name, rate in training.items():
     else:
         print(f"{name:<32}{rate:>14.1f}{training['rankscope, 1 seed'] / rate:>17.2f}x"
               f"{training[f'rankscope, {len(together)} seeds together'] / rate:>18.2f}x")
-print(f"\nSGEMM 4096 x 768 x 3072 (python3-torch's BLAS): {peak[1]:.0f} GFLOP/s at 1 thread, {peak[2]:.0f} at 2")
+print(f"\nSGEMM 4096 x 768 x 3072 (torch {torch.__version__}'s BLAS): {peak[1]:.0f} GFLOP/s at 1 thread, {peak[2]:.0f} at 2")
+if openblas_peak:
+    print(f"SGEMM 4096 x 768 x 3072 (Debian's python3-torch, OpenBLAS): {openblas_peak[1]:.0f} GFLOP/s at 1 thread, "
+          f"{openblas_peak[2]:.0f} at 2; the peak below is the best of both")
 print(f"E1 grid: {e1_grid_flops() / 1e9:.0f} GFLOP of matrix products in {grid_seconds:.2f} s = "
       f"{e1_grid_flops() / grid_seconds / 1e9:.0f} GFLOP/s, {100 * share:.0f}% of the measured peak over the whole run")
 with open(os.path.join(work, "bench.json"), "w") as f:
