@@ -145,24 +145,23 @@ class TransformersJudgesTokenizers(unittest.TestCase):
             vocab_size=1200, character_coverage=1.0, num_threads=1, minloglevel=2, **options)
         return os.path.join(folder, name + ".model")
 
-    def test_albert_spiece_slow_and_fast(self):
-        folder = self.folder("albert")
-        model = self.train_sentencepiece(folder, "spiece", model_type="unigram", pad_id=0, unk_id=1, bos_id=-1,
-                                         eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-                                         user_defined_symbols=[])
-        write_config(folder, "albert", 1200)
+    def judge_spiece(self, model_type, name, slow_class, fast_class, **options):
+        """A unigram spiece.model trained here, judged by the architecture's slow and fast tokenizer."""
+        folder = self.folder(model_type)
+        model = self.train_sentencepiece(folder, "spiece", model_type="unigram", **options)
+        write_config(folder, model_type, 1200)
         for fast in (False, True):
-            cls = transformers.AlbertTokenizerFast if fast else transformers.AlbertTokenizer
-            self.judge(f"ALBERT spiece.model (trained), {'fast' if fast else 'slow'}", folder, cls(model))
+            cls = fast_class if fast else slow_class
+            self.judge(f"{name} spiece.model (trained), {'fast' if fast else 'slow'}", folder, cls(model))
+
+    def test_albert_spiece_slow_and_fast(self):
+        self.judge_spiece("albert", "ALBERT", transformers.AlbertTokenizer, transformers.AlbertTokenizerFast,
+                          pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                          user_defined_symbols=[])
 
     def test_xlnet_spiece_slow_and_fast(self):
-        folder = self.folder("xlnet")
-        model = self.train_sentencepiece(folder, "spiece", model_type="unigram", unk_id=0, bos_id=1, eos_id=2,
-                                         pad_id=-1, control_symbols=["<cls>", "<sep>", "<pad>", "<mask>"])
-        write_config(folder, "xlnet", 1200)
-        for fast in (False, True):
-            cls = transformers.XLNetTokenizerFast if fast else transformers.XLNetTokenizer
-            self.judge(f"XLNet spiece.model (trained), {'fast' if fast else 'slow'}", folder, cls(model))
+        self.judge_spiece("xlnet", "XLNet", transformers.XLNetTokenizer, transformers.XLNetTokenizerFast,
+                          unk_id=0, bos_id=1, eos_id=2, pad_id=-1, control_symbols=["<cls>", "<sep>", "<pad>", "<mask>"])
 
     def test_llama2_tokenizer_model_slow_and_fast(self):
         folder = self.folder("llama2")
