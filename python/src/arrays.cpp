@@ -58,9 +58,23 @@ py::dtype numpy_dtype(at::ScalarType type) {
     throw Error(std::string("no numpy dtype for ") + c10::toString(type));
 }
 
+void require_array(const py::handle& array, const std::string& what) {
+    if (!array.ptr()) throw Error("no array (a null handle)", what);
+}
+
 }  // namespace
 
+py::array array_of(const py::handle& object, const std::string& what, bool c_contiguous) {
+    if (!object.ptr()) throw Error("no array (a null handle)", what);
+    const py::module_ numpy = py::module_::import("numpy");
+    // Raises error_already_set with numpy's own exception (MemoryError, ValueError, TypeError) on failure.
+    py::object result = numpy.attr(c_contiguous ? "ascontiguousarray" : "asarray")(object);
+    if (!py::isinstance<py::array>(result)) throw Error("numpy did not return an array", what);
+    return py::reinterpret_borrow<py::array>(result);
+}
+
 at::Tensor tensor_view(const py::array& array, const std::string& what) {
+    require_array(array, what);
     if (array.dtype().byteorder() == '>') throw Error("big-endian data: convert with .astype('<f8') first", what);
     const at::ScalarType type = scalar_type_of(array.dtype(), what);
     std::vector<std::int64_t> sizes(array.shape(), array.shape() + array.ndim());
@@ -75,8 +89,9 @@ at::Tensor tensor_view(const py::array& array, const std::string& what) {
 }
 
 ArrayView array_view_of(const py::array& array, py::array& contiguous, const std::string& what) {
+    require_array(array, what);
     if (array.dtype().byteorder() == '>') throw Error("big-endian data: convert with .astype('<f8') first", what);
-    contiguous = py::array::ensure(array, py::array::c_style);
+    contiguous = array_of(array, what, /*c_contiguous=*/true);
     ArrayView view;
     view.dtype = dtype_of(scalar_type_of(contiguous.dtype(), what));
     view.shape.assign(contiguous.shape(), contiguous.shape() + contiguous.ndim());

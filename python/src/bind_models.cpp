@@ -44,7 +44,7 @@ py::dict batch_dict(const ModelBatch& batch) {
 ModelBatch batch_from_arrays(const py::object& input_ids, const py::object& attention_mask,
                              const py::object& token_type_ids, const HfConfig& config) {
     auto tensor = [](const py::object& object, const std::string& name) {
-        return object.is_none() ? at::Tensor() : tensor_view(py::array::ensure(object), name);
+        return object.is_none() ? at::Tensor() : tensor_view(array_of(object, name), name);
     };
     if (input_ids.is_none()) throw Error("no input_ids", "input_ids");
     return checked_model_batch(tensor(input_ids, "input_ids"), tensor(attention_mask, "attention_mask"),

@@ -86,8 +86,7 @@ struct SanNetwork {
             const std::string name = py::cast<std::string>(key);
             at::Tensor* target = parameters.find(name);
             if (!target) throw Error("no parameter named '" + name + "'", name);
-            const py::array array = py::array::ensure(value);
-            if (!array) throw Error("not an array", name);
+            const py::array array = array_of(value, name);
             const at::Tensor source = tensor_view(array, name);
             if (source.sizes() != target->sizes())
                 throw Error(fmt::format("shape [{}] differs from the parameter's [{}]", fmt::join(source.sizes(), ", "),
@@ -223,7 +222,7 @@ void bind_networks(py::module_& m) {
                 tensors.push_back(p);  // float32 stays float32, as the command reads a recorded run
             }
             at::Tensor mask;
-            if (!attention_mask.is_none()) mask = tensor_view(py::array::ensure(attention_mask), "attention_mask").to(at::kLong);
+            if (!attention_mask.is_none()) mask = tensor_view(array_of(attention_mask, "attention_mask"), "attention_mask").to(at::kLong);
             std::vector<PathProductSample> samples;
             {
                 py::gil_scoped_release release;
@@ -253,7 +252,7 @@ void bind_networks(py::module_& m) {
             at::Tensor given;
             py::array contiguous;
             if (!input.is_none())
-                given = theory_input(array_view_of(py::array::ensure(input), contiguous, "input"), "input", settings);
+                given = theory_input(array_view_of(array_of(input, "input"), contiguous, "input"), "input", settings);
             check_theory_settings(settings);
             TheoryResult result;
             {

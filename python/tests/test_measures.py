@@ -216,3 +216,21 @@ def test_set_threads_holds_openblas_at_one_thread_as_the_command_line_does():
         assert openblas.openblas_get_num_threads() == 1
     finally:
         rs.set_threads(0)
+
+
+def test_an_array_that_cannot_be_copied_raises_instead_of_crashing_python():
+    # A broadcast view of 2^58 float64 elements: measure needs a C-contiguous copy (2^61 bytes), which numpy cannot
+    # allocate. The binding once used the null handle py::array::ensure returns then, and Python died with SIGSEGV.
+    huge = np.broadcast_to(np.ones((1, 1, 4)), (2 ** 28, 2 ** 28, 4))
+    with pytest.raises(MemoryError):
+        rs.measure(huge)
+    with pytest.raises(MemoryError):
+        rs._rankscope.measure(huge, [], -1.0, False, "x")
+    # Objects numpy cannot make an array of reach Python as numpy's exception, not a crash.
+    net = rs.San(rs.SanConfig(layers=1, heads=1, d_model=4), seed=0)
+    with pytest.raises(ValueError):
+        net._engine.load_parameters({"blocks.0.attn.W_Q": [[1.0, 2.0], [3.0]]})
+    with pytest.raises(rs.Error, match=r"unsupported dtype"):
+        net._engine.load_parameters({"blocks.0.attn.W_Q": "text"})
+    with pytest.raises(MemoryError):
+        rs._rankscope.run_theory(rs.SanConfig(layers=1, heads=1, d_model=4), 1, 1, 0, huge, False)
