@@ -8,6 +8,7 @@
 //
 //   rankscope::fuzz::run("npy", data, size);   // parsers: see kParsers
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,8 @@
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/models.hpp"
+#include "rankscope/pretrain.hpp"
+#include "rankscope/sweep.hpp"
 #include "rankscope/tokenizer.hpp"
 #include "rankscope/use_lite.hpp"
 
@@ -123,14 +126,63 @@ inline void text(const std::uint8_t* data, std::size_t size) {
                 if (id < 0 || id >= t->vocab_size()) throw std::logic_error("text: id outside the vocabulary");
 }
 
-// tokenizer.json (byte-level BPE or WordPiece, by model.type): the loader's checks, then encoding a sample text with
-// what it accepted.
+// 64 kB for the tokenizers' total work: one 32 kB word (BPE merges in one piece) and 32 kB of short words (a
+// pattern that looks far ahead at every position). Quadratic work on it runs past the replay's time budget.
+inline const std::string& long_text() {
+    static const std::string text = [] {
+        std::string t;
+        for (int i = 0; i < 16384; ++i) t += "ab";
+        for (int i = 0; i < 8192; ++i) t += " a b";
+        return t;
+    }();
+    return text;
+}
+
+// tokenizer.json (byte-level BPE or WordPiece, by model.type): the loader's checks, then encoding a sample text and
+// the long text with what it accepted.
 inline void tokenizer_json(const std::uint8_t* data, std::size_t size) {
     const auto tokenizer = load_tokenizer_json(put("bpe/tokenizer.json", data, size));
-    for (int id : tokenizer->encode(kSampleText))
-        if (id < 0 || id >= tokenizer->vocab_size()) throw std::logic_error("tokenizer.json: id outside the vocabulary");
+    for (const std::string& text : {std::string(kSampleText), long_text()})
+        for (int id : tokenizer->encode(text))
+            if (id < 0 || id >= tokenizer->vocab_size()) throw std::logic_error("tokenizer.json: id outside the vocabulary");
     for (int id : tokenizer->prefix())
         if (id < 0 || id >= tokenizer->vocab_size()) throw std::logic_error("tokenizer.json: special id outside the vocabulary");
+}
+
+// Sweep grids (JSON, TOML): the reader's checks, then the expansion into cells and each cell's key and arguments.
+inline void sweep_grid(const std::string& file_name, const std::uint8_t* data, std::size_t size) {
+    const SweepGrid grid = read_sweep_grid(put(file_name, data, size));
+    for (const auto& cell : expand_sweep_grid(grid, 4096)) {
+        if (cell.key.size() != 16 || cell.arguments.empty() || cell.arguments.front() != grid.experiment)
+            throw std::logic_error("sweep grid: a cell without a key or a command");
+        const std::string merged = merge_cell_tables({&cell}, {"a,b\n1,2\n"}, "fuzz.csv");
+        if (merged.find(cell.key) == std::string::npos) throw std::logic_error("sweep grid: merged rows lost the key");
+    }
+}
+inline void sweep_json(const std::uint8_t* data, std::size_t size) { sweep_grid("grid.json", data, size); }
+inline void sweep_toml(const std::uint8_t* data, std::size_t size) { sweep_grid("grid.toml", data, size); }
+
+// The pretraining corpus readers on one fuzzed file each: a fortunes file ('%' separated), WordNet's data.noun (the
+// other three parts fixed and empty), and GCIDE's dictionary text (gzip-compressed here, so the paragraph parser sees
+// the fuzzed bytes), then the train/held-out split of all they accepted.
+inline void pretrain_corpus(const std::uint8_t* data, std::size_t size) {
+    std::vector<CorpusText> units;
+    put("corpus/fortunes/quotes", data, size);
+    for (auto& unit : read_fortunes((scratch() / "corpus/fortunes").string())) units.push_back(std::move(unit));
+    put("corpus/wordnet/data.noun", data, size);
+    for (const char* part : {"data.verb", "data.adj", "data.adv"}) put(std::string("corpus/wordnet/") + part, std::string());
+    for (auto& unit : read_wordnet_glosses((scratch() / "corpus/wordnet").string())) units.push_back(std::move(unit));
+    const std::string gcide = (scratch() / "corpus/gcide.dict.gz").string();
+    if (gzFile out = gzopen(gcide.c_str(), "wb")) {
+        if (size > 0) gzwrite(out, data, static_cast<unsigned>(size));
+        gzclose(out);
+    }
+    for (auto& unit : read_gcide(gcide)) units.push_back(std::move(unit));
+    for (const auto& unit : units)
+        if (unit.text.empty() || unit.text.find('\n') != std::string::npos)
+            throw std::logic_error("corpus: an empty unit or one with a line break");
+    const Corpus split = split_corpus(units, 0.02);
+    if (split.train.size() + split.heldout.size() != units.size()) throw std::logic_error("corpus: the split lost units");
 }
 
 using Parser = void (*)(const std::uint8_t*, std::size_t);
@@ -138,7 +190,7 @@ inline const std::map<std::string, Parser>& parsers() {
     static const std::map<std::string, Parser> table = {
         {"npy", npy},          {"safetensors", safetensors}, {"csv", csv},   {"config", config},
         {"manifest", manifest}, {"vocab_txt", vocab_txt},    {"vocab_json", vocab_json}, {"text", text},
-        {"tokenizer_json", tokenizer_json}};
+        {"tokenizer_json", tokenizer_json}, {"sweep_json", sweep_json}, {"sweep_toml", sweep_toml}, {"pretrain_corpus", pretrain_corpus}};
     return table;
 }
 

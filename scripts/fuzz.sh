@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh                    # every parser, 60 s each
 #   FUZZ_SECONDS=300 scripts/fuzz.sh npy safetensors
 #
-# Parsers: npy safetensors csv config manifest vocab_txt vocab_json text tokenizer_json (fuzz/fuzz_targets.hpp).
+# Parsers: npy safetensors csv config manifest vocab_txt vocab_json text tokenizer_json sweep_json sweep_toml
+# pretrain_corpus (fuzz/fuzz_targets.hpp).
 # Build folder: build/fuzz (override with FUZZ_BUILD). Each run starts from tests/fuzz_corpus/<parser>/ (seeds and the
 # inputs that found bugs, kept as regression tests) plus the working corpus build/fuzz/corpus/<parser>/; crashing,
 # hanging or leaking inputs are saved to build/fuzz/findings/<parser>/ (copy them into tests/fuzz_corpus/<parser>/ once
@@ -19,7 +20,7 @@ seconds=${FUZZ_SECONDS:-60}
 rss=${FUZZ_RSS_MB:-1536}
 timeout=${FUZZ_TIMEOUT:-10}
 lock=${FUZZ_LOCK-/tmp/rankscope-build.lock}
-all=(npy safetensors csv config manifest vocab_txt vocab_json text tokenizer_json)
+all=(npy safetensors csv config manifest vocab_txt vocab_json text tokenizer_json sweep_json sweep_toml pretrain_corpus)
 parsers=("$@")
 [ ${#parsers[@]} -eq 0 ] && parsers=("${all[@]}")
 

@@ -9,6 +9,7 @@
 #include "rankscope/array.hpp"
 
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,6 +47,16 @@ private:
 
 // The whole file, after checking it is a regular file of at most `limit` bytes.
 std::string read_file_limited(const std::string& path, std::uint64_t limit, const std::string& what);
+
+// The checks of read_file_limited without the read: for files another library or process opens by name.
+void check_input_file(const std::string& path, std::uint64_t limit, const std::string& what);
+
+// The same, or "" when nothing exists at `path` (rankscope's own outputs read back: a cell's record, a log, a table).
+// Something that exists but is not a regular file, or is too large, is still an error.
+std::string read_file_if_present(const std::string& path, std::uint64_t limit, const std::string& what);
+
+// A SentencePiece model (spiece.model, tokenizer.model): the real ones are 0.2-5 MB.
+constexpr std::uint64_t kMaxSentencePieceModelBytes = 64ull << 20;
 
 // `text` for an error message: control characters as \xNN, cut to about `max_length` characters with "...".
 std::string printable(const std::string& text, std::size_t max_length = 80);
@@ -106,8 +117,23 @@ HostArray read_matrix_file(const std::string& spec);
 // The parsed file (a regular file of at most kMaxJsonFileBytes, nested at most 64 deep); throws one-line Errors:
 // "cannot open <what>: ...", "not valid JSON: syntax error at line 3, column 7", naming the file.
 nlohmann::json read_json_file(const std::string& path, const std::string& what);
-// The same for JSON text already in memory (`where` names its source in errors).
+// The same for JSON text already in memory (`where` names its source in errors). A NUL byte anywhere is an error
+// (nlohmann's parser stops at it and ignored what followed).
 nlohmann::json parse_json_text(const std::string& text, const std::string& where);
+// The same, keeping object keys in the file's order (sweep grids: the order of axes).
+nlohmann::ordered_json parse_ordered_json_text(const std::string& text, const std::string& where);
+// For readers of outside JSON: a nlohmann type or range error met while interpreting the file at `path` (a field of
+// the wrong type: `"ignore_merges": "yes"`) becomes Error("a field of the wrong type or value: type must be boolean,
+// but is string", path) instead of the library's bracketed text naming no file.
+//   try { ... } catch (const nlohmann::json::exception& e) { throw_json_content_error(e, path); }
+[[noreturn]] void throw_json_content_error(const std::exception& error, const std::string& path);
+// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+std::string json_error_reason(const std::exception& error);
+// A JSON integer in [low, high], whether nlohmann stored it signed or unsigned; anything else (a float, a string, a
+// value outside the range: 2^32 + 7 is not narrowed to 7) throws Error("<field> must be an integer in [low, high],
+// found <value>", where).
+std::int64_t json_integer(const nlohmann::json& value, std::int64_t low, std::int64_t high, const std::string& field,
+                          const std::string& where);
 
 // ---- TensorFlow.js weights (model.json + binary shards) --------------------------------------------------------------
 // Every weight of the manifest's weightsManifest groups, checked: shard paths are plain file names in `directory`, the

@@ -103,6 +103,13 @@ struct ModelBatch {
 // `attention_mask` (0/1, default all ones; padding may sit anywhere, XLNet pads on the left) and `token_type_ids`
 // (default 0) in one .safetensors. Every value is checked against `config` (vocabulary, token types, positions); a
 // sample needs at least one real token. Errors name the file and tensor.
+// The same limits hold for --text and --inputs (and the Python module): samples x tokens <= kMaxBatchTokens, samples x
+// tokens^2 <= kMaxBatchAttentionEntries (hidden states grow with the first, attention maps with the second), checked
+// before anything is allocated; and every sample has at least kMinRealTokens real tokens (one row has no spread: its
+// relative residual is 0 whatever the model does).
+constexpr double kMaxBatchTokens = 65536;
+constexpr double kMaxBatchAttentionEntries = double(1 << 21);
+constexpr std::int64_t kMinRealTokens = 2;
 ModelBatch read_model_batch(const std::string& path, const HfConfig& config);
 // The same checks on token ids already in memory: input_ids a non-empty integer [B, n] tensor; attention_mask and
 // token_type_ids of the same shape, or undefined (all ones, zeros). Returns int64 copies; errors name

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/plots.hpp"
 #include "rankscope/summary.hpp"
 #include "rankscope/tokenizer.hpp"
@@ -74,11 +75,29 @@ std::vector<DynamicsCheckpoint> find_checkpoints(const fs::path& directory) {
     const fs::path nested = directory / "checkpoints";
     const fs::path root = fs::is_directory(nested, ec) ? nested : directory;
     std::vector<DynamicsCheckpoint> out;
+    // Every entry named step-* is a checkpoint or an error: none is skipped silently (a malformed name, a file in a
+    // folder's place, a folder without config.json, two folders for one step would each have dropped a point from the
+    // trajectory without a word). Other names (final/, logs) are not checkpoints and are left alone.
     for (const auto& entry : fs::directory_iterator(root)) {
-        const long step = step_of(entry.path().filename().string());
-        if (step >= 0 && entry.is_directory() && fs::exists(entry.path() / "config.json")) out.push_back({step, entry.path()});
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("step-", 0) != 0) continue;
+        // pretrain's own unfinished writes (an interrupted run): step-N.partial, step-N.old
+        if (name.size() > 8 && (name.substr(name.size() - 8) == ".partial" || name.substr(name.size() - 4) == ".old")) continue;
+        const long step = step_of(name);
+        if (step < 0)
+            throw Error("'" + printable(name, 40) + "' is not a checkpoint name step-N (N a whole number up to 10^9)",
+                        entry.path().string());
+        if (!entry.is_directory(ec)) throw Error("a checkpoint step-N must be a folder, this is a file", entry.path().string());
+        if (!fs::is_regular_file(entry.path() / "config.json", ec))
+            throw Error("checkpoint folder without a config.json", entry.path().string());
+        out.push_back({step, entry.path()});
     }
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+    for (std::size_t i = 1; i < out.size(); ++i)
+        if (out[i].step == out[i - 1].step)
+            throw Error(fmt::format("two checkpoint folders for step {}: {} and {}", out[i].step,
+                                    out[i - 1].path.filename().string(), out[i].path.filename().string()),
+                        root.string());
     if (out.empty())
         throw Error("no checkpoint folders step-N (with a config.json) in the folder or its checkpoints/ subfolder",
                     directory.string());

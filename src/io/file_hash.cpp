@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 
 namespace rankscope {
 namespace {
@@ -87,16 +88,16 @@ std::string sha256_hex(const std::string& bytes) {
 }
 
 std::string sha256_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in || std::filesystem::is_directory(path)) throw Error("cannot read", path.string());
+    // A regular file only (a FIFO would block, /dev/zero never end), read up to the size fstat gave.
+    const InputFile file(path.string(), "hashed file");
     Sha256 hash;
     std::array<char, 65536> buffer;
-    while (in) {
-        in.read(buffer.data(), buffer.size());
-        const auto got = in.gcount();
-        if (got > 0) hash.update(reinterpret_cast<const unsigned char*>(buffer.data()), static_cast<std::size_t>(got));
+    for (std::uint64_t offset = 0; offset < file.size();) {
+        const std::uint64_t count = std::min<std::uint64_t>(buffer.size(), file.size() - offset);
+        file.read_at(offset, buffer.data(), count, "hashed file");
+        hash.update(reinterpret_cast<const unsigned char*>(buffer.data()), static_cast<std::size_t>(count));
+        offset += count;
     }
-    if (in.bad()) throw Error("read error", path.string());
     return hash.hex();
 }
 

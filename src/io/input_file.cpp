@@ -71,14 +71,29 @@ void InputFile::read_at(std::uint64_t offset, void* buffer, std::uint64_t count,
     }
 }
 
-std::string read_file_limited(const std::string& path, std::uint64_t limit, const std::string& what) {
-    const InputFile file(path, what);
+void check_size(const InputFile& file, std::uint64_t limit, const std::string& what) {
     if (file.size() > limit)
         throw Error(what + " is " + std::to_string(file.size()) + " bytes, more than the limit of " + byte_count(limit),
-                    path);
+                    file.path());
+}
+
+void check_input_file(const std::string& path, std::uint64_t limit, const std::string& what) {
+    const InputFile file(path, what);
+    check_size(file, limit, what);
+}
+
+std::string read_file_limited(const std::string& path, std::uint64_t limit, const std::string& what) {
+    const InputFile file(path, what);
+    check_size(file, limit, what);
     std::string contents(static_cast<std::size_t>(file.size()), '\0');
     file.read_at(0, contents.data(), contents.size(), what);
     return contents;
+}
+
+std::string read_file_if_present(const std::string& path, std::uint64_t limit, const std::string& what) {
+    struct stat status {};
+    if (::lstat(path.c_str(), &status) != 0 && errno == ENOENT) return {};
+    return read_file_limited(path, limit, what);
 }
 
 std::string printable(const std::string& text, std::size_t max_length) {

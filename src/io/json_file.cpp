@@ -2,6 +2,8 @@
 // the file and the position instead of the JSON library's raw message.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 
@@ -33,22 +35,59 @@ std::string describe_parse_error(const std::string& text, const nlohmann::json::
            printable(reason, 100);
 }
 
-}  // namespace
-
-nlohmann::json parse_json_text(const std::string& text, const std::string& where) {
-    const nlohmann::json::parser_callback_t limit_depth = [&](int depth, nlohmann::json::parse_event_t,
-                                                             nlohmann::json&) {
+template <typename Json>
+Json parse_checked(const std::string& text, const std::string& where) {
+    // JSON allows no raw NUL (RFC 8259: control characters only escaped); nlohmann's parser took one for the end.
+    if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+        const std::size_t line = 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + nul, '\n'));
+        throw Error("not valid JSON: a NUL byte at line " + std::to_string(line) + " (byte " + std::to_string(nul + 1) + ")",
+                    where);
+    }
+    const typename Json::parser_callback_t limit_depth = [&](int depth, typename Json::parse_event_t, Json&) {
         if (depth > kMaxJsonDepth)
             throw Error("not valid JSON here: nested more than " + std::to_string(kMaxJsonDepth) + " levels deep", where);
         return true;
     };
     try {
-        return nlohmann::json::parse(text, limit_depth);
+        return Json::parse(text, limit_depth);
     } catch (const nlohmann::json::parse_error& e) {
         throw Error("not valid JSON: " + describe_parse_error(text, e), where);
     } catch (const nlohmann::json::exception& e) {
         throw Error("not valid JSON", where);
     }
+}
+
+}  // namespace
+
+std::string json_error_reason(const std::exception& error) {
+    std::string what = error.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
+    return printable(what, 160);
+}
+
+void throw_json_content_error(const std::exception& error, const std::string& path) {
+    throw Error("a field of the wrong type or value: " + json_error_reason(error), path);
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& where) {
+    return parse_checked<nlohmann::json>(text, where);
+}
+
+nlohmann::ordered_json parse_ordered_json_text(const std::string& text, const std::string& where) {
+    return parse_checked<nlohmann::ordered_json>(text, where);
+}
+
+std::int64_t json_integer(const nlohmann::json& value, std::int64_t low, std::int64_t high, const std::string& field,
+                          const std::string& where) {
+    const bool fits = value.is_number_unsigned()  ? value.get<std::uint64_t>() <= static_cast<std::uint64_t>(high) &&
+                                                       static_cast<std::int64_t>(value.get<std::uint64_t>()) >= low
+                      : value.is_number_integer() ? value.get<std::int64_t>() >= low && value.get<std::int64_t>() <= high
+                                                  : false;
+    if (!fits)
+        throw Error(field + " must be an integer in [" + std::to_string(low) + ", " + std::to_string(high) + "], found " +
+                        printable(value.dump(), 40),
+                    where);
+    return value.get<std::int64_t>();
 }
 
 nlohmann::json read_json_file(const std::string& path, const std::string& what) {

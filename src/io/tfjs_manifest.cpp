@@ -21,7 +21,7 @@ constexpr std::size_t kMaxShardsPerGroup = 4096;
 
 }  // namespace
 
-std::vector<TfjsWeight> read_tfjs_weights(const std::string& directory) {
+std::vector<TfjsWeight> read_tfjs_weights(const std::string& directory) try {
     const std::filesystem::path folder(directory);
     const std::string model_json = (folder / "model.json").string();
     const nlohmann::json manifest = read_json_file(model_json, "the TensorFlow.js manifest");
@@ -122,6 +122,8 @@ std::vector<TfjsWeight> read_tfjs_weights(const std::string& directory) {
         }
     }
     return weights;
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, directory + "/model.json");
 }
 
 }  // namespace rankscope

@@ -24,11 +24,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <queue>
+#include <tuple>
 #include <unordered_map>
 
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tokenizer.hpp"
+#include "text_utf8.hpp"
 #include "unicode.hpp"
 
 namespace rankscope {
@@ -37,7 +40,9 @@ namespace {
 // GPT-2's split pattern (ByteLevel with use_regex = true).
 const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr int kMaxVocabulary = 10'000'000;
-constexpr std::size_t kMaxPieceBytes = 1 << 16;  // a longer run of one character class is cut, not merged quadratically
+constexpr std::size_t kMaxCachedPieceBytes = 256;
+constexpr std::uint64_t kPatternScanBudget = 256;  // bytes of windows searched per byte of text (see encode_text)
+constexpr std::size_t kFirstWindowBytes = 64;
 
 // GPT-2's bytes_to_unicode: the printable bytes stand for themselves; the others (controls, space, 127–160, 173)
 // are mapped, in byte order, to U+0100, U+0101, ... Returned as each byte's UTF-8 string.
@@ -74,7 +79,10 @@ public:
     }
 
     std::vector<int> encode(const std::string& text) const override {
-        const std::string normalized = nfc_ ? unicode::nfc(text, path_) : text;
+        // Invalid UTF-8 is the text's fault, not tokenizer.json's (read_sentences names the file and line first).
+        if (const std::size_t bad = utf8::first_invalid(text); bad != std::string::npos)
+            throw Error(fmt::format("the text to tokenize is not valid UTF-8 (byte {})", bad + 1), "text");
+        const std::string normalized = nfc_ ? unicode::nfc(text, "text") : text;
         std::vector<int> ids;
         // Added tokens are matched literally first (longest first at each position); the text between goes through
         // the pre-tokenizer and BPE.
@@ -133,10 +141,10 @@ private:
         const auto& vocab = field(model, "vocab");
         if (!vocab.is_object() || vocab.empty()) throw Error("model.vocab must be a non-empty object", path_);
         for (const auto& [piece, id] : vocab.items()) {
-            if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() >= kMaxVocabulary)
-                throw Error(fmt::format("model.vocab: the id of '{}' is not an integer in [0, {})", printable(piece), kMaxVocabulary), path_);
-            ids_[piece] = id.get<int>();
-            vocab_size_ = std::max(vocab_size_, id.get<int>() + 1);
+            const int value = static_cast<int>(
+                json_integer(id, 0, kMaxVocabulary - 1, "model.vocab: the id of '" + printable(piece) + "'", path_));
+            ids_[piece] = value;
+            vocab_size_ = std::max(vocab_size_, value + 1);
         }
         const auto& merges = field(model, "merges");
         if (!merges.is_array()) throw Error("model.merges must be an array", path_);
@@ -213,11 +221,9 @@ private:
         if (!added.is_array()) throw Error("added_tokens must be an array", path_);
         std::vector<std::pair<std::string, int>> tokens;
         for (const auto& token : added) {
-            if (!token.is_object() || !token.contains("id") || !token.contains("content") || !token["id"].is_number_integer() ||
-                !token["content"].is_string())
+            if (!token.is_object() || !token.contains("id") || !token.contains("content") || !token["content"].is_string())
                 throw Error("added_tokens: each needs an integer id and a string content", path_);
-            const long long id = token["id"].get<long long>();
-            if (id < 0 || id >= kMaxVocabulary) throw Error("added_tokens: an id is out of range", path_);
+            const std::int64_t id = json_integer(token["id"], 0, kMaxVocabulary - 1, "added_tokens: an id", path_);
             const std::string content = token["content"].get<std::string>();
             if (content.empty()) throw Error("added_tokens: an empty content", path_);
             tokens.emplace_back(content, static_cast<int>(id));
@@ -253,8 +259,9 @@ private:
             int id = -1;
             if (post.contains("special_tokens") && post["special_tokens"].contains(name) &&
                 post["special_tokens"][name].contains("ids") && post["special_tokens"][name]["ids"].is_array() &&
-                post["special_tokens"][name]["ids"].size() == 1 && post["special_tokens"][name]["ids"][0].is_number_integer())
-                id = post["special_tokens"][name]["ids"][0].get<int>();
+                post["special_tokens"][name]["ids"].size() == 1)
+                id = static_cast<int>(json_integer(post["special_tokens"][name]["ids"][0], 0, kMaxVocabulary - 1,
+                                                   "post_processor: the id of special token '" + printable(name) + "'", path_));
             else if (added_ids_.count(name))
                 id = added_ids_.at(name);
             if (id < 0 || id >= vocab_size_) throw Error("post_processor: special token '" + printable(name) + "' has no id", path_);
@@ -265,31 +272,58 @@ private:
     static std::string pair_key(const std::string& left, const std::string& right) { return left + '\0' + right; }
 
     // Pre-tokenizes `text` and appends the ids of its pieces.
+    //
+    // Bounded total work, whatever the pattern. Each match is searched in a window of the text that starts small and
+    // doubles only while PCRE2 reports that the match needs more of the text (PCRE2_PARTIAL_HARD: it stops as soon
+    // as a path reaches the window's end, so a complete match inside the window is the one the whole text gives).
+    // The windows' bytes are counted against kPatternScanBudget × the text's length, and each call's match limit is
+    // proportional to its window: a pattern that looks far ahead at every position (quadratic in the text, e.g.
+    // a(?=a*$) over 64 kB of a) is refused in one line instead of running for minutes. The checkpoints' patterns
+    // look at most one character past a piece and stay far below the budget.
     void encode_text(const std::string& text, std::vector<int>& ids) const {
-        if (text.empty()) return;
+        if (text.empty()) return;  // valid UTF-8: encode() checked it
         std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
             pcre2_match_data_create_from_pattern(regex_->code, nullptr), &pcre2_match_data_free);
         std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> context(
             pcre2_match_context_create(nullptr), &pcre2_match_context_free);
-        pcre2_set_match_limit(context.get(), 10'000'000);
+        const std::uint64_t budget = kPatternScanBudget * text.size() + (1u << 20);
+        std::uint64_t scanned = 0;
+        auto character_end = [&](std::size_t end) {  // never cut a UTF-8 sequence (PCRE2_NO_UTF_CHECK needs whole ones)
+            while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+            return end;
+        };
         std::size_t at = 0;
-        bool checked = false;  // PCRE2 checks the whole subject's UTF-8 on the first call; later calls skip it
         while (at < text.size()) {
-            const int found = pcre2_match(regex_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at,
-                                          checked ? PCRE2_NO_UTF_CHECK : 0, match.get(), context.get());
-            checked = true;
+            std::size_t window = kFirstWindowBytes;
+            int found = 0;
+            for (;;) {
+                const std::size_t end = character_end(std::min(text.size(), at + window));
+                const bool whole = end == text.size();
+                scanned += end - at;
+                if (scanned > budget)
+                    throw Error(fmt::format("the pre-tokenizer's pattern scans more than {} bytes for a text of {} bytes "
+                                            "(it looks far ahead at every position)",
+                                            budget, text.size()),
+                                path_);
+                pcre2_set_match_limit(context.get(), static_cast<std::uint32_t>(std::min<std::uint64_t>(
+                                                         10'000'000, 10'000 + 64ull * (end - at))));
+                found = pcre2_match(regex_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), end, at,
+                                    PCRE2_NO_UTF_CHECK | (whole ? 0 : PCRE2_PARTIAL_HARD), match.get(), context.get());
+                // A partial match, or no match in a window that is not the whole rest (a match may start after it).
+                if (whole || (found != PCRE2_ERROR_PARTIAL && found != PCRE2_ERROR_NOMATCH)) break;
+                window *= 2;
+            }
             if (found == PCRE2_ERROR_NOMATCH) {
                 encode_piece(text.substr(at), ids);  // the rest matched nothing: one piece (Isolated keeps gaps)
                 return;
             }
-            if (found <= PCRE2_ERROR_UTF8_ERR1 && found >= PCRE2_ERROR_UTF8_ERR21)
-                throw Error("text is not valid UTF-8", path_);
+            if (found == PCRE2_ERROR_MATCHLIMIT)
+                throw Error("the pre-tokenizer's pattern backtracks too much on this text (PCRE2's match limit)", path_);
             if (found < 0) throw Error(fmt::format("the pre-tokenizer's pattern failed on the text (PCRE2 error {})", found), path_);
             const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
             if (span[0] > at) encode_piece(text.substr(at, span[0] - at), ids);  // a gap before the match
             if (span[1] == span[0]) {  // an empty match: step one character on (never happens with these patterns)
-                std::size_t next = span[0] + 1;
-                while (next < text.size() && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80) ++next;
+                const std::size_t next = character_end(span[0] + 1);
                 encode_piece(text.substr(span[0], next - span[0]), ids);
                 at = next;
                 continue;
@@ -299,62 +333,75 @@ private:
         }
     }
 
+    // A piece is merged whole, however long (as the `tokenizers` library does); short pieces are cached.
     void encode_piece(const std::string& piece, std::vector<int>& ids) const {
-        for (std::size_t begin = 0; begin < piece.size(); begin += kMaxPieceBytes) {
-            const std::string part = piece.substr(begin, kMaxPieceBytes);
-            {
-                std::lock_guard<std::mutex> lock(cache_mutex_);
-                const auto hit = cache_.find(part);
-                if (hit != cache_.end()) {
-                    ids.insert(ids.end(), hit->second.begin(), hit->second.end());
-                    continue;
-                }
-            }
-            std::vector<int> out = bpe(part);
-            ids.insert(ids.end(), out.begin(), out.end());
+        const bool cacheable = piece.size() <= kMaxCachedPieceBytes;
+        if (cacheable) {
             std::lock_guard<std::mutex> lock(cache_mutex_);
-            if (cache_.size() < 200'000) cache_.emplace(part, std::move(out));
+            const auto hit = cache_.find(piece);
+            if (hit != cache_.end()) {
+                ids.insert(ids.end(), hit->second.begin(), hit->second.end());
+                return;
+            }
         }
+        std::vector<int> out = bpe(piece);
+        ids.insert(ids.end(), out.begin(), out.end());
+        if (!cacheable) return;
+        std::lock_guard<std::mutex> lock(cache_mutex_);
+        if (cache_.size() < 200'000) cache_.emplace(piece, std::move(out));
     }
 
-    // One pre-tokenized piece: its bytes as symbols, then merges by rank.
+    // One pre-tokenized piece: its bytes as symbols, then merges by rank, lowest first; equal ranks left to right
+    // (GPT-2's bpe() merges every occurrence of the best pair in one pass: the same result, since a merge never
+    // makes another pair of the same rank). O(n log n): the candidate pairs sit in a priority queue keyed by
+    // (rank, position), symbols in a linked list, and a popped candidate whose pair has changed is skipped, as the
+    // `tokenizers` library's Word::merge_all does. (Rescanning the piece after every merge was quadratic: a 64 kB
+    // piece took minutes.)
     std::vector<int> bpe(const std::string& piece) const {
-        std::vector<std::string> symbols;
+        const int n = static_cast<int>(piece.size());
+        std::vector<std::string> symbols(static_cast<std::size_t>(n));
+        std::vector<int> previous(static_cast<std::size_t>(n)), next(static_cast<std::size_t>(n));
         std::string whole;
-        for (unsigned char byte : piece) {
-            symbols.push_back(byte_symbols()[byte]);
-            whole += symbols.back();
+        for (int i = 0; i < n; ++i) {
+            symbols[i] = byte_symbols()[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])];
+            previous[i] = i - 1;
+            next[i] = i + 1 < n ? i + 1 : -1;
+            whole += symbols[i];
         }
         if (ignore_merges_) {
             const auto it = ids_.find(whole);
             if (it != ids_.end()) return {it->second};
         }
-        while (symbols.size() > 1) {
-            int best = std::numeric_limits<int>::max();
-            std::size_t best_at = 0;
-            for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
-                const auto it = ranks_.find(pair_key(symbols[i], symbols[i + 1]));
-                if (it != ranks_.end() && it->second < best) best = it->second, best_at = i;
-            }
-            if (best == std::numeric_limits<int>::max()) break;
-            // Merge every occurrence of the best pair, left to right (GPT-2's bpe()).
-            const std::string left = symbols[best_at], right = symbols[best_at + 1];
-            std::vector<std::string> merged;
-            for (std::size_t i = 0; i < symbols.size();) {
-                if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
-                    merged.push_back(left + right);
-                    i += 2;
-                } else {
-                    merged.push_back(symbols[i++]);
-                }
-            }
-            symbols.swap(merged);
+        using Candidate = std::tuple<int, int, int>;  // (rank, left symbol, right symbol)
+        std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+        auto rank_of = [&](int left, int right) {
+            const auto it = ranks_.find(pair_key(symbols[left], symbols[right]));
+            return it == ranks_.end() ? -1 : it->second;
+        };
+        auto consider = [&](int left, int right) {
+            if (left < 0 || right < 0) return;
+            if (const int rank = rank_of(left, right); rank >= 0) queue.emplace(rank, left, right);
+        };
+        for (int i = 0; i + 1 < n; ++i) consider(i, i + 1);
+        std::vector<char> alive(static_cast<std::size_t>(n), 1);
+        while (!queue.empty()) {
+            const auto [rank, left, right] = queue.top();
+            queue.pop();
+            // Stale: a side was merged away, the pair is no longer adjacent, or a side grew since it was queued.
+            if (!alive[left] || !alive[right] || next[left] != right || rank_of(left, right) != rank) continue;
+            symbols[left] += symbols[right];
+            symbols[right].clear();
+            alive[right] = 0;
+            next[left] = next[right];
+            if (next[right] >= 0) previous[next[right]] = left;
+            consider(previous[left], left);
+            consider(left, next[left]);
         }
         std::vector<int> out;
-        for (const auto& symbol : symbols) {
-            const auto it = ids_.find(symbol);
+        for (int i = n > 0 ? 0 : -1; i >= 0; i = next[i]) {
+            const auto it = ids_.find(symbols[i]);
             if (it == ids_.end())
-                throw Error("the symbol '" + printable(symbol) + "' is not in the vocabulary (every byte needs one)", path_);
+                throw Error("the symbol '" + printable(symbols[i]) + "' is not in the vocabulary (every byte needs one)", path_);
             out.push_back(it->second);
         }
         return out;
@@ -375,8 +422,10 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path) {
+std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path) try {
     return std::make_unique<ByteLevelBpe>(tokenizer_json_path);
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, tokenizer_json_path);
 }
 
 }  // namespace rankscope

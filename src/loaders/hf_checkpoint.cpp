@@ -4,11 +4,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "rankscope/io.hpp"
 #include "rankscope/error.hpp"
 
 namespace rankscope {
 
-HfCheckpoint::HfCheckpoint(const std::string& directory) {
+HfCheckpoint::HfCheckpoint(const std::string& directory) try {
     const std::filesystem::path folder = directory;
     const std::filesystem::path index = folder / "model.safetensors.index.json";
     const std::filesystem::path single = folder / "model.safetensors";
@@ -45,6 +46,8 @@ HfCheckpoint::HfCheckpoint(const std::string& directory) {
         location_[name] = path;
     }
     if (location_.empty()) throw Error("checkpoint index has an empty weight_map", source_);
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, directory);
 }
 
 std::vector<std::string> HfCheckpoint::names() const {

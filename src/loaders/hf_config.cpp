@@ -192,7 +192,7 @@ bool is_decoder(const HfConfig& config) {
            config.model_type == "qwen2";
 }
 
-HfConfig read_hf_config(const std::string& path) {
+HfConfig read_hf_config(const std::string& path) try {
     const nlohmann::json json = read_json_file(path, "config file");
     if (!json.is_object()) throw Error("config.json must hold a JSON object", path);
     HfConfig c;
@@ -269,6 +269,8 @@ HfConfig read_hf_config(const std::string& path) {
                                 kMaxParameters),
                     path);
     return c;
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, path);
 }
 
 }  // namespace rankscope

@@ -147,6 +147,67 @@ void throw_missing(const std::vector<std::string>& missing, const std::string& s
     throw Error(fmt::format("{} tensor{} missing: {}", missing.size(), missing.size() == 1 ? "" : "s", list), source);
 }
 
+// The tensors that carry every large size of the config, by architecture (checkpoint names, without the task-head
+// prefix): the token (and position) embeddings, and in the first and the last layer the MLP's input weight and the
+// query weight. If they match, what the model allocates is about what the checkpoint holds.
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(const HfConfig& c) {
+    const std::int64_t vocab = c.vocab_size, h = c.hidden_size, e = c.embedding_size > 0 ? c.embedding_size : h,
+                       inner = c.intermediate_size, positions = c.max_position_embeddings, heads = c.heads,
+                       d_head = c.head_size, kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;
+    std::vector<int> layers = {0};
+    if (c.layers > 1) layers.push_back(c.layers - 1);
+    auto per_layer = [&](const std::string& before, const std::string& after, std::vector<std::int64_t> shape) {
+        for (int l : layers) tensors.emplace_back(before + std::to_string(l) + after, shape);
+    };
+    if (c.model_type == "bert") {
+        tensors.push_back({"embeddings.word_embeddings.weight", {vocab, h}});
+        tensors.push_back({"embeddings.position_embeddings.weight", {positions, h}});
+        per_layer("encoder.layer.", ".intermediate.dense.weight", {inner, h});
+        per_layer("encoder.layer.", ".attention.self.query.weight", {h, h});
+    } else if (c.model_type == "albert") {  // one shared layer
+        tensors.push_back({"embeddings.word_embeddings.weight", {vocab, e}});
+        tensors.push_back({"embeddings.position_embeddings.weight", {positions, e}});
+        tensors.push_back({"encoder.embedding_hidden_mapping_in.weight", {h, e}});
+        tensors.push_back({"encoder.albert_layer_groups.0.albert_layers.0.ffn.weight", {inner, h}});
+        tensors.push_back({"encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight", {h, h}});
+    } else if (c.model_type == "xlnet") {
+        tensors.push_back({"word_embedding.weight", {vocab, h}});
+        per_layer("layer.", ".ff.layer_1.weight", {inner, h});
+        per_layer("layer.", ".rel_attn.q", {h, heads, d_head});
+    } else if (c.model_type == "gpt2") {  // Conv1D weights are [in, out]
+        tensors.push_back({"wte.weight", {vocab, h}});
+        tensors.push_back({"wpe.weight", {positions, h}});
+        per_layer("h.", ".mlp.c_fc.weight", {h, inner});
+        per_layer("h.", ".attn.c_attn.weight", {h, 3 * h});
+    } else {  // the Llama family
+        tensors.push_back({"embed_tokens.weight", {vocab, h}});
+        per_layer("layers.", ".mlp.gate_proj.weight", {inner, h});
+        per_layer("layers.", ".self_attn.q_proj.weight", {heads * d_head, h});
+        per_layer("layers.", ".self_attn.k_proj.weight", {kv_heads * d_head, h});
+    }
+    return tensors;
+}
+
+void check_sizes_against_checkpoint(const HfConfig& config, const HfCheckpoint& weights) {
+    const auto tensors = size_tensors(config);
+    const std::string prefix = checkpoint_prefix(weights, tensors.front().first);
+    std::vector<std::string> missing;
+    for (const auto& [name, shape] : tensors) {
+        if (!weights.contains(prefix + name)) {
+            missing.push_back(prefix + name);
+            continue;
+        }
+        const ArrayView view = weights.view(prefix + name);
+        if (view.shape != shape)
+            throw Error(fmt::format("shape {} does not match the config's {} (checked before the model is built)",
+                                    shape_list(view.shape), shape_list(shape)),
+                        weights.where(prefix + name));
+    }
+    if (!missing.empty())
+        throw_missing(missing, weights.source() + ", for the sizes of " + (config.path.empty() ? "the config" : config.path));
+}
+
 }  // namespace detail
 
 std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
@@ -154,6 +215,9 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
     if (!std::filesystem::is_directory(folder)) throw Error("not a model folder", directory);
     const HfConfig config = read_hf_config((folder / "config.json").string());
     const HfCheckpoint weights(directory);  // model.safetensors, or the index + shards
+    // Every size of the config against the checkpoint before anything is allocated: a config that disagrees with
+    // its checkpoint (say 48 layers of 8192 for a 4 MB file) once built the whole model first, GBs, then failed.
+    detail::check_sizes_against_checkpoint(config, weights);
     auto model = make_hf_model(config, 0);
     const std::string prefix = detail::checkpoint_prefix(weights, model->parameters().front().first);
     std::vector<std::string> missing;

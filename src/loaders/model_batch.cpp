@@ -42,10 +42,19 @@ void check_range(const at::Tensor& values, std::int64_t low, std::int64_t high, 
         throw Error(fmt::format("values {}..{} outside {} [{}, {})", min, max, what, low, high), where);
 }
 
+// The size limits of --samples/--tokens, on a batch's shape, before it is converted or run.
+void check_batch_shape(const std::vector<std::int64_t>& shape, const std::string& where) {
+    if (shape.size() != 2) return;  // the shape checks that follow name the problem
+    const double samples = double(shape[0]), tokens = double(shape[1]);
+    check_size_limit("samples x tokens", samples * tokens, kMaxBatchTokens, where);
+    check_size_limit("samples x tokens^2", samples * tokens * tokens, kMaxBatchAttentionEntries, where);
+}
+
 }  // namespace
 
 ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
     const SafetensorsFile file(path);
+    if (file.contains("input_ids")) check_batch_shape(file.view("input_ids").shape, path + ":input_ids");
     const at::Tensor input_ids = read_ids(file, "input_ids", {}, 0);
     const std::vector<std::int64_t> shape(input_ids.sizes().begin(), input_ids.sizes().end());
     return checked_model_batch(input_ids, read_ids(file, "attention_mask", shape, 1),
@@ -55,6 +64,7 @@ ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
 ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                                const at::Tensor& token_type_ids, const HfConfig& config, const std::string& where) {
     auto name = [&](const std::string& tensor) { return where.empty() ? tensor : where + ":" + tensor; };
+    check_batch_shape(std::vector<std::int64_t>(input_ids.sizes().begin(), input_ids.sizes().end()), name("input_ids"));
     auto check_ids = [&](const at::Tensor& ids, const std::string& tensor) {
         if (at::isFloatingType(ids.scalar_type()) || at::isComplexType(ids.scalar_type()) || ids.scalar_type() == at::kBool)
             throw Error("must hold integers, found " + std::string(c10::toString(ids.scalar_type())), name(tensor));
@@ -76,9 +86,11 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
     check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", name("input_ids"));
     check_range(batch.attention_mask, 0, 2, "a 0/1 mask", name("attention_mask"));
     const at::Tensor real_per_sample = batch.attention_mask.sum(1);
-    if (real_per_sample.min().item<std::int64_t>() == 0)
-        throw Error(fmt::format("sample {} has no real token", real_per_sample.argmin().item<std::int64_t>()),
-                    name("attention_mask"));
+    if (const std::int64_t fewest = real_per_sample.min().item<std::int64_t>(); fewest < kMinRealTokens)
+        throw Error(fmt::format("sample {} has {} real token{}; the measures need at least {} (one row has no spread)",
+                                real_per_sample.argmin().item<std::int64_t>(), fewest, fewest == 1 ? "" : "s",
+                                kMinRealTokens),
+                    name(fewest == shape[1] ? "input_ids" : "attention_mask"));  // too short, or too much masked
     if (config.model_type == "bert" || config.model_type == "albert") {
         check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", name("token_type_ids"));
         if (shape[1] > config.max_position_embeddings)

@@ -62,7 +62,8 @@ public:
                   bool add_bos = true, bool add_eos = false)
         : path_(path), xlnet_(model_type == "xlnet"), llama_(llama_framing), lower_case_(lower_case),
           add_bos_(add_bos), add_eos_(add_eos) {
-        if (!std::filesystem::exists(path)) throw Error("cannot open file", path);
+        // A regular file of at most 64 MiB before the helper reads it (it checks again itself).
+        check_input_file(path, kMaxSentencePieceModelBytes, "SentencePiece model");
         const std::vector<std::string> specials = xlnet_   ? std::vector<std::string>{"<sep>", "<cls>"}
                                                   : llama_ ? std::vector<std::string>{"<s>", "</s>"}
                                                            : std::vector<std::string>{"[CLS]", "[SEP]"};
@@ -160,7 +161,7 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, con
     return std::make_unique<SentencePiece>(model_path, model_type, lower_case);
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config) try {
     const std::filesystem::path folder = directory;
     int lower_case = -1;
     bool add_bos = true, add_eos = false;  // LlamaTokenizer's defaults
@@ -194,6 +195,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
                     std::string(is_llama_family(config.model_type) ? ", tokenizer.model" : "") +
                     " (pass token ids with --inputs)",
                 directory);
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, directory + "/tokenizer_config.json");
 }
 
 namespace detail {
@@ -228,19 +231,7 @@ std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& s
     return load_sentencepiece((std::filesystem::path(directory) / "spiece.model").string(), model_type, false);
 }
 
-std::string default_rte_path() {
-    // The repository's copy: from the repository root, beside the program's build folder (build/bin/rankscope), or in
-    // the source tree this program was built from (any build folder, e.g. build/sanitize).
-    std::error_code ec;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
-    for (const auto& candidate : {std::filesystem::path("data/RTE/train.tsv"), self / ".." / ".." / "data/RTE/train.tsv",
-                                  self / ".." / "data/RTE/train.tsv",
-                                  std::filesystem::path(RANKSCOPE_SOURCE_DIR) / "data/RTE/train.tsv"})
-        if (std::filesystem::is_regular_file(candidate, ec)) return candidate.lexically_normal().string();
-    return "";
-}
-
-// read_sentences: src/loaders/text_file.cpp (torch-free, bounded, fuzzed).
+// default_rte_path, read_sentences: src/loaders/text_file.cpp (torch-free, bounded, fuzzed).
 
 ModelBatch pack_text(const Tokenizer& tokenizer, const std::vector<std::string>& sentences, int samples, int tokens,
                      const std::string& text_path) {

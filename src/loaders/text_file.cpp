@@ -2,12 +2,17 @@
 // a sentence1/sentence2 header (those columns), else one sentence per non-blank line. Bounded: a regular file of at most
 // kMaxTextFileBytes, read once, and no line longer than kMaxLineBytes (a 50 MB one-word "sentence" is refused before
 // any tokenizer sees it). Torch-free (fuzzed alone).
+#include <fmt/format.h>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "rankscope/build_info.hpp"  // RANKSCOPE_SOURCE_DIR
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tokenizer.hpp"
+#include "text_utf8.hpp"
 
 namespace rankscope {
 namespace {
@@ -25,6 +30,18 @@ std::vector<std::string> split_tabs(const std::string& line) {
     return fields;
 }
 
+std::string default_rte_path() {
+    // The repository's copy: from the repository root, beside the program's build folder (build/bin/rankscope), or in
+    // the source tree this program was built from (any build folder, e.g. build/sanitize).
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+    for (const auto& candidate : {std::filesystem::path("data/RTE/train.tsv"), self / ".." / ".." / "data/RTE/train.tsv",
+                                  self / ".." / "data/RTE/train.tsv",
+                                  std::filesystem::path(RANKSCOPE_SOURCE_DIR) / "data/RTE/train.tsv"})
+        if (std::filesystem::is_regular_file(candidate, ec)) return candidate.lexically_normal().string();
+    return "";
+}
+
 std::vector<std::string> read_sentences(const std::string& path) {
     const std::string text = read_file_limited(path, kMaxTextFileBytes, "text file");
     std::vector<std::string> sentences;
@@ -40,6 +57,11 @@ std::vector<std::string> read_sentences(const std::string& path) {
                             " bytes per line (one sentence per line is expected)",
                         path);
         std::string line = text.substr(start, end - start);
+        // Python's tokenizers read text as str (strict UTF-8); the error names this file and line, not a tokenizer.
+        if (const std::size_t bad = utf8::first_invalid(line); bad != std::string::npos)
+            throw Error(fmt::format("line {} is not valid UTF-8 (byte {} of the line: 0x{:02x})", line_number, bad + 1,
+                                    static_cast<unsigned char>(line[bad])),
+                        path);
         start = end + 1;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line_number == 1) {

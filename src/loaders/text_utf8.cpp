@@ -109,6 +109,17 @@ std::vector<std::uint32_t> code_points(const std::string& text) {
 
 }  // namespace
 
+std::size_t first_invalid(const std::string& text) {
+    const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+    for (std::size_t i = 0; i < text.size();) {
+        utf8proc_int32_t code_point = 0;
+        const utf8proc_ssize_t size = utf8proc_iterate(bytes + i, static_cast<utf8proc_ssize_t>(text.size() - i), &code_point);
+        if (size <= 0 || code_point < 0) return i;
+        i += static_cast<std::size_t>(size);
+    }
+    return std::string::npos;
+}
+
 std::vector<std::string> characters(const std::string& text) {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < text.size();) {

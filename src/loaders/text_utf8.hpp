@@ -8,6 +8,9 @@
 
 namespace rankscope::utf8 {
 
+// The byte offset of the first invalid UTF-8 sequence (overlong forms, surrogates and code points above U+10FFFF
+// included, as Python's strict decoder), or std::string::npos when `text` is valid.
+std::size_t first_invalid(const std::string& text);
 std::vector<std::string> characters(const std::string& text);  // one UTF-8 sequence per entry
 std::size_t length(const std::string& text);
 // Clean, split on whitespace, lower-case + strip accents (when asked), split off punctuation and CJK characters.

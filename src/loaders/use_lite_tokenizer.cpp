@@ -123,8 +123,10 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_use_lite_tokenizer(const std::string& directory) {
+std::unique_ptr<Tokenizer> load_use_lite_tokenizer(const std::string& directory) try {
     return std::make_unique<UseLiteTokenizer>((std::filesystem::path(directory) / "vocab.json").string());
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, directory + "/vocab.json");
 }
 
 }  // namespace rankscope

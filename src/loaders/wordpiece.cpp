@@ -142,11 +142,13 @@ std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, int low
     return std::make_unique<WordPiece>(vocab_path, lower_case);
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path) {
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path) try {
     const nlohmann::json json = read_json_file(tokenizer_json_path, "tokenizer.json");
     if (json.is_object() && json.contains("model") && json["model"].is_object() && json["model"].value("type", "") == "WordPiece")
         return std::make_unique<WordPiece>(tokenizer_json_path, json);
     return load_byte_level_bpe(tokenizer_json_path);
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, tokenizer_json_path);
 }
 
 }  // namespace rankscope

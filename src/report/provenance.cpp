@@ -86,11 +86,7 @@ std::string CsvTable::to_string() const {
     return out;
 }
 
-std::string format_number(double value) {
-    if (std::isnan(value)) return "nan";
-    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-    return fmt::format("{}", value);  // shortest representation that round-trips
-}
+// format_number: src/report/format_number.cpp (torch-free: the parsers' fuzz build links it).
 
 void write_csv_atomically(const std::filesystem::path& path, const CsvTable& table, const Provenance& provenance) {
     write_file_atomically(path.string(), csv_provenance_lines(provenance) + table.to_string());

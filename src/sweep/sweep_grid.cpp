@@ -13,6 +13,7 @@
 
 #include "rankscope/error.hpp"
 #include "rankscope/file_hash.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/provenance.hpp"
 #include "rankscope/sweep.hpp"
 
@@ -104,13 +105,9 @@ void finish_grid(SweepGrid& grid) {
     }
 }
 
-SweepGrid parse_json_grid(const std::string& text, const std::string& path) {
-    nlohmann::ordered_json document;  // keeps the file's order of axes and fixed settings
-    try {
-        document = nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::json::parse_error& error) {
-        throw Error(std::string("not valid JSON: ") + error.what(), path);
-    }
+SweepGrid parse_json_grid(const std::string& text, const std::string& path) try {
+    // Keeps the file's order of axes and fixed settings; the checks of every JSON reader (depth, NUL, one line).
+    const nlohmann::ordered_json document = parse_ordered_json_text(text, path);
     if (!document.is_object()) throw Error("a grid must be a JSON object", path);
     SweepGrid grid;
     grid.path = path;
@@ -135,6 +132,8 @@ SweepGrid parse_json_grid(const std::string& text, const std::string& path) {
         }
     }
     return grid;
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, path);
 }
 
 SweepGrid parse_toml_grid(const std::string& text, const std::string& path) {
@@ -207,11 +206,9 @@ SweepGrid read_sweep_grid(const std::filesystem::path& path) {
     const std::string extension = path.extension().string();
     if (extension != ".json" && extension != ".toml")
         throw Error("a grid file ends in .json or .toml", path.string());
-    std::ifstream file(path, std::ios::binary);
-    if (!file) throw Error("cannot read the grid file", path.string());
-    std::ostringstream text;
-    text << file.rdbuf();
-    return parse_sweep_grid(text.str(), extension.substr(1), path.string());
+    // A regular file of at most 64 MiB, checked before reading (a FIFO blocked here, /dev/zero filled memory).
+    const std::string text = read_file_limited(path.string(), kMaxJsonFileBytes, "grid file");
+    return parse_sweep_grid(text, extension.substr(1), path.string());
 }
 
 std::string sweep_cell_key(const std::string& experiment, std::vector<SweepSetting> settings) {

@@ -35,6 +35,9 @@ SENTENCES = [
     "Emoji 👍🏽 and symbols ©®™ ½ → ≠ ∞.",
     "hello<|endoftext|>world and <|begin_of_text|> inside.",
     "The cat sat on the mat. The cats sat on the mats!",
+    # One 660-letter word (its merges run in the priority queue over many rounds) and long whitespace runs.
+    "abracadabra" * 60,
+    "a" + " " * 300 + "b\t\t\t  c" + " " * 40,
 ]
 
 
@@ -263,6 +266,48 @@ class ByteLevelBpe(unittest.TestCase):
                 self.assertEqual(len(lines), 1, result.stderr)
                 self.assertIn(message, lines[0])
                 self.assertIn("tokenizer.json", lines[0])
+
+    def test_work_is_bounded_on_hostile_patterns_and_long_pieces(self):
+        folder, reference = self.make_folder("bounded", GPT2_PATTERN, "gpt2")
+        long_text = os.path.join(self.directory, "long.txt")
+        with open(long_text, "w", encoding="utf-8") as f:
+            f.write("ab" * 32768 + "\n")
+        # A 64 kB piece is merged whole (a quadratic merge loop took minutes here); the ids spell the text back.
+        document = json.loads(run("tokenize", "--model", folder, "--text", long_text, "--format", "json").stdout)
+        ids = document["sentences"][0]["ids"]
+        # The reference merges every occurrence of the best pair per round: a few rounds here, fast in Python too.
+        self.assertEqual(ids, reference.encode("ab" * 32768))
+        self.assertLess(len(ids), 65536)  # merged
+        # A pattern that looks to the end of the text at every position: quadratic work, refused in one line.
+        path = os.path.join(folder, "tokenizer.json")
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+        document["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "[ab](?=[ab]*$)"}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "use_regex": False}]}
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(document, f)
+        result = run("tokenize", "--model", folder, "--text", long_text, check=False)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        lines = result.stderr.strip().split("\n")
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertIn("scans more than", lines[0])
+        self.assertIn("tokenizer.json", lines[0])
+        # The same pattern on ordinary text stays within the budget and gives the reference's pieces.
+        ordinary = os.path.join(self.directory, "ordinary.txt")
+        with open(ordinary, "w", encoding="utf-8") as f:
+            f.write("abba baab\n")
+        self.assertEqual(run("tokenize", "--model", folder, "--text", ordinary, check=False).returncode, 0)
+
+    def test_invalid_utf8_is_blamed_on_the_text_file(self):
+        folder, _ = self.make_folder("utf8", GPT2_PATTERN, "gpt2")
+        bad = os.path.join(self.directory, "bad.txt")
+        with open(bad, "wb") as f:
+            f.write(b"fine line\nsecond \xff line\n")
+        result = run("tokenize", "--model", folder, "--text", bad, check=False)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertEqual(result.stderr.strip(),
+                         f"rankscope: error: line 2 is not valid UTF-8 (byte 8 of the line: 0xff) ({bad})")
 
 
 if __name__ == "__main__":

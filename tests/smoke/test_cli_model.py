@@ -141,11 +141,18 @@ class ModelCommand(unittest.TestCase):
             ({"input_ids": ids.astype(np.float32)}, "must hold integers", ":input_ids"),
             ({"input_ids": ids, "attention_mask": np.ones((2, 5), np.int64)}, "shape [2, 5] differs", ":attention_mask"),
             ({"input_ids": ids + config["vocab_size"]}, "outside the model's vocabulary", ":input_ids"),
-            ({"input_ids": ids, "attention_mask": np.array([[1] * 6, [0] * 6])}, "sample 1 has no real token",
+            ({"input_ids": ids, "attention_mask": np.array([[1] * 6, [0] * 6])}, "sample 1 has 0 real tokens; the measures need at least 2",
              ":attention_mask"),
             ({"input_ids": ids, "attention_mask": np.full((2, 6), 2)}, "values 2..2 outside a 0/1 mask", ":attention_mask"),
             ({"input_ids": ids, "token_type_ids": np.full((2, 6), 2)}, "outside the model's token types", ":token_type_ids"),
             ({"input_ids": np.zeros((1, config["max_position_embeddings"] + 1), np.int64)}, "the model allows", ":input_ids"),
+            # One token per sample: a trivial residual of 0, refused as --text refuses --tokens below 4.
+            ({"input_ids": ids[:, :1]}, "sample 0 has 1 real token; the measures need at least 2", ":input_ids"),
+            # The --samples/--tokens limits hold for --inputs too, checked on the shape before anything runs.
+            ({"input_ids": np.zeros((600, 120), np.int64)}, "samples x tokens = 72000 is too large (at most 65536)",
+             ":input_ids"),
+            ({"input_ids": np.zeros((40, 300), np.int64)}, "samples x tokens^2 = 3600000 is too large (at most 2097152)",
+             ":input_ids"),
         ]
         path = os.path.join(self.directory, "batch.safetensors")
         for tensors, message, tensor in cases:

@@ -277,11 +277,27 @@ class HostileParsers(unittest.TestCase):
              "nested more than 64 levels"),
             ("NaN weights", self.bert_folder("nan", weights=weights), "model.safetensors:encoder.layer.0.attention",
              "NaN"),
+            # Sizes that disagree with the checkpoint are compared before the model is built (below: the memory).
+            ("config wider than its checkpoint", self.bert_folder("wider", config(hidden_size=2048, num_attention_heads=16,
+                                                                                  intermediate_size=8192,
+                                                                                  num_hidden_layers=24)),
+             "model.safetensors:embeddings.word_embeddings.weight", "shape [16, 8] does not match"),
+            ("config deeper than its checkpoint", self.bert_folder("deeper", config(num_hidden_layers=500)),
+             "for the sizes of", "tensors missing: encoder.layer.499."),
         ]
         for name, folder, file_word, problem in cases:
             with self.subTest(name):
                 self.check(["model", "--model", folder, "--weights", "pretrained", "--inputs", self.batch],
                            file_word, problem)
+        # The wide config describes 1.4e9 parameters (5.6 GB of float32): it was built in full before the first shape
+        # was compared. Now the refusal costs what the program's start costs.
+        wide = self.path("wider")
+        measured = subprocess.run(
+            [sys.executable, "-c", "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+             BINARY, "model", "--model", wide, "--weights", "pretrained", "--inputs", self.batch, "--out",
+             self.path("out-wide-rss")], capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertLess(int(measured.stdout.strip()), 1_000_000, "peak RSS (kB) of a refused wide config")
         zero_config = self.bert_folder("zero-config")
         os.remove(os.path.join(zero_config, "config.json"))
         os.symlink("/dev/zero", os.path.join(zero_config, "config.json"))

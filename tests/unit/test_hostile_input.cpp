@@ -13,7 +13,9 @@
 #include "loaders/text_utf8.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
+#include "rankscope/file_hash.hpp"
 #include "rankscope/models.hpp"
+#include "rankscope/sweep.hpp"
 #include "rankscope/tokenizer.hpp"
 #include "rankscope/use_lite.hpp"
 
@@ -155,6 +157,57 @@ TEST(HostileFiles, DevicesFifosAndDirectoriesAreRefusedWithoutReading) {
     EXPECT_ERROR(read_npy(pipe), "pipe.npy", "this is a FIFO");
     EXPECT_ERROR(read_sentences(fifo("pipe.txt")), "pipe.txt", "this is a FIFO");
     EXPECT_ERROR(read_json_file(dir().string(), "config"), dir().string(), "this is a directory");
+}
+
+// Issue 31: the readers that skipped these checks (sweep grids, SentencePiece models, hashed files) have them now.
+TEST(HostileFiles, EveryReaderChecksTheFileBeforeReading) {
+    EXPECT_ERROR(read_sweep_grid(fifo("pipe.toml")), "pipe.toml", "grid file must be a regular file, this is a FIFO");
+    EXPECT_ERROR(read_sweep_grid(fifo("pipe.json")), "pipe.json", "this is a FIFO");
+    const fs::path zero_grid = dir() / "zero.json";
+    fs::remove(zero_grid);
+    fs::create_symlink("/dev/zero", zero_grid);
+    EXPECT_ERROR(read_sweep_grid(zero_grid), "zero.json", "this is a character device");
+    // A sparse file: 1 TiB by its size, no blocks on disk. Refused by its size, never read.
+    const std::string sparse = file("sparse.toml", "");
+    ASSERT_EQ(::truncate(sparse.c_str(), 1ll << 40), 0);
+    EXPECT_ERROR(read_sweep_grid(sparse), "sparse.toml", "bytes, more than the limit of 64 MiB");
+    const std::string sparse_model = file("sparse/spiece.model", "");
+    ASSERT_EQ(::truncate(sparse_model.c_str(), 1ll << 40), 0);
+    EXPECT_ERROR(check_input_file(sparse_model, kMaxSentencePieceModelBytes, "SentencePiece model"), "spiece.model",
+                 "SentencePiece model is 1099511627776 bytes, more than the limit of 64 MiB");
+    EXPECT_ERROR(check_input_file(fifo("tokenizer.model"), kMaxSentencePieceModelBytes, "SentencePiece model"),
+                 "tokenizer.model", "SentencePiece model must be a regular file, this is a FIFO");
+    EXPECT_ERROR(sha256_file(fifo("hashed.bin")), "hashed.bin", "must be a regular file, this is a FIFO");
+    EXPECT_EQ(read_file_if_present((dir() / "absent.txt").string(), 100, "file"), "");
+    EXPECT_ERROR(read_file_if_present(fifo("present.txt"), 100, "file"), "present.txt", "this is a FIFO");
+}
+
+// Values that slipped through: NUL ended JSON parsing, get<int>() narrowed 2^32 + 7 to 7, wrong-typed fields reached
+// the user as nlohmann's bracketed message.
+TEST(HostileJson, NulBytesNarrowingAndWrongTypes) {
+    EXPECT_ERROR(read_json_file(file("nul.json", std::string("{\"a\": 1}\0{\"b\": 2}", 17)), "config"), "nul.json",
+                 "not valid JSON: a NUL byte at line 1 (byte 9)");
+    EXPECT_ERROR(parse_sweep_grid(std::string("experiment = \"theory\"\0", 22), "toml", "g.toml"), "g.toml", "not valid TOML");
+    EXPECT_ERROR(parse_sweep_grid(std::string("{\"experiment\": \"theory\"}\0junk", 27), "json", "g.json"), "g.json",
+                 "a NUL byte");
+    const nlohmann::json big = std::uint64_t{(1ull << 32) + 7};
+    EXPECT_ERROR(json_integer(big, 0, 1000, "the id", "t.json"), "t.json", "the id must be an integer in [0, 1000], found 4294967303");
+    EXPECT_ERROR(json_integer(nlohmann::json(7.5), 0, 1000, "the id", "t.json"), "t.json", "found 7.5");
+    EXPECT_EQ(json_integer(nlohmann::json(7), 0, 1000, "the id", "t.json"), 7);
+    nlohmann::json bpe = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}},
+                                     {"ignore_merges", "yes"}}},
+                          {"pre_tokenizer", {{"type", "ByteLevel"}, {"use_regex", true}}}};
+    EXPECT_ERROR(load_tokenizer_json(file("typed/tokenizer.json", bpe.dump())), "typed/tokenizer.json",
+                 "a field of the wrong type or value: type must be boolean, but is string");
+}
+
+// Invalid UTF-8 is the text's fault: read_sentences names the text file and the line.
+TEST(HostileText, InvalidUtf8NamesTheTextFile) {
+    EXPECT_ERROR(read_sentences(file("latin1.txt", "first\ncaf\xe9 au lait\n")), "latin1.txt",
+                 "line 2 is not valid UTF-8 (byte 4 of the line: 0xe9)");
+    EXPECT_ERROR(read_sentences(file("surrogate.txt", "x \xed\xa0\x80 y\n")), "surrogate.txt", "not valid UTF-8");
+    EXPECT_ERROR(read_sentences(file("overlong.txt", "x \xc0\xaf y\n")), "overlong.txt", "not valid UTF-8");
+    EXPECT_EQ(read_sentences(file("fine.txt", "caf\xc3\xa9 \xf0\x9f\x91\x8d\n")).size(), 1u);
 }
 
 TEST(HostileSafetensors, OffsetsMustTileTheDataExactly) {

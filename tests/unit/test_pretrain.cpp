@@ -241,11 +241,10 @@ namespace {
 
 TEST(Dynamics, FindsCheckpointsByStep) {
     TempFolder folder("dynamics-find");
-    for (const char* name : {"step-000100", "step-000002", "step-010000", "notes", "step-x"}) {
+    for (const char* name : {"step-000100", "step-000002", "step-010000", "notes", "step-000200.partial"}) {
         fs::create_directories(folder.path / "checkpoints" / name);
         std::ofstream(folder.path / "checkpoints" / name / "config.json") << "{}";
     }
-    fs::create_directories(folder.path / "checkpoints" / "step-000005");  // no config.json: not a checkpoint
     const auto found = find_checkpoints(folder.path);
     ASSERT_EQ(found.size(), 3u);
     EXPECT_EQ(found[0].step, 2);
@@ -255,6 +254,30 @@ TEST(Dynamics, FindsCheckpointsByStep) {
     TempFolder empty("dynamics-empty");
     EXPECT_THROW(find_checkpoints(empty.path), Error);
     EXPECT_THROW(find_checkpoints(empty.path / "missing"), Error);
+    // A step-* entry that is not a checkpoint is an error naming it, never a point silently left out.
+    auto refused = [&](const std::string& name, bool folder_with_config, const std::string& message) {
+        TempFolder bad("dynamics-bad");
+        fs::create_directories(bad.path / "step-000001");
+        std::ofstream(bad.path / "step-000001" / "config.json") << "{}";
+        if (folder_with_config) {
+            fs::create_directories(bad.path / name);
+            std::ofstream(bad.path / name / "config.json") << "{}";
+        } else if (name == "step-000005") {
+            fs::create_directories(bad.path / name);
+        } else {
+            std::ofstream(bad.path / name) << "x";
+        }
+        try {
+            find_checkpoints(bad.path);
+            ADD_FAILURE() << name << " was accepted";
+        } catch (const Error& error) {
+            EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+        }
+    };
+    refused("step-x", true, "is not a checkpoint name step-N");
+    refused("step-000005", false, "without a config.json");
+    refused("step-000007", false, "must be a folder, this is a file");
+    refused("step-1", true, "two checkpoint folders for step 1: step-");
 }
 
 TEST(Dynamics, SelectsStepsSpreadOverTheRun) {

@@ -10,12 +10,37 @@
 #include <stdexcept>
 #include <thread>
 
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "rankscope/error_report.hpp"
 #include "rankscope/interrupt.hpp"
 #include "rankscope/provenance.hpp"
 #include "rankscope/table.hpp"
 
 namespace rankscope {
 namespace {
+
+// How exceptions read to a user (error_report.hpp): libtorch's CPU allocator failing is out of memory (exit status 2,
+// the request named), not "internal error (libtorch)"; a JSON type error is bad input without nlohmann's bracketed id.
+TEST(ErrorReport, LibtorchOutOfMemoryAndJsonTypeErrors) {
+    ErrorReport report;
+    try {
+        const at::Tensor huge = at::empty({std::int64_t{1} << 48}, at::kFloat);  // 1 PiB
+        ADD_FAILURE() << "allocated " << huge.numel() << " floats";
+    } catch (...) {
+        report = describe_current_exception();
+    }
+    EXPECT_EQ(report.kind, ErrorReport::OutOfMemory) << report.message;
+    EXPECT_NE(report.message.find("out of memory: libtorch asked for 1.13e+06 GB"), std::string::npos) << report.message;
+    try {
+        (void)nlohmann::json("text").get<bool>();
+    } catch (...) {
+        report = describe_current_exception();
+    }
+    EXPECT_EQ(report.kind, ErrorReport::BadInput);
+    EXPECT_EQ(report.message, "unexpected JSON content: type must be boolean, but is string");
+}
 
 TEST(Table, WritesTypedCellsAsTheCsvDid) {
     Table table({{"variant", Table::Text}, {"seed", Table::Unsigned}, {"layer", Table::Integer}, {"value", Table::Real},

@@ -13,6 +13,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/parent_watch.hpp"
 
 int main(int argc, char** argv) {
@@ -42,8 +44,17 @@ int main(int argc, char** argv) {
         std::cerr << "usage: rankscope-spm encode MODEL TEXT_FILE | info MODEL PIECE... | train INPUT PREFIX VOCAB [unigram|bpe]\n";
         return 2;
     }
+    // The model is read as every outside file is (io.hpp): a regular file of bounded size, checked before a byte is
+    // read (SentencePiece's own Load reads a FIFO forever or /dev/zero until memory runs out).
+    std::string serialized;
+    try {
+        serialized = rankscope::read_file_limited(argv[2], rankscope::kMaxSentencePieceModelBytes, "SentencePiece model");
+    } catch (const rankscope::Error& error) {
+        std::cerr << error.one_line() << "\n";
+        return 2;
+    }
     sentencepiece::SentencePieceProcessor processor;
-    const auto status = processor.Load(argv[2]);
+    const auto status = processor.LoadFromSerializedProto(serialized);
     if (!status.ok()) {
         std::cerr << status.ToString() << "\n";
         return 2;

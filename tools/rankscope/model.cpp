@@ -67,9 +67,9 @@ void run_model(const ModelOptions& options) {
         throw Error("is a directory; --dump needs a file name (e.g. acts.safetensors)", options.dump);
     // Before any allocation: hidden states grow with samples x tokens, attention maps with samples x tokens^2.
     if (options.inputs.empty()) {
-        check_size("--samples x --tokens", double(options.samples) * options.tokens, 65536, "--samples, --tokens");
-        check_size("--samples x --tokens^2", double(options.samples) * options.tokens * options.tokens, double(1 << 21),
-                   "--samples, --tokens");
+        check_size("--samples x --tokens", double(options.samples) * options.tokens, kMaxBatchTokens, "--samples, --tokens");
+        check_size("--samples x --tokens^2", double(options.samples) * options.tokens * options.tokens,
+                   kMaxBatchAttentionEntries, "--samples, --tokens");
     }
     const ModelSource source = resolve_model_source(options.model);
     const std::vector<std::string> kinds = weight_kinds(source, options.weights);
@@ -222,7 +222,7 @@ std::function<void()> setup_model(CLI::App& command) {
                        "Decoders: a head is an attention sink when its mean attention to the first real token exceeds this "
                        "(sink_rate.csv, attention_heads.csv)")
         ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0));
+        ->check(RealRange(0, 1));
     command.add_option("--iterate", options->iterate_steps, "USE lite: steps of the iterated attention layer")
         ->capture_default_str()
         ->transform(IntRange(0, 1000));

@@ -56,10 +56,7 @@ struct CellState {
 };
 
 std::string read_text(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
+    return read_file_if_present(path.string(), kMaxTextFileBytes, "reproduction file");
 }
 
 std::string html_escape(const std::string& text) {

@@ -38,11 +38,7 @@ struct SweepOptions {
 };
 
 std::string read_text(const std::filesystem::path& path) {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) return {};
-    std::ostringstream text;
-    text << file.rdbuf();
-    return text.str();
+    return read_file_if_present(path.string(), kMaxTextFileBytes, "sweep file");
 }
 
 // Every cell's command line must parse before anything runs: an unknown flag or a bad value is one error naming the

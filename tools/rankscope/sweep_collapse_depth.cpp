@@ -15,11 +15,9 @@ namespace rankscope::cli {
 std::vector<std::string> write_collapse_depth(const SweepGrid& grid, const std::vector<const SweepCell*>& done_cells,
                                               const std::filesystem::path& out, const Provenance& provenance) {
     if (grid.experiment != "theory" || done_cells.empty()) return {};
-    std::ifstream file(out / "tables" / "theory.csv", std::ios::binary);
-    if (!file) return {};
-    std::ostringstream text;
-    text << file.rdbuf();
-    const CollapseDepthTables tables = collapse_depth_tables(text.str());
+    const std::string text = read_file_if_present((out / "tables" / "theory.csv").string(), kMaxCsvFileBytes, "theory table");
+    if (text.empty()) return {};
+    const CollapseDepthTables tables = collapse_depth_tables(text);
     const std::string comment = csv_provenance_lines(provenance);
     write_file_atomically((out / "collapse_depth.csv").string(), comment + tables.runs_csv);
 
