@@ -3,8 +3,10 @@
 #include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <toml++/toml.h>
+#include <utf8proc.h>
 
 #include <algorithm>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -61,7 +63,9 @@ SweepSetting json_setting(const std::string& name, const nlohmann::ordered_json&
     return setting;
 }
 
-SweepSetting toml_setting(const std::string& name, const toml::node& value, const std::string& path) {
+// `restore` maps toml++'s text back to the file's (see hide_non_ascii below).
+SweepSetting toml_setting(const std::string& name, const toml::node& value, const std::string& path,
+                          const std::function<std::string(const std::string&)>& restore) {
     SweepSetting setting;
     setting.name = name;
     if (auto b = value.as_boolean()) {
@@ -74,7 +78,7 @@ SweepSetting toml_setting(const std::string& name, const toml::node& value, cons
     } else if (auto s = value.as_string()) {
         setting.value = s->get();
     } else {
-        throw Error(fmt::format("setting '{}' must be a number, a string or a boolean", name), path);
+        throw Error(fmt::format("setting '{}' must be a number, a string or a boolean", restore(name)), path);
     }
     return setting;
 }
@@ -136,35 +140,101 @@ SweepGrid parse_json_grid(const std::string& text, const std::string& path) try 
     throw_json_content_error(error, path);
 }
 
+// toml++ 3.3.0 (Debian 12) classifies non-ASCII characters with generated bit tables, and some are wrong: asked
+// whether U+02FF (or anything in U+00A1..U+0499, U+2D6E..U+3167, U+FC66..U+FEFE) is whitespace, it reaches
+// __builtin_unreachable() — undefined behaviour on a grid file (found by fuzz_sweep_toml: "\xcb\xbf" at the start of a
+// line, and "\xcf\x9c" after a malformed value, where toml++'s error path scans characters a string would have held).
+// So toml++ never sees a non-ASCII character: each distinct one is replaced by its own code point of Unicode's
+// private-use planes 15-16 (U+F0000...), which every classifier rejects early, and the strings read from the document
+// are mapped back. Valid TOML reads the same; invalid TOML is still refused by toml++, now without undefined behaviour.
+struct HiddenNonAscii {
+    std::string text;
+    std::map<utf8proc_int32_t, utf8proc_int32_t> original;  // stand-in -> the file's character
+
+    std::string restore(const std::string& value) const {
+        if (original.empty()) return value;
+        std::string out;
+        const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(value.data());
+        for (std::size_t i = 0; i < value.size();) {
+            utf8proc_int32_t c = 0;
+            const auto size = utf8proc_iterate(bytes + i, static_cast<utf8proc_ssize_t>(value.size() - i), &c);
+            if (size <= 0) return value;  // toml++ only returns what it decoded: never here
+            const auto it = original.find(c);
+            if (it == original.end()) {
+                out.append(value, i, static_cast<std::size_t>(size));
+            } else {
+                utf8proc_uint8_t encoded[4];
+                out.append(reinterpret_cast<const char*>(encoded),
+                           static_cast<std::size_t>(utf8proc_encode_char(it->second, encoded)));
+            }
+            i += static_cast<std::size_t>(size);
+        }
+        return out;
+    }
+};
+
+HiddenNonAscii hide_non_ascii(const std::string& text, const std::string& path) {
+    constexpr utf8proc_int32_t kPerPlane = 0xFFFE;  // U+F0000..U+FFFFD and U+100000..U+10FFFD (not U+xFFFE/U+xFFFF)
+    HiddenNonAscii hidden;
+    std::map<utf8proc_int32_t, utf8proc_int32_t> stand_in;  // the file's character -> stand-in
+    const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+    for (std::size_t i = 0; i < text.size();) {
+        if (static_cast<unsigned char>(text[i]) < 0x80) {
+            hidden.text += text[i++];
+            continue;
+        }
+        utf8proc_int32_t c = 0;
+        const auto size = utf8proc_iterate(bytes + i, static_cast<utf8proc_ssize_t>(text.size() - i), &c);
+        if (size <= 0 || c < 0) throw Error(fmt::format("not valid TOML: not UTF-8 at byte {}", i + 1), path);
+        auto it = stand_in.find(c);
+        if (it == stand_in.end()) {
+            const auto k = static_cast<utf8proc_int32_t>(stand_in.size());
+            if (k >= 2 * kPerPlane) throw Error("not valid TOML here: too many distinct non-ASCII characters", path);
+            it = stand_in.emplace(c, 0xF0000 + (k / kPerPlane) * 0x10000 + k % kPerPlane).first;
+            hidden.original[it->second] = c;
+        }
+        utf8proc_uint8_t encoded[4];
+        hidden.text.append(reinterpret_cast<const char*>(encoded),
+                           static_cast<std::size_t>(utf8proc_encode_char(it->second, encoded)));
+        i += static_cast<std::size_t>(size);
+    }
+    return hidden;
+}
+
 SweepGrid parse_toml_grid(const std::string& text, const std::string& path) {
+    const HiddenNonAscii hidden = hide_non_ascii(text, path);
     toml::table document;
     try {
-        document = toml::parse(text, path);
+        document = toml::parse(hidden.text, path);
     } catch (const toml::parse_error& error) {
-        throw Error(fmt::format("not valid TOML: {} (line {})", error.description(), error.source().begin.line), path);
+        throw Error(fmt::format("not valid TOML: {} (line {})", hidden.restore(std::string(error.description())),
+                                error.source().begin.line),
+                    path);
     }
+    const std::function<std::string(const std::string&)> restore = [&](const std::string& s) { return hidden.restore(s); };
     SweepGrid grid;
     grid.path = path;
     for (const auto& [key, value] : document) {
         const std::string name(key.str());
         if (name == "experiment") {
             if (!value.is_string()) throw Error("experiment must be a string", path);
-            grid.experiment = value.as_string()->get();
+            grid.experiment = hidden.restore(value.as_string()->get());
         } else if (name == "fixed") {
             if (!value.is_table()) throw Error("[fixed] must be a table of settings", path);
             for (const auto& [setting_name, setting] : *value.as_table())
-                grid.fixed.push_back(toml_setting(std::string(setting_name.str()), setting, path));
+                grid.fixed.push_back(toml_setting(std::string(setting_name.str()), setting, path, restore));
         } else if (name == "axes") {
             if (!value.is_table()) throw Error("[axes] must be a table of lists", path);
             for (const auto& [axis_name, values] : *value.as_table()) {
                 SweepAxis axis;
                 axis.name = std::string(axis_name.str());
-                if (!values.is_array()) throw Error(fmt::format("axis '{}' must be a list of values", axis.name), path);
-                for (const auto& item : *values.as_array()) axis.values.push_back(toml_setting(axis.name, item, path));
+                if (!values.is_array())
+                    throw Error(fmt::format("axis '{}' must be a list of values", restore(axis.name)), path);
+                for (const auto& item : *values.as_array()) axis.values.push_back(toml_setting(axis.name, item, path, restore));
                 grid.axes.push_back(std::move(axis));
             }
         } else {
-            throw Error(fmt::format("unknown key '{}' (expected experiment, [fixed], [axes])", name), path);
+            throw Error(fmt::format("unknown key '{}' (expected experiment, [fixed], [axes])", restore(name)), path);
         }
     }
     // toml++ keeps a table's keys sorted; the file's order of axes is their source order.
@@ -176,6 +246,16 @@ SweepGrid parse_toml_grid(const std::string& text, const std::string& path) {
         std::sort(grid.fixed.begin(), grid.fixed.end(), [&](const SweepSetting& a, const SweepSetting& b) {
             return fixed->get(a.name)->source().begin < fixed->get(b.name)->source().begin;
         });
+    // The names and values as the file wrote them (the sorting above looked them up in toml++'s text).
+    auto restore_setting = [&](SweepSetting& setting) {
+        setting.name = hidden.restore(setting.name);
+        setting.value = hidden.restore(setting.value);
+    };
+    for (auto& setting : grid.fixed) restore_setting(setting);
+    for (auto& axis : grid.axes) {
+        axis.name = hidden.restore(axis.name);
+        for (auto& setting : axis.values) restore_setting(setting);
+    }
     return grid;
 }
 
