@@ -37,7 +37,8 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
         ->check(CLI::IsMember({"yes", "no"}));
     command.add_option_function<std::string>(
                "--embedding-layer-norm", [values = values_](const std::string& v) { (*values)["--embedding-layer-norm"] = v; },
-               "Circle: LayerNorm after the input projection, outside the layer: yes or no (default yes)")
+               std::string("Circle: LayerNorm after the input projection, outside the layer: yes or no (default ") +
+                   (default_task_settings("circle").embedding_layer_norm ? "yes" : "no") + ")")
         ->check(CLI::IsMember({"yes", "no"}));
     command.add_option_function<std::string>(
                "--text", [values = values_](const std::string& v) { (*values)["--text"] = v; },
