@@ -51,8 +51,10 @@ std::string read_file_limited(const std::string& path, std::uint64_t limit, cons
 // The checks of read_file_limited without the read: for files another library or process opens by name.
 void check_input_file(const std::string& path, std::uint64_t limit, const std::string& what);
 
-// The same, or "" when nothing exists at `path` (rankscope's own outputs read back: a cell's record, a log, a table).
-// Something that exists but is not a regular file, or is too large, is still an error.
+// The same, or "" when nothing exists at `path` (rankscope's own outputs read back: a cell's record, a log, a table;
+// their callers pass kNoSizeLimit, since a valid sweep of 100,000 cells may gather more than any input limit).
+// Something that exists but is not a regular file (or is over `limit`) is still an error.
+constexpr std::uint64_t kNoSizeLimit = ~std::uint64_t{0};
 std::string read_file_if_present(const std::string& path, std::uint64_t limit, const std::string& what);
 
 // A SentencePiece model (spiece.model, tokenizer.model): the real ones are 0.2-5 MB.

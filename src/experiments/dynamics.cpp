@@ -27,8 +27,9 @@ long step_of(const std::string& name) {
     if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
     long step = 0;
     for (std::size_t i = 5; i < name.size(); ++i) {
-        if (name[i] < '0' || name[i] > '9' || step > 1000000000L) return -1;
+        if (name[i] < '0' || name[i] > '9') return -1;
         step = step * 10 + (name[i] - '0');
+        if (step > 1000000000L) return -1;  // up to 10^9, as the error message says
     }
     return step;
 }

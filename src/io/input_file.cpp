@@ -71,11 +71,15 @@ void InputFile::read_at(std::uint64_t offset, void* buffer, std::uint64_t count,
     }
 }
 
+namespace {
+
 void check_size(const InputFile& file, std::uint64_t limit, const std::string& what) {
     if (file.size() > limit)
         throw Error(what + " is " + std::to_string(file.size()) + " bytes, more than the limit of " + byte_count(limit),
                     file.path());
 }
+
+}  // namespace
 
 void check_input_file(const std::string& path, std::uint64_t limit, const std::string& what) {
     const InputFile file(path, what);

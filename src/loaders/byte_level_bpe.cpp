@@ -351,12 +351,13 @@ private:
         if (cache_.size() < 200'000) cache_.emplace(piece, std::move(out));
     }
 
-    // One pre-tokenized piece: its bytes as symbols, then merges by rank, lowest first; equal ranks left to right
-    // (GPT-2's bpe() merges every occurrence of the best pair in one pass: the same result, since a merge never
-    // makes another pair of the same rank). O(n log n): the candidate pairs sit in a priority queue keyed by
-    // (rank, position), symbols in a linked list, and a popped candidate whose pair has changed is skipped, as the
-    // `tokenizers` library's Word::merge_all does. (Rescanning the piece after every merge was quadratic: a 64 kB
-    // piece took minutes.)
+    // One pre-tokenized piece: its bytes as symbols, then merges by rank, lowest first; equal ranks left to right.
+    // This is the `tokenizers` library's Word::merge_all (the reference for tokenizer.json), ordering included: the
+    // candidate pairs sit in a priority queue keyed by (rank, position), symbols in a linked list, and a popped
+    // candidate whose pair has changed is skipped. O(n log n); rescanning the piece after every merge was quadratic
+    // (a 64 kB piece took minutes). It can differ from GPT-2's original bpe() (which merges every occurrence of the
+    // best pair in one pass) only when a merge creates a pair of lower rank than the one being merged, which a
+    // merges list that makes one token twice allows; transformers' fast tokenizers are merge_all too.
     std::vector<int> bpe(const std::string& piece) const {
         const int n = static_cast<int>(piece.size());
         std::vector<std::string> symbols(static_cast<std::size_t>(n));

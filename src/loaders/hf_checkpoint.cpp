@@ -47,7 +47,7 @@ HfCheckpoint::HfCheckpoint(const std::string& directory) try {
     }
     if (location_.empty()) throw Error("checkpoint index has an empty weight_map", source_);
 } catch (const nlohmann::json::exception& error) {
-    throw_json_content_error(error, directory);
+    throw_json_content_error(error, directory + "/model.safetensors.index.json");  // the only JSON read here
 }
 
 std::vector<std::string> HfCheckpoint::names() const {

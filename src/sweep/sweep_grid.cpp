@@ -146,7 +146,8 @@ SweepGrid parse_json_grid(const std::string& text, const std::string& path) try 
 // line, and "\xcf\x9c" after a malformed value, where toml++'s error path scans characters a string would have held).
 // So toml++ never sees a non-ASCII character: each distinct one is replaced by its own code point of Unicode's
 // private-use planes 15-16 (U+F0000...), which every classifier rejects early, and the strings read from the document
-// are mapped back. Valid TOML reads the same; invalid TOML is still refused by toml++, now without undefined behaviour.
+// are mapped back. Valid TOML reads the same, except that an escape into planes 15-16 is refused (it could decode to a
+// stand-in); invalid TOML is still refused by toml++, now without undefined behaviour.
 struct HiddenNonAscii {
     std::string text;
     std::map<utf8proc_int32_t, utf8proc_int32_t> original;  // stand-in -> the file's character
@@ -176,6 +177,13 @@ struct HiddenNonAscii {
 HiddenNonAscii hide_non_ascii(const std::string& text, const std::string& path) {
     constexpr utf8proc_int32_t kPerPlane = 0xFFFE;  // U+F0000..U+FFFFD and U+100000..U+10FFFD (not U+xFFFE/U+xFFFF)
     HiddenNonAscii hidden;
+    // An escape into planes 15-16 (\U000Fxxxx, \U0010xxxx) could decode to a stand-in and be mapped back to another
+    // character: refused (private-use characters have no place in a grid; a literal string holding such text too).
+    for (std::size_t at = text.find("\\U"); at != std::string::npos; at = text.find("\\U", at + 1))
+        if (text.compare(at + 2, 3, "000") == 0 && at + 5 < text.size() && (text[at + 5] == 'F' || text[at + 5] == 'f'))
+            throw Error("not valid TOML here: an escape into Unicode's private-use planes 15-16 (\\U000F...)", path);
+        else if (text.compare(at + 2, 4, "0010") == 0)
+            throw Error("not valid TOML here: an escape into Unicode's private-use planes 15-16 (\\U0010...)", path);
     std::map<utf8proc_int32_t, utf8proc_int32_t> stand_in;  // the file's character -> stand-in
     const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
     for (std::size_t i = 0; i < text.size();) {

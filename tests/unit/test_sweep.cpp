@@ -93,6 +93,9 @@ TEST(SweepGrid, BadGridsNameTheFileAndTheProblem) {
     EXPECT_NE(message("experiment = \"theory\"\n[axes]\n\"s\u00e9ed\" = [1]\n", "toml").find("setting 's\u00e9ed' is not a flag name"),
               std::string::npos);
     EXPECT_EQ(message("x = \"\xff\"\n", "toml"), "not valid TOML: not UTF-8 at byte 6 (grid.toml)");
+    // An escape that could decode to a stand-in is refused rather than mapped back to another character.
+    EXPECT_NE(message("# \u00e9\nexperiment = \"\\U000F0000\"\n", "toml").find("private-use planes 15-16"), std::string::npos);
+    EXPECT_NE(message("experiment = \"\\U0010fffd\"\n", "toml").find("private-use planes 15-16"), std::string::npos);
     const auto accents = parse_sweep_grid("# r\u00e9sum\u00e9\nexperiment = \"model\"\n[fixed]\nmodel = '/d/mod\u00e8les'\n"
                                           "text = \"\u00e9\\\"\u00e9\"\n[axes]\nseed = [1]\n",
                                           "toml", "g.toml");

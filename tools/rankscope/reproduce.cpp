@@ -56,7 +56,7 @@ struct CellState {
 };
 
 std::string read_text(const std::filesystem::path& path) {
-    return read_file_if_present(path.string(), kMaxTextFileBytes, "reproduction file");
+    return read_file_if_present(path.string(), kNoSizeLimit, "reproduction file");
 }
 
 std::string html_escape(const std::string& text) {

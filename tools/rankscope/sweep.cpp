@@ -38,7 +38,7 @@ struct SweepOptions {
 };
 
 std::string read_text(const std::filesystem::path& path) {
-    return read_file_if_present(path.string(), kMaxTextFileBytes, "sweep file");
+    return read_file_if_present(path.string(), kNoSizeLimit, "sweep file");
 }
 
 // Every cell's command line must parse before anything runs: an unknown flag or a bad value is one error naming the

@@ -15,7 +15,7 @@ namespace rankscope::cli {
 std::vector<std::string> write_collapse_depth(const SweepGrid& grid, const std::vector<const SweepCell*>& done_cells,
                                               const std::filesystem::path& out, const Provenance& provenance) {
     if (grid.experiment != "theory" || done_cells.empty()) return {};
-    const std::string text = read_file_if_present((out / "tables" / "theory.csv").string(), kMaxCsvFileBytes, "theory table");
+    const std::string text = read_file_if_present((out / "tables" / "theory.csv").string(), kNoSizeLimit, "theory table");
     if (text.empty()) return {};
     const CollapseDepthTables tables = collapse_depth_tables(text);
     const std::string comment = csv_provenance_lines(provenance);
