@@ -1,6 +1,7 @@
 # rankscope: the two set-up commands of the README.
 #   make demo   install what is missing, build, and run rankscope's main job on its built-in defaults
-#   make test   install what is missing, build, and run the whole test suite
+#   make test   install what is missing, build, and run the test suite but the minutes-long end-to-end runs (label
+#               long: make test-long; CI runs both)
 # Other targets: make build, make pretrain (BERT and ALBERT pretrained here on real English, about 2 x 40 min on 2
 # cores, into out/pretrain/{bert,albert}; the full `rankscope reproduce` then adds their E1/E2 and dynamics), make bench, make bench-stream (peak memory of a 0.85e9-parameter decoder read whole
 # and streamed), make test-sanitize-parsers (the fuzz corpus replayed through the parsers under
@@ -12,7 +13,7 @@ DEMO_OUT ?= out/demo
 SANITIZE_BUILD ?= $(BUILD)/sanitize
 SANITIZE_PARSERS_BUILD ?= $(BUILD)/sanitize-parsers
 
-.PHONY: deps configure build demo pretrain test test-sanitize test-sanitize-parsers bench bench-stream clean
+.PHONY: deps configure build demo pretrain test test-long test-sanitize test-sanitize-parsers bench bench-stream clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -47,7 +48,11 @@ pretrain: build
 	$(BUILD)/bin/rankscope dynamics --checkpoints $(PRETRAIN_OUT)/albert --out $(PRETRAIN_OUT)/albert/dynamics
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j 2
+	cd $(BUILD) && ctest --output-on-failure -j 2 -LE long
+
+# The end-to-end runs of label `long` (the quick reproduction, killed and resumed: ~2.5 min); CI runs them after make test.
+test-long: build
+	cd $(BUILD) && ctest --output-on-failure -j 2 -L long
 
 # The same suite built with -fsanitize=address,undefined (libtorch itself is not instrumented; the Python module is
 # left out: an instrumented extension cannot load into an uninstrumented Python; so is MPI, whose library's own
