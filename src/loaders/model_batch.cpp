@@ -54,7 +54,6 @@ void check_batch_shape(const std::vector<std::int64_t>& shape, const std::string
 
 ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
     const SafetensorsFile file(path);
-    if (file.contains("input_ids")) check_batch_shape(file.view("input_ids").shape, path + ":input_ids");
     const at::Tensor input_ids = read_ids(file, "input_ids", {}, 0);
     const std::vector<std::int64_t> shape(input_ids.sizes().begin(), input_ids.sizes().end());
     return checked_model_batch(input_ids, read_ids(file, "attention_mask", shape, 1),
