@@ -13,8 +13,8 @@
 //   a   = pre-LN ? LN1(X) : X
 //   P_h = softmax_rows((a W_Q,h + 1 b_Q,hᵀ)(a W_K,h + 1 b_K,hᵀ)ᵀ / sqrt(k))                    [B, H, n, n]
 //   A   = Σ_h P_h (a W_V,h + 1 b_V,hᵀ) W_O,h + 1 b_Oᵀ                                            [B, n, d]
-//   M   = (attention skip ? X + A : A), then LN1 for post-LN / affine-LN
-//   Y   = MLP block on M likewise (W_in [d, m], ReLU or GELU, W_out [m, d], optional skip, LN2)
+//   M   = (attention skip ? X + α A : A), then LN1 for post-LN / affine-LN   (α = residual_scale, 1 by default)
+//   Y   = MLP block on M likewise (W_in [d, m], ReLU or GELU, W_out [m, d], optional skip M + α MLP, LN2)
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
@@ -45,6 +45,9 @@ struct BlockConfig {
     Activation activation = Activation::ReLU;
     int mlp_width = 0;            // 0 = 4 · d_model
     LayerNormKind layer_norm = LayerNormKind::None;
+    // α of the skip connections: X + α·SA(·) and M + α·MLP(·) (Noci et al. 2022 scale the branches by 1/√L to keep
+    // tokens apart at depth). Only used where a skip is on.
+    double residual_scale = 1.0;
 };
 
 struct SanConfig {
@@ -56,6 +59,9 @@ struct SanConfig {
     int tokens = 32;          // n, for random inputs
     bool biases = false;      // b_Q, b_K, b_V, b_O, b_in, b_out (drawn N(0, 0.1²) when on)
     double init_scale = 1.0;  // weights ~ N(0, init_scale² / fan_in)
+    // W_Q and W_K ~ N(0, (init_scale · query_key_scale)² / fan_in): the attention logits grow as query_key_scale²
+    // (large values make attention near one-hot, "entropy collapse"; small ones near uniform).
+    double query_key_scale = 1.0;
     BlockConfig block;        // used for every layer unless per_layer is non-empty
     std::vector<BlockConfig> per_layer;
     BlockConfig block_at(int layer) const;
@@ -115,6 +121,8 @@ struct BlockImpl : torch::nn::Module {
     at::Tensor forward_head(const at::Tensor& x, int head, bool sub_path, const at::Tensor& key_bias = {});
     // The MLP sub-block (identity when the block has no MLP), with its skip and LN2 as configured.
     at::Tensor mlp_block(const at::Tensor& mid, Recorder* recorder, int layer);
+    // x + α·branch (α = config.residual_scale; exactly x + branch when α = 1).
+    at::Tensor skip_add(const at::Tensor& x, const at::Tensor& branch) const;
     BlockConfig config;
     Attention attn{nullptr};
     Mlp mlp{nullptr};

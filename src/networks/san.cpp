@@ -33,6 +33,10 @@ void SanConfig::validate() const {
     if ((d_qk <= 0 || d_v <= 0) && d_model % heads != 0)
         throw Error("d_model (" + std::to_string(d_model) + ") is not divisible by heads (" + std::to_string(heads) +
                     "); give --d-qk and --d-v");
+    if (!(init_scale >= 0 && std::isfinite(init_scale)) || !(query_key_scale >= 0 && std::isfinite(query_key_scale)))
+        throw Error("init_scale and query_key_scale must be finite and non-negative");
+    for (const BlockConfig& b : per_layer.empty() ? std::vector<BlockConfig>{block} : per_layer)
+        if (!std::isfinite(b.residual_scale)) throw Error("residual_scale must be finite");
     if (!per_layer.empty() && static_cast<int>(per_layer.size()) != layers)
         throw Error("per-layer settings list " + std::to_string(per_layer.size()) + " layers, network has " +
                     std::to_string(layers));
@@ -46,8 +50,9 @@ at::Tensor bias(std::vector<std::int64_t> shape, bool on) { return on ? torch::r
 AttentionImpl::AttentionImpl(const SanConfig& c) : heads(c.heads), d_qk(c.qk_dim()) {
     const std::int64_t H = c.heads, d = c.d_model, k = c.qk_dim(), v = c.v_dim();
     const double s = c.init_scale;
-    W_Q = register_parameter("W_Q", normal({H, d, k}, s / std::sqrt(double(d))));
-    W_K = register_parameter("W_K", normal({H, d, k}, s / std::sqrt(double(d))));
+    const double qk = s * c.query_key_scale;
+    W_Q = register_parameter("W_Q", normal({H, d, k}, qk / std::sqrt(double(d))));
+    W_K = register_parameter("W_K", normal({H, d, k}, qk / std::sqrt(double(d))));
     W_V = register_parameter("W_V", normal({H, d, v}, s / std::sqrt(double(d))));
     W_O = register_parameter("W_O", normal({H, v, d}, s / std::sqrt(double(H * v))));
     b_Q = register_parameter("b_Q", bias({H, k}, c.biases));
@@ -139,12 +144,16 @@ BlockImpl::BlockImpl(const SanConfig& c, const BlockConfig& block) : config(bloc
     }
 }
 
+at::Tensor BlockImpl::skip_add(const at::Tensor& x, const at::Tensor& branch) const {
+    return config.residual_scale == 1.0 ? x + branch : x + config.residual_scale * branch;
+}
+
 at::Tensor BlockImpl::mlp_block(const at::Tensor& mid, Recorder* recorder, int layer) {
     if (!config.mlp) return mid;
     const bool pre = config.layer_norm == LayerNormKind::Pre;
     const bool post = config.layer_norm == LayerNormKind::Post || config.layer_norm == LayerNormKind::Affine;
     const at::Tensor mlp_out = record(recorder, block_hook(layer, "hook_mlp_out"), mlp->forward(pre ? ln2->forward(mid) : mid));
-    const at::Tensor out = config.mlp_skip ? mid + mlp_out : mlp_out;
+    const at::Tensor out = config.mlp_skip ? skip_add(mid, mlp_out) : mlp_out;
     return post ? ln2->forward(out) : out;
 }
 
@@ -154,7 +163,7 @@ at::Tensor BlockImpl::forward(const at::Tensor& x, Recorder* recorder, int layer
     record(recorder, block_hook(layer, "hook_resid_pre"), x);
     const at::Tensor attention_out = record(recorder, block_hook(layer, "hook_attn_out"),
                                             attn->forward(pre ? ln1->forward(x) : x, recorder, layer, key_bias));
-    at::Tensor mid = config.attention_skip ? x + attention_out : attention_out;
+    at::Tensor mid = config.attention_skip ? skip_add(x, attention_out) : attention_out;
     if (post) mid = ln1->forward(mid);
     record(recorder, block_hook(layer, "hook_resid_mid"), mid);
     return record(recorder, block_hook(layer, "hook_resid_post"), mlp_block(mid, recorder, layer));
@@ -166,7 +175,7 @@ at::Tensor BlockImpl::forward_head(const at::Tensor& x, int head, bool sub_path,
     const at::Tensor head_out = attn->forward_head(pre ? ln1->forward(x) : x, head, key_bias);
     at::Tensor mid;
     if (sub_path) {
-        mid = config.attention_skip ? x + head_out : head_out;
+        mid = config.attention_skip ? skip_add(x, head_out) : head_out;
         if (post) mid = ln1->forward(mid);
     } else {
         mid = config.layer_norm == LayerNormKind::None ? head_out : plain_layer_norm(head_out);
