@@ -20,5 +20,8 @@ Summary summarize(const std::vector<double>& values);
 Summary summarize(const at::Tensor& values);
 // The middle value (mean of the two middle values for an even count); NaN for an empty list.
 double median(std::vector<double> values);
+// Spearman's rank correlation: Pearson's correlation of the ranks (tied values get the mean of their ranks). NaN when
+// fewer than 2 pairs or when either list is constant. Throws rankscope::Error when the lists differ in length or hold NaN.
+double spearman_correlation(const std::vector<double>& x, const std::vector<double>& y);
 
 }  // namespace rankscope

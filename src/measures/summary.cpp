@@ -30,6 +30,41 @@ double median(std::vector<double> values) {
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+namespace {
+// Ranks 1..n, ties sharing the mean of the ranks they span.
+std::vector<double> ranks(const std::vector<double>& values) {
+    std::vector<std::size_t> order(values.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+    std::vector<double> rank(values.size());
+    for (std::size_t start = 0; start < order.size();) {
+        std::size_t end = start + 1;
+        while (end < order.size() && values[order[end]] == values[order[start]]) ++end;
+        const double shared = 0.5 * static_cast<double>(start + 1 + end);  // mean of ranks start+1 .. end
+        for (std::size_t i = start; i < end; ++i) rank[order[i]] = shared;
+        start = end;
+    }
+    return rank;
+}
+}  // namespace
+
+double spearman_correlation(const std::vector<double>& x, const std::vector<double>& y) {
+    if (x.size() != y.size()) throw Error("spearman_correlation: lists of different lengths");
+    for (std::size_t i = 0; i < x.size(); ++i)
+        if (std::isnan(x[i]) || std::isnan(y[i])) throw Error("spearman_correlation: NaN in the values");
+    if (x.size() < 2) return NAN;
+    const std::vector<double> rx = ranks(x), ry = ranks(y);
+    const double n = static_cast<double>(x.size()), mean = (n + 1) / 2;
+    double sxy = 0, sxx = 0, syy = 0;
+    for (std::size_t i = 0; i < rx.size(); ++i) {
+        sxy += (rx[i] - mean) * (ry[i] - mean);
+        sxx += (rx[i] - mean) * (rx[i] - mean);
+        syy += (ry[i] - mean) * (ry[i] - mean);
+    }
+    if (sxx == 0 || syy == 0) return NAN;
+    return sxy / std::sqrt(sxx * syy);
+}
+
 Summary summarize(const at::Tensor& values) {
     const at::Tensor flat = values.to(at::kDouble).contiguous().view(-1);
     return summarize(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
