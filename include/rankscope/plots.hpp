@@ -4,6 +4,7 @@
 // column positions. Every figure shares one layout: panels of equal size in a grid, an overall title, and one key for
 // the whole figure in its own strip below the panels (a key never squeezes a panel). Ranges come from the data
 // (gnuplot `stats`), layer/length axes have integer ticks, log axes mark the float round-off floor.
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,5 +103,33 @@ Figure paths_effectiveness_figure(const std::string& task, const std::vector<std
 // width_depth.svg (E5) from width_depth_residual.csv (layers, relative_depth, mean) and width_depth_paths.csv
 // (layers, k, share). `depths`: (layers, legend title) per model.
 Figure width_depth_figure(const std::string& task, const std::vector<std::pair<int, std::string>>& depths);
+
+// trainability.svg (Noci et al. 2022) from trainability_summary.csv (layer_norm, scaling, depth, last_cosine_mean) and
+// trainability.csv (layer_norm, scaling, depth, layer, input_cosine, query_over_value): the last layer's token cosine
+// against depth; ‖∇W_Q‖/‖∇W_V‖ per layer at depth `deepest`; the same ratio against each layer's input cosine.
+// `series`: (layer_norm, scaling, legend title) per configuration.
+struct TrainabilitySeries {
+    std::string layer_norm, scaling, title;
+};
+Figure trainability_figure(const std::vector<TrainabilitySeries>& series, int deepest);
+
+// failure_modes.svg from failure_modes_summary.csv (variant, query_key_scale, layer, normalized_entropy_mean,
+// log10_relative_residual_mean): per variant, two heat maps over (query/key scale, layer): attention entropy and the
+// relative residual; the scales as equal columns labelled with their values, the freezing scale s_c marked.
+Figure failure_modes_figure(const std::vector<std::string>& variants, const std::vector<double>& scales, int layers,
+                            double freezing_scale);
+
+// circle.svg (E3) from circle_trajectories.csv (variant, seed, token, x, y, target_x, target_y): one square panel per
+// variant with equal axes, the arcs dashed, the first seed's two tokens bold, the other seeds faint. `panel_titles`:
+// one per variant.
+Figure circle_figure(const std::vector<std::string>& variants, const std::vector<std::string>& panel_titles,
+                     std::uint64_t first_seed, int steps, bool several_seeds);
+// circle_regimes.svg from circle_regimes_trajectories.csv (the same columns and `regime`): small multiples, one row per
+// regime and one column per variant, every seed's trajectories as thin lines over the arcs. `panel_titles`: regime-major.
+Figure circle_regimes_figure(const std::vector<std::string>& regimes, const std::vector<std::string>& variants,
+                             const std::vector<std::string>& panel_titles, int steps);
+
+// The heat maps' colour palette (viridis, colour-blind safe), as a gnuplot command.
+const char* heatmap_palette();
 
 }  // namespace rankscope

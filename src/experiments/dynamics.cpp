@@ -49,7 +49,6 @@ std::string step_tics(const std::vector<long>& steps) {
     return fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
 }
 
-const char* kPalette = "set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n";
 
 // One heat-map panel: cells (checkpoint, layer) coloured by `value` of the rows where `condition` holds.
 // Layers first_layer..last_layer on y.
@@ -200,7 +199,7 @@ Figure dynamics_heatmap_figure(const std::string& model, const std::vector<std::
     PanelFigure figure("dynamics_heatmap", model + ": relative residual (log10) by layer through pretraining", rows, cols, 480, 330);
     figure.reserve_colorbox(kColorbox);
     // Values at or below float32 round-off (exact zeros included: all rows equal in float32) share the bottom colour.
-    figure.add_preface(std::string(kPalette) + fmt::format("set cbrange [{}:0.1]\n", kHeatmapFloor));
+    figure.add_preface(std::string(heatmap_palette()) + fmt::format("set cbrange [{}:0.1]\n", kHeatmapFloor));
     const std::string clamped = fmt::format("({0} < {1} ? {1} : {0})", csv_number("log10_mean"), kHeatmapFloor);
     for (const auto& variant : variants)
         figure.add_panel(heatmap_panel("dynamics_residual.csv", text_is("variant", variant), clamped, variant, steps,
@@ -231,7 +230,7 @@ Figure dynamics_curves_figure(const std::string& model, const std::vector<std::s
 Figure dynamics_attention_figure(const std::string& model, const std::vector<long>& steps, int layers) {
     PanelFigure figure("dynamics_attention", model + ": attention through pretraining (unmodified model)", 1, 2, 480, 330);
     figure.reserve_colorbox(kColorbox);
-    figure.add_preface(kPalette);
+    figure.add_preface(heatmap_palette());
     figure.add_panel("set cbrange [*:*]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("entropy_mean"),
                                                           "entropy, mean over heads (uniform head: ln n)", steps, "nats", 1,
                                                           layers));

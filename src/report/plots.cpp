@@ -1,6 +1,7 @@
 #include "rankscope/plots.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -429,6 +430,158 @@ Figure collapse_depth_figure(const std::vector<std::string>& variants, const std
     for (std::size_t i = 0; i < d_models.size(); ++i)
         figure.add_key_entry(d_models[i].empty() ? "all runs" : "d = " + d_models[i],
                              fmt::format("with linespoints lt {}", i + 1));
+    return figure.build();
+}
+
+Figure trainability_figure(const std::vector<TrainabilitySeries>& series, int deepest) {
+    const std::string summary = "trainability_summary.csv", layers = "trainability.csv";
+    PanelFigure figure("trainability", "Rank collapse and query/key gradients at initialisation (Noci et al. 2022)", 1, 3);
+    std::vector<std::string> cosine_plots, layer_plots, scatter_plots;
+    for (std::size_t i = 0; i < series.size(); ++i) {
+        const std::string configuration = all_of({text_is("layer_norm", series[i].layer_norm), text_is("scaling", series[i].scaling)});
+        cosine_plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(summary), csv_number("depth"),
+                                           only_if(configuration, csv_number("last_cosine_mean")), i + 1));
+        layer_plots.push_back(fmt::format("{} using ({}):{} with points lt {}", file(layers), csv_number("layer"),
+                                          only_if(all_of({configuration, number_is("depth", deepest)}),
+                                                  log_value(csv_number("query_over_value"), "ratio")),
+                                          i + 1));
+        scatter_plots.push_back(fmt::format("{} using ({}):{} with points lt {}", file(layers), csv_number("input_cosine"),
+                                            only_if(configuration, log_value(csv_number("query_over_value"), "ratio")), i + 1));
+        figure.add_key_entry(series[i].title, fmt::format("with linespoints lt {}", i + 1));
+    }
+    figure.add_panel("set title 'token alignment at the last layer'\nset logscale x 2\nset format x '%g'\n"
+                     "set xlabel 'depth L'\nset yrange [-0.05:1.05]\nset format y '%g'\n" +
+                     ylabel("mean token cosine (mean over seeds)", true) + join_plots(cosine_plots));
+    figure.add_panel(fmt::format("set title 'query vs value gradient per layer, L = {}'\nunset logscale x\n", deepest) +
+                     integer_axis("x", layers, only_if(number_is("depth", deepest), csv_number("layer")), "layer") +
+                     "set xlabel 'layer l (0 = first)'\n" + log_y(layers, csv_number("query_over_value"), FloatFloor::none, "ratio") +
+                     ylabel("||dL/dW_Q|| / ||dL/dW_V||", true) + join_plots(layer_plots));
+    figure.add_panel("set title 'query vs value gradient against input alignment'\nset xrange [-0.05:1.05]\nset xtics auto\n"
+                     "set format x '%g'\nset xlabel 'mean token cosine of the layer input'\n" +
+                     ylabel("||dL/dW_Q|| / ||dL/dW_V||", true) + join_plots(scatter_plots));
+    return figure.build();
+}
+
+const char* heatmap_palette() {
+    return "set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n";
+}
+
+Figure failure_modes_figure(const std::vector<std::string>& variants, const std::vector<double>& scales, int layers,
+                            double freezing_scale) {
+    const std::string csv = "failure_modes_summary.csv";
+    constexpr int kFloor = -16;  // log10 of the relative residual: float64 round-off
+    PanelFigure figure("failure_modes", "Two failure modes at init: entropy collapse (large s) and rank collapse (small s)",
+                       static_cast<int>(variants.size()), 2, 460, 330);
+    figure.reserve_colorbox(150);
+    // Columns: the i-th scale (sorted) at x = i, labelled with its value; s_c drawn where it falls between them.
+    std::vector<double> sorted = scales;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<std::string> tics, index_of;
+    for (std::size_t i = 0; i < sorted.size(); ++i) {
+        tics.push_back(fmt::format("'{:g}' {}", sorted[i], i));
+        index_of.push_back(fmt::format("{} == {} ? {}", csv_number("query_key_scale"), sorted[i], i));  // shortest round trip, as the CSV
+    }
+    double marker = NAN;
+    for (std::size_t i = 0; i + 1 < sorted.size(); ++i)
+        if (freezing_scale >= sorted[i] && freezing_scale <= sorted[i + 1])
+            marker = static_cast<double>(i) + std::log(freezing_scale / sorted[i]) / std::log(sorted[i + 1] / sorted[i]);
+    const std::string x = "(" + fmt::format("{}", fmt::join(index_of, " : ")) + " : NaN)";
+    const int stride = std::max(1, (layers + 7) / 8);
+    std::string preface = std::string(heatmap_palette()) +
+                          fmt::format("set xrange [-0.5:{}]\nset xtics ({})\nset yrange [0.5:{}]\nset ytics {}\n"
+                                      "set xlabel 'query/key scale s'\nset ylabel 'layer'\nset style fill solid 1.0 noborder\n",
+                                      sorted.size() - 0.5, fmt::join(tics, ", "), layers + 0.5, stride);
+    if (!std::isnan(marker))
+        preface += fmt::format("set arrow from {0}, graph 0 to {0}, graph 1 nohead lc rgb '#ffffff' lw 2 dt 2 front\n"
+                               "set style textbox opaque fc rgb '#ffffff' noborder\n"
+                               "set label 's_c' at {0}, graph 0.92 center boxed front\n",
+                               marker);
+    figure.add_preface(preface);
+    for (const auto& variant : variants) {
+        const std::string rows = text_is("variant", variant);
+        figure.add_panel(fmt::format("set title {}\nset cbrange [0:1]\nset cblabel 'entropy / ln n'\n"
+                                     "plot {} using {}:({}):(0.5):(0.5):({}) with boxxyerror fc palette notitle\n",
+                                     gnuplot_quote(variant + ": attention entropy (1 = uniform, 0 = one-hot)"), file(csv),
+                                     only_if(rows, x), csv_number("layer"), csv_number("normalized_entropy_mean")));
+        figure.add_panel(fmt::format("set title {}\nset cbrange [{}:0]\nset cblabel 'log10 relative residual'\n"
+                                     "plot {} using {}:({}):(0.5):(0.5):({} < {} ? {} : {}) with boxxyerror fc palette notitle\n",
+                                     gnuplot_quote(variant + ": relative residual (log10; low = rank collapse)"), kFloor,
+                                     file(csv), only_if(rows, x), csv_number("layer"),
+                                     csv_number("log10_relative_residual_mean"), kFloor, kFloor,
+                                     csv_number("log10_relative_residual_mean")));
+    }
+    return figure.build();
+}
+
+namespace {
+
+const char* kCircleCsv = "circle_trajectories.csv";
+const std::string kArcStyle = "with lines lc rgb '#555555' dt 2 lw 1.2";
+
+// One circle panel's plots over the rows where `rows` holds: the seeds in `faint` as thin translucent lines, the seed
+// `bold` (when set) with points, then both arcs on top (so that a trajectory lying on its arc does not hide it).
+std::vector<std::string> circle_plots(const std::string& csv, const std::string& rows, const std::string& faint,
+                                      const std::string& bold) {
+    auto series = [&](const std::string& seed, int token, const std::string& x, const std::string& y, const std::string& style) {
+        return fmt::format("{} using {}:({}) {}", file(csv), only_if(all_of({rows, seed, number_is("token", token)}), csv_number(x)),
+                           csv_number(y), style);
+    };
+    std::vector<std::string> plots;
+    if (!faint.empty()) {
+        plots.push_back(series(faint, 0, "x", "y", "with lines lc rgb '#A00072B2' lw 0.8"));
+        plots.push_back(series(faint, 1, "x", "y", "with lines lc rgb '#A0D55E00' lw 0.8"));
+    }
+    if (!bold.empty()) {
+        plots.push_back(series(bold, 0, "x", "y", "with linespoints pt 7 ps 0.35 pi 5 lc rgb '#0072B2'"));
+        plots.push_back(series(bold, 1, "x", "y", "with linespoints pt 5 ps 0.35 pi 5 lc rgb '#D55E00'"));
+    }
+    const std::string any_seed = bold.empty() ? faint : bold;
+    plots.push_back(series(any_seed, 0, "target_x", "target_y", kArcStyle));
+    plots.push_back(series(any_seed, 1, "target_x", "target_y", kArcStyle));
+    return plots;
+}
+
+// Square panels over equal ranges: equal aspect without `set size ratio` (the layout's margins fix the panel).
+const char* kCirclePreface = "set xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset xtics 0.25\nset ytics 0.25\n"
+                             "set format x '%g'\nset format y '%g'\nset xlabel 'x'\n";
+
+}  // namespace
+
+Figure circle_figure(const std::vector<std::string>& variants, const std::vector<std::string>& panel_titles,
+                     std::uint64_t first_seed, int steps, bool several_seeds) {
+    const int cols = std::min<int>(4, static_cast<int>(variants.size()));
+    const int rows = (static_cast<int>(variants.size()) + cols - 1) / cols;
+    PanelFigure figure("circle", fmt::format("E3: {} recurrent steps of the trained 1-layer, 2-head model", steps), rows, cols,
+                       300, 300);
+    figure.add_preface(kCirclePreface);
+    const std::string first = number_is("seed", static_cast<double>(first_seed));
+    for (std::size_t v = 0; v < variants.size(); ++v)
+        figure.add_panel("set title " + gnuplot_quote(panel_titles.at(v)) + "\n" + ylabel("y", v % cols == 0) +
+                         join_plots(circle_plots(kCircleCsv, text_is("variant", variants[v]),
+                                                 several_seeds ? "!(" + first + ")" : "", first)));
+    figure.add_key_entry("arcs (targets)", kArcStyle);
+    figure.add_key_entry(fmt::format("token 1, seed {}", first_seed), "with linespoints pt 7 ps 0.6 lc rgb '#0072B2'");
+    figure.add_key_entry(fmt::format("token 2, seed {}", first_seed), "with linespoints pt 5 ps 0.6 lc rgb '#D55E00'");
+    if (several_seeds) figure.add_key_entry("other seeds", "with lines lc rgb '#A00072B2' lw 0.8");
+    return figure.build();
+}
+
+Figure circle_regimes_figure(const std::vector<std::string>& regimes, const std::vector<std::string>& variants,
+                             const std::vector<std::string>& panel_titles, int steps) {
+    const std::string csv = "circle_regimes_trajectories.csv";
+    PanelFigure figure("circle_regimes", fmt::format("E3 by training regime: {} recurrent steps, every seed", steps),
+                       static_cast<int>(regimes.size()), static_cast<int>(variants.size()), 240, 240);
+    figure.add_preface(kCirclePreface);
+    std::size_t panel = 0;
+    for (const auto& regime : regimes)
+        for (std::size_t v = 0; v < variants.size(); ++v, ++panel)
+            figure.add_panel("set title " + gnuplot_quote(panel_titles.at(panel)) + "\n" +
+                             ylabel(regime, v == 0) +
+                             join_plots(circle_plots(csv, all_of({text_is("regime", regime), text_is("variant", variants[v])}),
+                                                     "1", "")));
+    figure.add_key_entry("arcs (targets)", kArcStyle);
+    figure.add_key_entry("token 1 (one line per seed)", "with lines lc rgb '#A00072B2' lw 0.8");
+    figure.add_key_entry("token 2", "with lines lc rgb '#A0D55E00' lw 0.8");
     return figure.build();
 }
 

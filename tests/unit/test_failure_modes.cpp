@@ -1,0 +1,130 @@
+// Rank collapse vs entropy collapse (failure_modes.hpp): the entropy against hand-checked patterns and against
+// measures.hpp's row entropy, the query/key scale as an exact factor of W_Q and W_K only, the closed forms, and every
+// judge flipping on a contradicting result.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <functional>
+
+#include "rankscope/error.hpp"
+#include "rankscope/failure_modes.hpp"
+#include "rankscope/measures.hpp"
+
+using namespace rankscope;
+
+TEST(FailureModes, NormalizedEntropyOfHandCheckedPatterns) {
+    const at::Tensor uniform = torch::full({1, 1, 4, 4}, 0.25, at::kDouble);
+    EXPECT_NEAR(normalized_attention_entropy(uniform), 1.0, 1e-15);
+    const at::Tensor one_hot = torch::eye(4, at::kDouble).view({1, 1, 4, 4});
+    EXPECT_EQ(normalized_attention_entropy(one_hot), 0.0);  // 0 ln 0 = 0, no NaN
+    // Rows [1/2, 1/2, 0, 0]: ln 2 / ln 4 = 1/2.
+    const at::Tensor halves = torch::tensor({0.5, 0.5, 0.0, 0.0}, at::kDouble).repeat({4, 1}).view({1, 1, 4, 4});
+    EXPECT_NEAR(normalized_attention_entropy(halves), 0.5, 1e-15);
+}
+
+TEST(FailureModes, NormalizedEntropyMatchesTheRowEntropyOfMeasures) {
+    torch::manual_seed(5);
+    const at::Tensor p = torch::softmax(torch::randn({2, 3, 7, 7}, at::kDouble) * 3, -1);
+    double sum = 0;
+    for (int b = 0; b < 2; ++b)
+        for (int h = 0; h < 3; ++h) sum += attention_measures(to_matrix(p[b][h])).mean_row_entropy;
+    EXPECT_NEAR(normalized_attention_entropy(p), sum / 6 / std::log(7.0), 1e-13);
+}
+
+TEST(FailureModes, QueryKeyScaleMultipliesOnlyTheQueryAndKeyWeights) {
+    FailureModesSettings settings;
+    settings.layers = 2;
+    for (const auto& variant : failure_mode_variants()) {
+        torch::manual_seed(9);
+        San one(failure_modes_network(settings, variant, 1.0));
+        torch::manual_seed(9);
+        San three(failure_modes_network(settings, variant, 3.0));
+        const auto a = one->named_parameters(), b = three->named_parameters();
+        ASSERT_EQ(a.size(), b.size());
+        for (const auto& item : a) {
+            const std::string& name = item.key();
+            const bool query_key = name.find("W_Q") != std::string::npos || name.find("W_K") != std::string::npos;
+            const at::Tensor expected = query_key ? item.value() * 3.0 : item.value();
+            EXPECT_TRUE(torch::allclose(b[name], expected, 1e-6, 0)) << variant << " " << name;
+        }
+    }
+    EXPECT_NEAR(entropy_freezing_scale(32), std::pow(2 * std::log(32.0), 0.25), 1e-15);
+    EXPECT_NEAR(first_layer_entropy_expansion(1.0, 32), 1 - 1 / (2 * std::log(32.0)), 1e-15);
+    settings.variants = {"BERT"};
+    EXPECT_THROW(settings.validate(), Error);
+}
+
+namespace {
+
+constexpr int kLayers = 6;
+
+// A synthetic result: layer-1 entropy from `entropy1(s)`, deeper layers' entropy 1; SAN's residual collapses (1e-16)
+// from layer `san_collapse(s)` on, the transformer's residual `transformer_residual`.
+struct Synthetic {
+    std::function<double(double)> entropy1 = [](double s) {
+        return s <= 1 ? first_layer_entropy_expansion(s, 32) : s < 2 ? 0.49 : 0.05;
+    };
+    std::function<int(double)> san_collapse = [](double s) { return s < 1 ? 2 : s < 2 ? 3 : 5; };
+    double transformer_residual = 0.3;
+};
+
+FailureModesResult synthetic_result(const Synthetic& s, const FailureModesSettings& settings) {
+    FailureModesResult result;
+    for (const auto& variant : settings.variants)
+        for (double scale : settings.query_key_scales)
+            for (int layer = 1; layer <= kLayers; ++layer) {
+                FailureModesRow row;
+                row.variant = variant, row.query_key_scale = scale, row.layer = layer;
+                row.normalized_entropy = layer == 1 ? s.entropy1(scale) : 1.0;
+                row.relative_residual = variant == "SAN" ? (layer >= s.san_collapse(scale) ? 1e-16 : 0.5) : s.transformer_residual;
+                result.rows.push_back(row);
+            }
+    return result;
+}
+
+Verdict verdict_of(const Findings& f, const std::string& part) {
+    for (const auto& c : f.checks)
+        if (c.claim.find(part) != std::string::npos) return c.verdict;
+    throw Error("no check mentions '" + part + "'");
+}
+
+}  // namespace
+
+TEST(FailureModes, JudgesFlipOnContradictingResults) {
+    FailureModesSettings settings;
+    settings.layers = kLayers;
+    settings.seeds = 1;
+    settings.query_key_scales = {0.25, 0.5, 1, 1.62, 4};  // s_c = (2 ln 32)^{1/4} = 1.62
+    const std::string small = "Small query/key", large = "Large query/key", delay = "delay the rank collapse",
+                      freezes = "freezes onto few keys", expansion = "follows 1 − s⁴";
+    const Findings agreeing = failure_modes_findings(synthetic_result({}, settings), settings);
+    ASSERT_EQ(agreeing.checks.size(), 5u);
+    for (const auto& part : {small, large, delay, freezes, expansion}) EXPECT_EQ(verdict_of(agreeing, part), Verdict::Reproduced) << part;
+
+    Synthetic no_collapse;
+    no_collapse.san_collapse = [](double) { return kLayers + 1; };
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(no_collapse, settings), settings), small), Verdict::NotReproduced);
+
+    Synthetic spread;
+    spread.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) : 0.6; };  // never one-hot
+    const Findings f_spread = failure_modes_findings(synthetic_result(spread, settings), settings);
+    EXPECT_EQ(verdict_of(f_spread, large), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(f_spread, freezes), Verdict::NotComparable);  // never crosses 1/2
+
+    Synthetic collapsed;
+    collapsed.transformer_residual = 1e-5;  // one-hot attention but tokens not kept apart
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(collapsed, settings), settings), large), Verdict::NotReproduced);
+
+    Synthetic earlier;
+    earlier.san_collapse = [](double s) { return s < 1 ? 4 : 2; };  // larger scales collapse sooner
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(earlier, settings), settings), delay), Verdict::NotReproduced);
+
+    Synthetic late_freeze;
+    late_freeze.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) : s < 2 ? 0.9 : 0.05; };
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(late_freeze, settings), settings), freezes), Verdict::NotReproduced);
+
+    Synthetic off;
+    off.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) - 0.05 : s < 2 ? 0.49 : 0.05; };
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(off, settings), settings), expansion), Verdict::NotReproduced);
+}

@@ -1,0 +1,224 @@
+// Trainability at init (Noci et al. 2022): the gradient norms against autograd on a float64 network written here from
+// the equations, the exact zero of the query/key gradients on rank-one input, Spearman's ρ against a hand-checked
+// value, and every judge flipping on a contradicting result.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "rankscope/error.hpp"
+#include "rankscope/summary.hpp"
+#include "rankscope/trainability.hpp"
+
+using namespace rankscope;
+
+namespace {
+
+// The block of san.hpp from its equations, with the network's own weights (copied, so autograd runs on this graph only).
+struct ReferenceLayer {
+    at::Tensor W_Q, W_K, W_V, W_O, b_O, W_in, b_in, W_out, b_out, ln1_w, ln1_b, ln2_w, ln2_b;
+};
+
+at::Tensor copy(const at::Tensor& t) { return t.detach().clone().set_requires_grad(true); }
+
+at::Tensor reference_layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    const at::Tensor mean = x.mean(-1, true);
+    const at::Tensor var = (x - mean).pow(2).mean(-1, true);  // biased, as torch.nn.LayerNorm
+    return (x - mean) / torch::sqrt(var + 1e-5) * w + b;
+}
+
+at::Tensor attention(const ReferenceLayer& p, const at::Tensor& a) {
+    const double k = static_cast<double>(p.W_Q.size(2));
+    const at::Tensor q = torch::einsum("bnd,hdk->bhnk", {a, p.W_Q});
+    const at::Tensor key = torch::einsum("bnd,hdk->bhnk", {a, p.W_K});
+    const at::Tensor v = torch::einsum("bnd,hdv->bhnv", {a, p.W_V});
+    const at::Tensor weights = torch::softmax(torch::matmul(q, key.transpose(-1, -2)) / std::sqrt(k), -1);
+    return torch::einsum("bhnv,hvd->bnd", {torch::matmul(weights, v), p.W_O}) + p.b_O;
+}
+
+at::Tensor mlp(const ReferenceLayer& p, const at::Tensor& x) {
+    return torch::matmul(torch::relu(torch::matmul(x, p.W_in) + p.b_in), p.W_out) + p.b_out;
+}
+
+// Mean over samples of the mean cosine over token pairs i < j.
+double reference_cosine(const at::Tensor& x) {
+    const at::Tensor unit = x.detach() / x.detach().norm(2, -1, true);
+    const at::Tensor gram = torch::matmul(unit, unit.transpose(-1, -2));
+    const double n = static_cast<double>(x.size(1));
+    return ((gram.sum({-2, -1}) - gram.diagonal(0, -2, -1).sum(-1)) / (n * (n - 1))).mean().item<double>();
+}
+
+void expect_matches_reference(LayerNormKind layer_norm) {
+    TrainabilitySettings settings;
+    settings.d_model = 8, settings.heads = 2, settings.tokens = 5;
+    const int depth = 3;
+    torch::manual_seed(11);
+    San network(trainability_network(settings, depth, layer_norm, ResidualScaling::InverseSqrtDepth));
+    network->to(at::kDouble);
+    const at::Tensor x = torch::randn({2, 5, 8}, at::kDouble);
+    const at::Tensor readout = torch::randn({2, 5, 8}, at::kDouble);
+    const TrainabilityProbe probe = probe_trainability(*network, x, readout);
+
+    std::vector<ReferenceLayer> layers;
+    for (int l = 0; l < depth; ++l) {
+        auto block = network->block(l);
+        layers.push_back({copy(block->attn->W_Q), copy(block->attn->W_K), copy(block->attn->W_V), copy(block->attn->W_O),
+                          copy(block->attn->b_O), copy(block->mlp->W_in), copy(block->mlp->b_in), copy(block->mlp->W_out),
+                          copy(block->mlp->b_out), copy(block->ln1->w), copy(block->ln1->b), copy(block->ln2->w),
+                          copy(block->ln2->b)});
+    }
+    const double alpha = 1 / std::sqrt(3.0);
+    at::Tensor h = x;
+    std::vector<double> input_cosines;
+    for (const auto& p : layers) {
+        input_cosines.push_back(reference_cosine(h));
+        if (layer_norm == LayerNormKind::Post) {
+            const at::Tensor mid = reference_layer_norm(h + alpha * attention(p, h), p.ln1_w, p.ln1_b);
+            h = reference_layer_norm(mid + alpha * mlp(p, mid), p.ln2_w, p.ln2_b);
+        } else {
+            const at::Tensor mid = h + alpha * attention(p, reference_layer_norm(h, p.ln1_w, p.ln1_b));
+            h = mid + alpha * mlp(p, reference_layer_norm(mid, p.ln2_w, p.ln2_b));
+        }
+    }
+    const at::Tensor loss = (h * readout).sum() / std::sqrt(static_cast<double>(h.numel()));
+    loss.backward();
+
+    ASSERT_EQ(probe.layers.size(), 3u);
+    EXPECT_NEAR(probe.last_cosine, reference_cosine(h), 1e-12);
+    for (int l = 0; l < depth; ++l) {
+        const auto& measured = probe.layers[static_cast<std::size_t>(l)];
+        const auto& p = layers[static_cast<std::size_t>(l)];
+        EXPECT_NEAR(measured.input_cosine, input_cosines[static_cast<std::size_t>(l)], 1e-12) << "layer " << l;
+        for (auto [value, expected] : {std::pair{measured.grad_query, p.W_Q.grad().norm().item<double>()},
+                                       std::pair{measured.grad_key, p.W_K.grad().norm().item<double>()},
+                                       std::pair{measured.grad_value, p.W_V.grad().norm().item<double>()}}) {
+            EXPECT_GT(expected, 0) << "layer " << l;
+            EXPECT_NEAR(value, expected, 1e-10 * expected) << "layer " << l;
+        }
+    }
+}
+
+}  // namespace
+
+TEST(Trainability, PostLayerNormGradientsMatchAutogradOnReferenceNetwork) { expect_matches_reference(LayerNormKind::Post); }
+TEST(Trainability, PreLayerNormGradientsMatchAutogradOnReferenceNetwork) { expect_matches_reference(LayerNormKind::Pre); }
+
+TEST(Trainability, RankOneInputGivesZeroQueryAndKeyGradients) {
+    // Noci et al.'s theorem: identical rows make every score row constant, so W_Q and W_K get no gradient; W_V does.
+    TrainabilitySettings settings;
+    settings.d_model = 8, settings.heads = 2, settings.tokens = 6;
+    for (auto layer_norm : {LayerNormKind::Post, LayerNormKind::Pre}) {
+        torch::manual_seed(3);
+        San network(trainability_network(settings, 4, layer_norm, ResidualScaling::Plain));
+        network->to(at::kDouble);
+        const at::Tensor x = torch::randn({2, 1, 8}, at::kDouble).expand({2, 6, 8}).contiguous();
+        const TrainabilityProbe probe = probe_trainability(*network, x, torch::randn({2, 6, 8}, at::kDouble));
+        for (const auto& l : probe.layers) {
+            EXPECT_GT(l.grad_value, 1e-3);
+            EXPECT_LT(l.grad_query, 1e-12 * l.grad_value) << "layer " << l.layer;
+            EXPECT_LT(l.grad_key, 1e-12 * l.grad_value) << "layer " << l.layer;
+            EXPECT_NEAR(l.input_cosine, 1.0, 1e-12);
+        }
+    }
+}
+
+TEST(Trainability, ResidualScaleIsTheBranchFactor) {
+    // α = 1/√L in the network: the skip's branch, exactly (checked by the reference above), and α = 1 leaves the
+    // block bit-identical to a block without the setting.
+    TrainabilitySettings settings;
+    EXPECT_DOUBLE_EQ(residual_scale(ResidualScaling::InverseSqrtDepth, 16), 0.25);
+    EXPECT_EQ(residual_scale(ResidualScaling::Plain, 16), 1.0);
+    EXPECT_EQ(trainability_network(settings, 64, LayerNormKind::Pre, ResidualScaling::InverseSqrtDepth).block.residual_scale, 0.125);
+    EXPECT_EQ(parse_residual_scaling("inverse-sqrt-depth"), ResidualScaling::InverseSqrtDepth);
+    EXPECT_THROW(parse_residual_scaling("sqrt"), Error);
+    settings.layer_norms = {LayerNormKind::Affine};
+    EXPECT_THROW(settings.validate(), Error);
+}
+
+TEST(Spearman, HandCheckedValues) {
+    // Ranks of y with a tie: 1, 2, 3.5, 5, 3.5; ρ = 8 / √(10 · 9.5) (scipy.stats.spearmanr gives 0.8207826816681233).
+    EXPECT_NEAR(spearman_correlation({1, 2, 3, 4, 5}, {5, 6, 7, 8, 7}), 0.8207826816681233, 1e-15);
+    EXPECT_NEAR(spearman_correlation({1, 2, 3}, {30, 20, 10}), -1.0, 1e-15);
+    EXPECT_TRUE(std::isnan(spearman_correlation({1, 2, 3}, {4, 4, 4})));
+    EXPECT_THROW(spearman_correlation({1, 2}, {1}), Error);
+    EXPECT_THROW(spearman_correlation({1, NAN}, {1, 2}), Error);
+}
+
+namespace {
+
+// A synthetic result, depths 2 and 16, post-LN, both scalings, 2 seeds. Layer rows: input cosine c_l rising along the
+// network to the run's last cosine, query/key ratio `ratio(c)`.
+struct Synthetic {
+    double plain_shallow = 0.3, plain_deep = 0.99, scaled_shallow = 0.3, scaled_deep = 0.5;
+    double (*ratio)(double) = [](double c) { return 1.0 - 0.99 * c; };
+    double scaled_ratio_factor = 1.0;  // multiplies the scaled runs' ratios
+};
+
+TrainabilityResult synthetic_result(const Synthetic& s) {
+    TrainabilityResult result;
+    for (auto scaling : {ResidualScaling::Plain, ResidualScaling::InverseSqrtDepth})
+        for (int depth : {2, 16})
+            for (std::uint64_t seed : {0u, 1u}) {
+                TrainabilityRun run;
+                run.depth = depth, run.scaling = scaling, run.seed = seed, run.layer_norm = LayerNormKind::Post;
+                const bool plain = scaling == ResidualScaling::Plain;
+                const double last = (depth == 2 ? (plain ? s.plain_shallow : s.scaled_shallow) : (plain ? s.plain_deep : s.scaled_deep)) +
+                                    0.001 * static_cast<double>(seed);
+                run.probe.last_cosine = last;
+                for (int l = 0; l < depth; ++l) {
+                    TrainabilityLayer layer;
+                    layer.layer = l;
+                    layer.input_cosine = last * l / depth;
+                    layer.grad_value = 2.0;
+                    layer.grad_query = layer.grad_key = 2.0 * s.ratio(layer.input_cosine) * (plain ? 1.0 : s.scaled_ratio_factor);
+                    run.probe.layers.push_back(layer);
+                }
+                result.runs.push_back(run);
+            }
+    return result;
+}
+
+Verdict verdict_of(const Findings& f, const std::string& part) {
+    for (const auto& c : f.checks)
+        if (c.claim.find(part) != std::string::npos) return c.verdict;
+    throw Error("no check mentions '" + part + "'");
+}
+
+}  // namespace
+
+TEST(Trainability, JudgesFlipOnContradictingResults) {
+    TrainabilitySettings settings;
+    settings.depths = {2, 16};
+    settings.layer_norms = {LayerNormKind::Post};
+    settings.seeds = 2;
+    const std::string align = "tokens align with depth", vanish = "gradients vanish", apart = "keeps the tokens apart",
+                      alive = "gradients alive";
+    Synthetic agreeing;
+    const Findings f = trainability_findings(synthetic_result(agreeing), settings);
+    ASSERT_EQ(f.checks.size(), 4u);
+    for (const auto& part : {align, vanish, apart, alive}) EXPECT_EQ(verdict_of(f, part), Verdict::Reproduced) << part;
+
+    Synthetic no_alignment = agreeing;
+    no_alignment.plain_deep = 0.2;  // deeper plain networks less aligned than shallow ones
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(no_alignment), settings), align), Verdict::NotReproduced);
+
+    Synthetic growing = agreeing;
+    growing.ratio = [](double c) { return 0.01 + c; };  // query gradients grow with alignment
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(growing), settings), vanish), Verdict::NotReproduced);
+
+    Synthetic scaled_aligned = agreeing;
+    scaled_aligned.scaled_deep = 0.995;  // scaling does not keep the tokens apart
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(scaled_aligned), settings), apart), Verdict::NotReproduced);
+
+    Synthetic scaled_small = agreeing;
+    scaled_small.scaled_ratio_factor = 0.01;  // scaled networks' query gradients smaller still
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(scaled_small), settings), alive), Verdict::NotReproduced);
+
+    TrainabilitySettings shallow = settings;  // depths 2 and 4: too shallow to show the effect of 1/√L
+    shallow.depths = {2, 4};
+    Synthetic at_four = agreeing;
+    TrainabilityResult r = synthetic_result(at_four);
+    for (auto& run : r.runs)
+        if (run.depth == 16) run.depth = 4, run.probe.layers.resize(4);
+    EXPECT_EQ(verdict_of(trainability_findings(r, shallow), apart), Verdict::NotComparable);
+}
