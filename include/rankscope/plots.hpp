@@ -124,10 +124,12 @@ Figure failure_modes_figure(const std::vector<std::string>& variants, const std:
 // one per variant.
 Figure circle_figure(const std::vector<std::string>& variants, const std::vector<std::string>& panel_titles,
                      std::uint64_t first_seed, int steps, bool several_seeds);
-// circle_regimes.svg from circle_regimes_trajectories.csv (the same columns and `regime`): small multiples, one row per
-// regime and one column per variant, every seed's trajectories as thin lines over the arcs. `panel_titles`: regime-major.
+// circle_regimes.svg from circle_regimes_trajectories.csv (the same columns and `regime`; names without commas, as
+// gnuplot splits fields at every comma): small multiples, one row per regime and one column per variant, every seed's
+// trajectories as thin lines over the arcs (those of `first_seed`). `panel_notes`: regime-major, the lines written
+// inside each panel.
 Figure circle_regimes_figure(const std::vector<std::string>& regimes, const std::vector<std::string>& variants,
-                             const std::vector<std::string>& panel_titles, int steps);
+                             const std::vector<std::vector<std::string>>& panel_notes, std::uint64_t first_seed, int steps);
 
 // The heat maps' colour palette (viridis, colour-blind safe), as a gnuplot command.
 const char* heatmap_palette();

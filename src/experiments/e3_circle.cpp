@@ -174,6 +174,11 @@ CircleResult run_circle_experiment(const CircleSettings& settings) {
 }
 
 // ---- findings ----------------------------------------------------------------------------------------------------
+bool follows_circle_arcs(const CircleRun& r, double limit) {
+    return r.rollout.finite_steps >= static_cast<int>(r.trajectory.size()) && r.rollout.merge_step < 0 &&
+           r.rollout.mean_distance_to_arcs < limit;
+}
+
 namespace {
 
 std::vector<const CircleRun*> runs_of(const CircleResult& result, const std::string& variant) {
@@ -196,9 +201,7 @@ std::string merge_text(const CircleRun& r) {
 
 bool trained_ok(const CircleRun& r, double rmse_limit) { return std::isfinite(r.train_rmse) && r.train_rmse < rmse_limit; }
 bool diverged(const CircleRun& r) { return r.rollout.finite_steps < static_cast<int>(r.trajectory.size()); }
-bool follows_arcs(const CircleRun& r, double limit) {
-    return !diverged(r) && r.rollout.merge_step < 0 && r.rollout.mean_distance_to_arcs < limit;
-}
+bool follows_arcs(const CircleRun& r, double limit) { return follows_circle_arcs(r, limit); }
 
 // "merged at step 14", "ran away after 37 finite steps", "drifted (mean distance 0.21)", "on the arcs (0.004)"
 std::string outcome(const CircleRun& r, double limit) {

@@ -519,9 +519,10 @@ const char* kCircleCsv = "circle_trajectories.csv";
 const std::string kArcStyle = "with lines lc rgb '#555555' dt 2 lw 1.2";
 
 // One circle panel's plots over the rows where `rows` holds: the seeds in `faint` as thin translucent lines, the seed
-// `bold` (when set) with points, then both arcs on top (so that a trajectory lying on its arc does not hide it).
+// `bold` (when set) with points, then both arcs of the seed `arc_seed` on top (so that a trajectory lying on its arc
+// does not hide it).
 std::vector<std::string> circle_plots(const std::string& csv, const std::string& rows, const std::string& faint,
-                                      const std::string& bold) {
+                                      const std::string& bold, const std::string& arc_seed) {
     auto series = [&](const std::string& seed, int token, const std::string& x, const std::string& y, const std::string& style) {
         return fmt::format("{} using {}:({}) {}", file(csv), only_if(all_of({rows, seed, number_is("token", token)}), csv_number(x)),
                            csv_number(y), style);
@@ -535,14 +536,16 @@ std::vector<std::string> circle_plots(const std::string& csv, const std::string&
         plots.push_back(series(bold, 0, "x", "y", "with linespoints pt 7 ps 0.35 pi 5 lc rgb '#0072B2'"));
         plots.push_back(series(bold, 1, "x", "y", "with linespoints pt 5 ps 0.35 pi 5 lc rgb '#D55E00'"));
     }
-    const std::string any_seed = bold.empty() ? faint : bold;
-    plots.push_back(series(any_seed, 0, "target_x", "target_y", kArcStyle));
-    plots.push_back(series(any_seed, 1, "target_x", "target_y", kArcStyle));
+    plots.push_back(series(arc_seed, 0, "target_x", "target_y", kArcStyle));
+    plots.push_back(series(arc_seed, 1, "target_x", "target_y", kArcStyle));
     return plots;
 }
 
-// Square panels over equal ranges: equal aspect without `set size ratio` (the layout's margins fix the panel).
-const char* kCirclePreface = "set xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset xtics 0.25\nset ytics 0.25\n"
+// Square panels over equal ranges: equal aspect without `set size ratio` (the layout's margins fix the panel). The
+// trajectories of several seeds follow each other in one CSV: the rows of the others (NaN here) must break a line,
+// not be skipped as `set datafile missing NaN` (the shared preamble) would, which joined one seed's end to the next
+// seed's start.
+const char* kCirclePreface = "unset datafile missing\nset xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset xtics 0.25\nset ytics 0.25\n"
                              "set format x '%g'\nset format y '%g'\nset xlabel 'x'\n";
 
 }  // namespace
@@ -558,7 +561,7 @@ Figure circle_figure(const std::vector<std::string>& variants, const std::vector
     for (std::size_t v = 0; v < variants.size(); ++v)
         figure.add_panel("set title " + gnuplot_quote(panel_titles.at(v)) + "\n" + ylabel("y", v % cols == 0) +
                          join_plots(circle_plots(kCircleCsv, text_is("variant", variants[v]),
-                                                 several_seeds ? "!(" + first + ")" : "", first)));
+                                                 several_seeds ? "!(" + first + ")" : "", first, first)));
     figure.add_key_entry("arcs (targets)", kArcStyle);
     figure.add_key_entry(fmt::format("token 1, seed {}", first_seed), "with linespoints pt 7 ps 0.6 lc rgb '#0072B2'");
     figure.add_key_entry(fmt::format("token 2, seed {}", first_seed), "with linespoints pt 5 ps 0.6 lc rgb '#D55E00'");
@@ -567,18 +570,22 @@ Figure circle_figure(const std::vector<std::string>& variants, const std::vector
 }
 
 Figure circle_regimes_figure(const std::vector<std::string>& regimes, const std::vector<std::string>& variants,
-                             const std::vector<std::string>& panel_titles, int steps) {
+                             const std::vector<std::vector<std::string>>& panel_notes, std::uint64_t first_seed, int steps) {
     const std::string csv = "circle_regimes_trajectories.csv";
     PanelFigure figure("circle_regimes", fmt::format("E3 by training regime: {} recurrent steps, every seed", steps),
-                       static_cast<int>(regimes.size()), static_cast<int>(variants.size()), 240, 240);
+                       static_cast<int>(regimes.size()), static_cast<int>(variants.size()), 260, 260);
     figure.add_preface(kCirclePreface);
     std::size_t panel = 0;
     for (const auto& regime : regimes)
-        for (std::size_t v = 0; v < variants.size(); ++v, ++panel)
-            figure.add_panel("set title " + gnuplot_quote(panel_titles.at(panel)) + "\n" +
-                             ylabel(regime, v == 0) +
+        for (std::size_t v = 0; v < variants.size(); ++v, ++panel) {
+            std::string notes = "unset label\n";
+            const auto& lines = panel_notes.at(panel);
+            for (std::size_t i = 0; i < lines.size(); ++i)
+                notes += fmt::format("set label {} at graph 0.03, graph {} left front\n", gnuplot_quote(lines[i]), 0.93 - 0.09 * i);
+            figure.add_panel("set title " + gnuplot_quote(variants[v]) + "\n" + ylabel(regime, v == 0) + notes +
                              join_plots(circle_plots(csv, all_of({text_is("regime", regime), text_is("variant", variants[v])}),
-                                                     "1", "")));
+                                                     "1", "", number_is("seed", static_cast<double>(first_seed)))));
+        }
     figure.add_key_entry("arcs (targets)", kArcStyle);
     figure.add_key_entry("token 1 (one line per seed)", "with lines lc rgb '#A00072B2' lw 0.8");
     figure.add_key_entry("token 2", "with lines lc rgb '#A0D55E00' lw 0.8");

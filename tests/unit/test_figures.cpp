@@ -237,3 +237,58 @@ TEST(Figures, InlineSvgPrefixesEveryIdAndReference) {
     EXPECT_EQ(svg_min_display_width(svg), static_cast<int>(std::lround(0.6 * figure.width)));
     EXPECT_EQ(svg_min_display_width("<svg/>"), 0);
 }
+
+TEST(Figures, CircleFigureHasUniqueIdsEqualAxesAndItsWholeTitle) {
+    // The E3 figure once repeated gnuplot's element ids inside its own multiplot and cut its title at both ends: built
+    // on the shared panel layout, every id is unique within the figure and the canvas holds the title.
+    const std::vector<std::string> columns = {"variant", "seed", "token", "step", "x", "y", "target_x", "target_y"};
+    std::vector<std::vector<std::string>> rows;
+    for (const std::string variant : {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"})
+        for (int seed : {0, 1, 2})
+            for (int token : {0, 1})
+                for (int step = 0; step < 20; ++step) {
+                    const double angle = (token ? M_PI : 0.0) + step * 0.1;
+                    const double x = 0.3 * std::cos(angle), y = 0.3 * std::sin(angle);
+                    rows.push_back({variant, std::to_string(seed), std::to_string(token), std::to_string(step),
+                                    std::to_string(x * (1 + 0.01 * seed)), std::to_string(y), std::to_string(x), std::to_string(y)});
+                }
+    const fs::path dir = fresh_dir("circle");
+    write_csv(dir / "circle_trajectories.csv", columns, rows, identity(columns.size()));
+    const Figure figure = circle_figure({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"},
+                                        {"SAN: no merge", "SAN+skip: no merge", "SAN+MLP: merged at step 7", "SAN+skip+MLP: no merge"},
+                                        0, 300, true);
+    ASSERT_EQ(render_figure(dir, figure, "# test\n").size(), 3u);
+    const std::string svg = read_all(dir / "circle.svg");
+    const std::regex id_pattern(R"(\sid\s*=\s*["']([^"']*)["'])");
+    std::vector<std::string> ids;
+    for (std::sregex_iterator it(svg.begin(), svg.end(), id_pattern), end; it != end; ++it) ids.push_back((*it)[1]);
+    ASSERT_GT(ids.size(), 10u);
+    EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "an id repeats within the figure";
+    EXPECT_NE(svg.find("E3: 300 recurrent steps of the trained 1-layer, 2-head model"), std::string::npos);
+    // The title (font kFigureFontSize + 2, about 0.6 em per character) fits the canvas with room to spare.
+    EXPECT_LT(0.6 * (kFigureFontSize + 2) * static_cast<double>(figure.title.size()), 0.8 * figure.width);
+    // Square panels over equal ranges (equal aspect), four across.
+    EXPECT_EQ(figure.body.find("set size ratio"), std::string::npos);
+    EXPECT_NE(figure.body.find("set xrange [-0.5:0.5]\nset yrange [-0.5:0.5]"), std::string::npos);
+    // Each trajectory is its own line: consecutive points are 0.03 apart (about 10 canvas units); a line joining one
+    // seed's end to the next seed's start (the shared preamble's `set datafile missing NaN` skipped the rows between)
+    // would be a segment of about 150 units.
+    const std::regex data_path(R"(<path stroke='rgb\(\s*(?:0,\s*114,\s*178|213,\s*94,\s*0)\)'[^>]*d='([^']*)')");
+    double longest = 0;
+    int data_paths = 0;
+    for (std::sregex_iterator it(svg.begin(), svg.end(), data_path), end; it != end; ++it, ++data_paths) {
+        std::istringstream tokens((*it)[1].str());
+        std::string token;
+        double px = NAN, py = NAN;
+        while (tokens >> token) {
+            const char command = token[0];
+            const auto comma = token.find(',');
+            if ((command != 'M' && command != 'L') || comma == std::string::npos) continue;
+            const double x = std::stod(token.substr(1, comma - 1)), y = std::stod(token.substr(comma + 1));
+            if (command == 'L' && !std::isnan(px)) longest = std::max(longest, std::hypot(x - px, y - py));
+            px = x, py = y;
+        }
+    }
+    EXPECT_GT(data_paths, 4);
+    EXPECT_LT(longest, 60) << "a line jumps between two trajectories";
+}

@@ -141,51 +141,19 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
     std::cout << fmt::format("step length {:.3g}\n", result.step_length);
     for (const auto& c : findings.checks) std::cout << fmt::format("[{}] {}: {}\n", verdict_name(c.verdict), c.claim, c.measured);
 
-    // Figure: one panel per variant; the first seed drawn with points, the other seeds faint. Rows are selected by
-    // column name (set datafile columnheaders), never by position.
+    // Figure: one panel per variant; the first seed drawn with points, the other seeds faint.
     const std::uint64_t first = settings.seeds.front();
-    std::string plot =
-        "set datafile separator ','\nset datafile commentschars '#'\nset datafile columnheaders\n"
-        "set size ratio -1\nset xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset key bottom right font ',7' opaque\n"
-        "set tics font ',7'\n";
-    plot += fmt::format("set multiplot layout 2,2 title {}\n",
-                        gnuplot_quote(fmt::format("E3: {} recurrent steps of the trained 1-layer, 2-head model "
-                                                  "(seed {} bold, other seeds faint)",
-                                                  settings.steps, first)));
-    for (std::size_t v = 0; v < settings.variants.size(); ++v) {
-        const std::string& variant = settings.variants[v];
+    std::vector<std::string> titles;
+    for (const auto& variant : settings.variants) {
         const CircleRun* shown = nullptr;
         for (const auto& r : result.runs)
             if (r.variant == variant && r.seed == first) shown = &r;
-        const std::string title = fmt::format(
-            "{}: {}, mean distance to arcs {}", variant,
-            shown->rollout.merge_step < 0 ? std::string("no merge") : fmt::format("merged at step {}", shown->rollout.merge_step),
-            quote_number(shown->rollout.mean_distance_to_arcs, 2));
-        const std::string is = fmt::format("strcol('variant') eq {}", gnuplot_quote(variant));
-        auto rows = [&](const std::string& condition, const std::string& column) {
-            return fmt::format("({} && {} ? column('{}') : NaN)", is, condition, column);
-        };
-        const std::string seed_is = fmt::format("column('seed') == {}", first), seed_not = fmt::format("column('seed') != {}", first);
-        plot += v == 0 ? "set key\n" : "unset key\n";
-        plot += fmt::format("set title {} font ',8'\n", gnuplot_quote(title));
-        plot += fmt::format(
-            "plot 'circle_trajectories.csv' using {}:(column('target_y')) with lines lc rgb '#999999' dt 2 lw 1.5 title 'arcs', "
-            "'circle_trajectories.csv' using {}:(column('y')) with lines lc rgb '#A00072B2' lw 0.8 notitle, "
-            "'circle_trajectories.csv' using {}:(column('y')) with lines lc rgb '#A0D55E00' lw 0.8 notitle, "
-            "'circle_trajectories.csv' using {}:(column('y')) with linespoints pt 7 ps 0.35 pi 5 lc rgb '#0072B2' "
-            "title 'token 1', "
-            "'circle_trajectories.csv' using {}:(column('y')) with linespoints pt 5 ps 0.35 pi 5 lc rgb '#D55E00' "
-            "title 'token 2', "
-            // Both arcs again on top, so that a trajectory lying on its arc does not hide it.
-            "'circle_trajectories.csv' using {}:(column('target_y')) with lines lc rgb '#555555' dt 2 lw 1.2 notitle, "
-            "'circle_trajectories.csv' using {}:(column('target_y')) with lines lc rgb '#555555' dt 2 lw 1.2 notitle\n",
-            rows(seed_is + " && column('token') == 0", "target_x"),
-            rows(seed_not + " && column('token') == 0", "x"), rows(seed_not + " && column('token') == 1", "x"),
-            rows(seed_is + " && column('token') == 0", "x"), rows(seed_is + " && column('token') == 1", "x"),
-            rows(seed_is + " && column('token') == 0", "target_x"), rows(seed_is + " && column('token') == 1", "target_x"));
+        titles.push_back(fmt::format("{}: {}", variant,
+                                     shown->rollout.merge_step < 0 ? std::string("no merge")
+                                                                   : fmt::format("merged at step {}", shown->rollout.merge_step)));
     }
-    plot += "unset multiplot\n";
-    render_figure(out, {"circle", "E3: the circle, run recurrently", plot}, csv_provenance_lines(provenance));
+    render_figure(out, circle_figure(settings.variants, titles, first, settings.steps, settings.seeds.size() > 1),
+                  csv_provenance_lines(provenance));
 }
 
 // E4: train (or reuse) one model per seed, measure whole-model and majority accuracy, and the path ensembles.

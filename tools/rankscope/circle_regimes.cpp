@@ -1,0 +1,126 @@
+// rankscope circle-regimes — E3 in four training regimes (plain MSE and denoising, each without and with the input
+// LayerNorm): merge and arc-following rates per variant over many seeds, and the trajectories side by side.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "common.hpp"
+#include "rankscope/e3_regimes.hpp"
+#include "rankscope/error.hpp"
+#include "rankscope/figure.hpp"
+#include "rankscope/plots.hpp"
+#include "rankscope/tasks.hpp"
+
+namespace rankscope::cli {
+namespace {
+
+struct CircleRegimesOptions {
+    CommonOptions common;
+    std::vector<std::string> variants = circle_variants();
+    std::vector<std::uint64_t> seeds;  // empty: --seed .. --seed + 7
+    int steps = 300;
+    int epochs = 0;                    // 0: the circle recipe's budget
+    double noise = 0.005;
+    std::string checkpoints;
+    bool retrain = false;
+};
+
+void run_circle_regimes_command(const CircleRegimesOptions& options) {
+    const Provenance provenance = start_run(options.common);
+    const std::filesystem::path out = options.common.out;
+    std::filesystem::create_directories(out);
+    CircleSettings base;
+    base.variants = options.variants;
+    base.seeds = options.seeds;
+    if (base.seeds.empty())
+        for (std::uint64_t i = 0; i < 8; ++i) base.seeds.push_back(options.common.seed + i);
+    base.steps = options.steps;
+    base.training = default_task_settings("circle");
+    base.training.seed = options.common.seed;
+    base.training.device = options.common.device;
+    if (options.epochs > 0) base.training.epochs = options.epochs;
+    base.checkpoints = options.checkpoints.empty() ? out / "checkpoints" : std::filesystem::path(options.checkpoints);
+    base.retrain = options.retrain;
+    base.allow_nonfinite = options.common.allow_nonfinite;
+    const auto regimes = default_circle_regimes(options.noise);
+    const auto results = run_circle_regimes(base, regimes);
+
+    CsvTable trajectories;
+    trajectories.columns = {"regime", "variant", "seed", "step", "token", "x", "y", "target_x", "target_y"};
+    std::vector<std::string> regime_names;
+    std::vector<std::vector<std::string>> notes;
+    nlohmann::json regimes_json = nlohmann::json::array();
+    for (const auto& r : results) {
+        regime_names.push_back(r.regime.name);
+        regimes_json.push_back({{"regime", r.regime.name}, {"input_noise", r.regime.input_noise},
+                                {"embedding_layer_norm", r.regime.embedding_layer_norm}});
+        for (const auto& variant : base.variants) {
+            const CircleRates rates = circle_rates(r.result, variant, r.settings);
+            notes.push_back({fmt::format("merged {}/{}", rates.merged, rates.seeds), fmt::format("on arcs {}/{}", rates.on_arcs, rates.seeds)});
+        }
+        for (const auto& run : r.result.runs)
+            for (int token = 0; token < 2; ++token)  // grouped by token, then step: one connected line per trajectory
+                for (int step = 0; step < static_cast<int>(run.trajectory.size()); ++step) {
+                    const Point2& p = run.trajectory[static_cast<std::size_t>(step)][static_cast<std::size_t>(token)];
+                    const Point2 target = circle_arc_point(r.result.points, step, token);
+                    trajectories.add({r.regime.name, run.variant, std::to_string(run.seed), std::to_string(step), std::to_string(token),
+                                      format_number(p.x), format_number(p.y), format_number(target.x), format_number(target.y)});
+                }
+    }
+    nlohmann::json training_json = base.training.to_json();  // input noise and input LayerNorm: per regime, below
+    training_json.erase("input_noise");
+    training_json.erase("embedding_layer_norm");
+    const Table table = circle_regimes_table(results);
+    const Findings findings = circle_regimes_findings(results);
+    write_csv_atomically(out / "circle_regimes.csv", table.to_csv(), provenance);
+    write_csv_atomically(out / "circle_regimes_trajectories.csv", trajectories, provenance);
+    write_findings(out, findings, provenance);
+    const auto figures = render_figure(out, circle_regimes_figure(regime_names, base.variants, notes, base.seeds.front(), base.steps),
+                                       csv_provenance_lines(provenance));
+    write_manifest(out, provenance,
+                   {{"subcommand", "circle-regimes"},
+                    {"training", training_json},
+                    {"regimes", regimes_json},
+                    {"seeds", base.seeds},
+                    {"outputs", {"circle_regimes.csv", "circle_regimes_trajectories.csv", "findings.json", "verdicts.csv"}},
+                    {"figures", figures}});
+
+    fmt::print("{:<34} {:<14} {:>8} {:>8} {:>12}\n", "regime", "variant", "merged", "on arcs", "worst rmse");
+    const auto& merged = table.column("merged").integers;
+    const auto& on_arcs = table.column("on_arcs").integers;
+    const auto& seeds = table.column("seeds").integers;
+    for (std::size_t i = 0; i < table.rows(); ++i)
+        fmt::print("{:<34} {:<14} {:>5}/{:<2} {:>5}/{:<2} {:>12.3g}\n", table.column("regime").texts[i],
+                   table.column("variant").texts[i], merged[i], seeds[i], on_arcs[i], seeds[i],
+                   table.column("worst_train_rmse").reals[i]);
+    for (const auto& c : findings.checks) fmt::print("[{}] {}\n", verdict_name(c.verdict), c.claim);
+}
+
+}  // namespace
+
+std::function<void()> setup_circle_regimes(CLI::App& command) {
+    auto options = std::make_shared<CircleRegimesOptions>();
+    add_common_options(command, options->common, true);
+    add_device_option(command, options->common);
+    command.add_option("--variants", options->variants, "Circle variants")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
+    command.add_option("--seeds", options->seeds, "One model per variant, regime and seed (default: --seed .. --seed + 7)")
+        ->delimiter(',')
+        ->expected(1, 64)
+        ->transform(IntRange(0, 1000000000));
+    command.add_option("--steps", options->steps, "Recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
+    command.add_option("--epochs", options->epochs, "Epoch budget per model (0 = the circle recipe's)")
+        ->capture_default_str()
+        ->transform(IntRange(0, 100000));
+    command.add_option("--noise", options->noise, "Input noise sigma of the denoising regimes (the plain regimes have none)")
+        ->capture_default_str()
+        ->check(RealRange(0, 1, true));
+    command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
+    command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
+    return [options] { run_circle_regimes_command(*options); };
+}
+
+}  // namespace rankscope::cli
