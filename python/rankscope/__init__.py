@@ -7,6 +7,8 @@ C++ engine of the `rankscope` command line. See README.md, "Python".
     run = rs.run_theory(layers=6, seeds=2)        # the SAN laboratory: run.rows, run.findings.checks
     run = rs.run_model("tests/fixtures/bert-tiny", samples=8, tokens=32)   # E1/E2: run.residual, run.paths
     rs.path_counts().table                        # E6
+    rs.run_trainability().findings                # beyond the paper: Noci et al. 2022 (query/key gradients at init)
+    rs.run_failure_modes().summary                # beyond the paper: rank vs entropy collapse over the query/key scale
 
 Errors: rankscope.Error (a ValueError) carries the command line's one-line message; Ctrl-C interrupts long calls.
 Threads: ATen's intra-op threads are set to all cores on import, as the command line's default (--threads 0),
@@ -18,6 +20,7 @@ import os as _os
 
 from . import _find
 from ._rankscope import Error, configure_allocator, get_threads, set_threads, version
+from .beyond import FailureModesRun, TrainabilityRun, run_failure_modes, run_trainability
 from .findings import Check, Findings, read_findings, verdicts
 from .measures import (CENTERS, NORMS, ExactCenter, attention_measures, center_of, effective_rank, exact_center,
                        matrix_norm, mean_pairwise_cosine, measure, numerical_rank, relative_residual, residual,
@@ -33,7 +36,8 @@ if "OMP_NUM_THREADS" not in _os.environ:
     set_threads(0)
 
 __all__ = [
-    "CENTERS", "NORMS", "VARIANTS", "BlockConfig", "Check", "Error", "ExactCenter", "Findings", "Model", "ModelRun",
+    "CENTERS", "NORMS", "VARIANTS", "BlockConfig", "Check", "Error", "ExactCenter", "FailureModesRun", "Findings",
+    "Model", "ModelRun", "TrainabilityRun", "run_failure_modes", "run_trainability",
     "ModelSource", "PathCounts", "San", "SanConfig", "TheoryRun", "attention_measures", "center_of",
     "configure_allocator", "effective_rank", "exact_center", "get_threads", "known_architectures", "load_model",
     "matrix_norm", "mean_pairwise_cosine", "measure", "model_source", "numerical_rank", "path_counts",

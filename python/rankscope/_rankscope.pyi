@@ -45,8 +45,10 @@ class BlockConfig:
     activation: str
     mlp_width: int
     layer_norm: str
+    residual_scale: float
     def __init__(self, attention_skip: bool = False, mlp: bool = False, mlp_skip: bool = False,
-                 activation: str = "relu", mlp_width: int = 0, layer_norm: str = "none") -> None: ...
+                 activation: str = "relu", mlp_width: int = 0, layer_norm: str = "none",
+                 residual_scale: float = 1.0) -> None: ...
 
 class SanConfig:
     layers: int
@@ -57,11 +59,12 @@ class SanConfig:
     tokens: int
     biases: bool
     init_scale: float
+    query_key_scale: float
     block: BlockConfig
     per_layer: List[BlockConfig]
     def __init__(self, layers: int = 6, heads: int = 1, d_model: int = 32, d_qk: int = 0, d_v: int = 0,
                  tokens: int = 32, biases: bool = False, init_scale: float = 1.0, block: BlockConfig = ...,
-                 per_layer: List[BlockConfig] = ...) -> None: ...
+                 per_layer: List[BlockConfig] = ..., query_key_scale: float = 1.0) -> None: ...
     def validate(self) -> None: ...
 
 class San:
@@ -79,6 +82,13 @@ def run_theory(network: SanConfig, heads: int, seeds: int, seed: int, input: Opt
                allow_nonfinite: bool) -> Dict[str, Any]: ...
 def path_counts(layers: int, heads: int, alpha: List[float]) -> Dict[str, Any]: ...
 def known_architectures() -> List[Tuple[str, int, int]]: ...
+
+# ---- beyond the paper (bind_beyond.cpp) -------------------------------------------------------------------------------
+def run_trainability(depths: List[int], layer_norms: List[str], scalings: List[str], d_model: int, heads: int,
+                     tokens: int, samples: int, seeds: int, seed: int) -> Dict[str, Any]: ...
+def run_failure_modes(query_key_scales: List[float], variants: List[str], layers: int, d_model: int, heads: int,
+                      tokens: int, samples: int, seeds: int, seed: int, entropy_threshold: float,
+                      rank_threshold: float) -> Dict[str, Any]: ...
 
 # ---- models, E1/E2 (bind_models.cpp) ----------------------------------------------------------------------------------
 class ModelSource:

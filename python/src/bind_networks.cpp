@@ -116,7 +116,7 @@ py::dict path_count_result(const std::vector<ArchitecturePaths>& tables, bool wi
 void bind_networks(py::module_& m) {
     py::class_<BlockConfig>(m, "BlockConfig", "One layer's architecture (san.hpp BlockConfig).")
         .def(py::init([](bool attention_skip, bool mlp, bool mlp_skip, const std::string& activation, int mlp_width,
-                         const std::string& layer_norm) {
+                         const std::string& layer_norm, double residual_scale) {
                  BlockConfig block;
                  block.attention_skip = attention_skip;
                  block.mlp = mlp;
@@ -124,10 +124,11 @@ void bind_networks(py::module_& m) {
                  block.activation = parse_activation(activation);
                  block.mlp_width = mlp_width;
                  block.layer_norm = parse_layer_norm(layer_norm);
+                 block.residual_scale = residual_scale;
                  return block;
              }),
              "attention_skip"_a = false, "mlp"_a = false, "mlp_skip"_a = false, "activation"_a = "relu", "mlp_width"_a = 0,
-             "layer_norm"_a = "none")
+             "layer_norm"_a = "none", "residual_scale"_a = 1.0)
         .def_readwrite("attention_skip", &BlockConfig::attention_skip, "X + SA(X)")
         .def_readwrite("mlp", &BlockConfig::mlp, "a per-token MLP after attention")
         .def_readwrite("mlp_skip", &BlockConfig::mlp_skip, "M + MLP(M)")
@@ -139,16 +140,17 @@ void bind_networks(py::module_& m) {
             "layer_norm", [](const BlockConfig& b) { return to_string(b.layer_norm); },
             [](BlockConfig& b, const std::string& name) { b.layer_norm = parse_layer_norm(name); },
             "none, post (BERT), pre (GPT-2), affine (the paper's model: one mean and std per sample)")
+        .def_readwrite("residual_scale", &BlockConfig::residual_scale, "alpha of the skips: X + alpha * branch")
         .def("__repr__", [](const BlockConfig& b) {
             return fmt::format("BlockConfig(attention_skip={}, mlp={}, mlp_skip={}, activation='{}', mlp_width={}, "
-                               "layer_norm='{}')",
+                               "layer_norm='{}', residual_scale={})",
                                b.attention_skip ? "True" : "False", b.mlp ? "True" : "False", b.mlp_skip ? "True" : "False",
-                               activation_name(b.activation), b.mlp_width, to_string(b.layer_norm));
+                               activation_name(b.activation), b.mlp_width, to_string(b.layer_norm), b.residual_scale);
         });
 
     py::class_<SanConfig>(m, "SanConfig", "A self-attention network's sizes and layers (san.hpp SanConfig).")
         .def(py::init([](int layers, int heads, int d_model, int d_qk, int d_v, int tokens, bool biases, double init_scale,
-                         const BlockConfig& block, const std::vector<BlockConfig>& per_layer) {
+                         const BlockConfig& block, const std::vector<BlockConfig>& per_layer, double query_key_scale) {
                  SanConfig config;
                  config.layers = layers;
                  config.heads = heads;
@@ -160,11 +162,13 @@ void bind_networks(py::module_& m) {
                  config.init_scale = init_scale;
                  config.block = block;
                  config.per_layer = per_layer;
+                 config.query_key_scale = query_key_scale;
                  config.validate();
                  return config;
              }),
              "layers"_a = 6, "heads"_a = 1, "d_model"_a = 32, "d_qk"_a = 0, "d_v"_a = 0, "tokens"_a = 32, "biases"_a = false,
-             "init_scale"_a = 1.0, "block"_a = BlockConfig(), "per_layer"_a = std::vector<BlockConfig>())
+             "init_scale"_a = 1.0, "block"_a = BlockConfig(), "per_layer"_a = std::vector<BlockConfig>(),
+             "query_key_scale"_a = 1.0)
         .def_readwrite("layers", &SanConfig::layers)
         .def_readwrite("heads", &SanConfig::heads)
         .def_readwrite("d_model", &SanConfig::d_model)
@@ -173,6 +177,7 @@ void bind_networks(py::module_& m) {
         .def_readwrite("tokens", &SanConfig::tokens, "n of random inputs")
         .def_readwrite("biases", &SanConfig::biases, "b_Q, b_K, b_V, b_O, b_in, b_out drawn N(0, 0.1^2)")
         .def_readwrite("init_scale", &SanConfig::init_scale, "weights ~ N(0, init_scale^2 / fan_in)")
+        .def_readwrite("query_key_scale", &SanConfig::query_key_scale, "W_Q, W_K ~ N(0, (init_scale * query_key_scale)^2 / fan_in)")
         .def_readwrite("block", &SanConfig::block)
         .def_readwrite("per_layer", &SanConfig::per_layer)
         .def("validate", &SanConfig::validate)

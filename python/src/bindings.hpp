@@ -19,6 +19,7 @@ void bind_measures(py::module_& module);
 void bind_networks(py::module_& module);  // SAN stacks, path decomposition, path products, theory, path counts (E6)
 void bind_models(py::module_& module);    // checkpoint folders, USE lite, E1/E2
 void bind_findings(py::module_& module);
+void bind_beyond(py::module_& module);    // beyond the paper: trainability, failure modes
 
 // Ctrl-C while the library runs with the GIL released: the poll takes the GIL briefly on the calling thread, runs the
 // interpreter's signal handlers (PyErr_CheckSignals) and throws py::error_already_set when one raised

@@ -112,4 +112,5 @@ PYBIND11_MODULE(_rankscope, module) {
     bind_networks(module);
     bind_models(module);
     bind_findings(module);
+    bind_beyond(module);
 }

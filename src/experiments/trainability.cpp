@@ -257,7 +257,9 @@ Findings trainability_findings(const TrainabilityResult& result, const Trainabil
             for (std::size_t i = 0; every_seed && i < low.size(); ++i)
                 every_seed = high[i]->probe.last_cosine > low[i]->probe.last_cosine;
             f.check({"Noci 2022", fmt::format("Without residual scaling, tokens align with depth at initialisation ({}-LN)", to_string(layer_norm)),
-                     "Fig. 1 caption (post-LN): unless residual scaling is used, more depth means more token alignment at init",
+                     layer_norm == LayerNormKind::Post
+                         ? "Fig. 1 caption (post-LN): unless residual scaling is used, more depth means more token alignment at init"
+                         : "Fig. 1 shows post-LN only; the same measurement on pre-LN blocks",
                      fmt::format("last-layer cosine {} at L = {}, {} at L = {} (means over {} seeds)",
                                  quote_number(mean_of(low, last_cosine)), shallow, quote_number(mean_of(high, last_cosine)),
                                  deep, low.size()),

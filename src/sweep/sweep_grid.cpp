@@ -277,7 +277,8 @@ bool inside_quotes_after(const std::string& text, std::size_t begin, std::size_t
 }  // namespace
 
 const std::vector<std::string>& sweep_experiments() {
-    static const std::vector<std::string> experiments = {"theory", "model", "paths", "task", "width-depth", "measure"};
+    static const std::vector<std::string> experiments = {"theory", "model", "paths", "task", "width-depth", "measure",
+                                                               "trainability", "failure-modes"};
     return experiments;
 }
 
@@ -353,6 +354,8 @@ const std::vector<std::string>& sweep_primary_tables(const std::string& experime
         {"task", {"residual.csv", "training.csv", "circle_summary.csv"}},
         {"width-depth", {"width_depth.csv"}},
         {"measure", {"measures.csv"}},
+        {"trainability", {"trainability_summary.csv"}},
+        {"failure-modes", {"failure_modes_summary.csv"}},
     };
     const auto found = tables.find(experiment);
     if (found == tables.end()) throw Error("no sweep tables for experiment '" + experiment + "'");

@@ -4,8 +4,10 @@
 //
 // Cells: theory checks (§3), E6 path counts, E1 + E2 on the built-in BERT/ALBERT/XLNet configurations at random init
 // and on the decoders gpt2 and llama-12l at random init, each with its causal mask and bidirectionally (or on --model
-// folders, pretrained and init), E3 circle, E4 path effectiveness (sort, hull, memorize), E5 width vs
-// depth (sort). --quick keeps theory, E6, E1 on BERT, E3, E4 sort and E5 at small settings.
+// folders, pretrained and init), E3 circle (and, full run only, E3 in four training regimes), E4 path effectiveness
+// (sort, hull, memorize), E5 width vs depth (sort), and beyond the paper: trainability at init (Noci et al. 2022) and
+// rank vs entropy collapse. --quick keeps theory, E6, E1 on BERT, E3, E4 sort, E5 at small settings and both
+// beyond-the-paper cells.
 #include <fmt/ranges.h>
 #include <fmt/format.h>
 
@@ -46,6 +48,7 @@ struct Cell {
     std::vector<std::string> figures;
     std::vector<std::string> data;
     std::string causal_cell;  // decoders' bidirectional cell: the cell with the same weights and the causal mask
+    bool beyond_paper = false;  // a claim of the follow-up literature (SPEC.md §7): its own report section and count
 };
 
 // One cell's state in this run: pending, reused, running, ran, failed, interrupted.
@@ -200,6 +203,15 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
                      task_cell("circle", {"--seeds", seed, "--epochs", "60"}, {}),
                      {"circle.svg"},
                      {"circle_summary.csv", "circle_trajectories.csv", "task.json"}});
+    // E3 by training regime (SPEC.md §7): 4 regimes × 4 variants × 8 seeds, about 12 minutes; full run only.
+    if (!options.quick)
+        cells.push_back({"e3_circle_regimes", "E3: the circle in four training regimes (8 seeds each)",
+                         "§4.2: pure attention merges the two trajectories, skip and/or MLP follow the arcs. SPEC.md §7: an "
+                         "independent implementation found this holds for plain MSE training (pure attention merged first in "
+                         "7/8 seeds) while with input noise 0.005 most seeds of every variant followed the arcs.",
+                         {"circle-regimes", "--seed", seed, "--checkpoints", checkpoints},
+                         {"circle_regimes.svg"},
+                         {"circle_regimes.csv", "circle_regimes_trajectories.csv"}});
     const std::vector<std::tuple<std::string, std::string, std::vector<std::string>, std::vector<std::string>>> tasks = {
         {"sort", "Whole model ≈0.98, chance 0.1.", {"--epochs", "15", "--repeats", "2"}, {}},
         {"hull", "Whole model ≈0.9, majority 0.54.", {}, {"--train-count", "3000", "--epochs", "40"}},
@@ -219,6 +231,25 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
                       options.quick ? "2,6" : "2,6,12", "--epochs", options.quick ? "10" : "65"},
                      {"width_depth.svg"},
                      {"width_depth.csv", "width_depth_residual.csv", "width_depth_paths.csv", "width_depth.json"}});
+    // Beyond the paper (SPEC.md §7): follow-up literature's claims at init, seconds each; the same in both runs.
+    Cell trainability{"beyond_trainability", "Beyond the paper: rank collapse and trainability (Noci et al. 2022)",
+                      "Noci et al. 2022 (arXiv 2206.03126): rank collapse at init makes the query and key gradients vanish; "
+                      "a depth-dependent scaling of the residual branches prevents it (post-LN tokens align with depth "
+                      "unless the residuals are scaled).",
+                      {"trainability", "--seed", seed},
+                      {"trainability.svg"},
+                      {"trainability.csv", "trainability_runs.csv", "trainability_summary.csv"}};
+    Cell failure_modes{"beyond_failure_modes", "Beyond the paper: rank collapse vs entropy collapse (query/key scale × depth)",
+                       "Zhai et al. 2023; Giorlandino & Goldt 2025 (arXiv 2505.24333): small query/key weights lead to rank "
+                       "collapse, large ones to near one-hot attention (entropy collapse) with the signal kept; the random "
+                       "energy model puts the freezing of attention at a logit spread of √(2 ln n).",
+                       {"failure-modes", "--seed", seed},
+                       {"failure_modes.svg"},
+                       {"failure_modes.csv", "failure_modes_summary.csv"}};
+    for (Cell* cell : {&trainability, &failure_modes}) {
+        cell->beyond_paper = true;
+        cells.push_back(*cell);
+    }
     // Every cell judges its own results against the paper: findings.json (checks, key numbers, reading) + verdicts.csv.
     for (auto& cell : cells) cell.data.insert(cell.data.begin(), {"verdicts.csv", "findings.json"});
     // --device goes to every cell whose command runs models (left out on the CPU, so CPU cells keep their arguments
@@ -226,7 +257,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     if (options.common.device != "cpu")
         for (auto& cell : cells)
             if (cell.arguments[0] == "theory" || cell.arguments[0] == "model" || cell.arguments[0] == "task" ||
-                cell.arguments[0] == "width-depth")
+                cell.arguments[0] == "width-depth" || cell.arguments[0] == "circle-regimes")
                 cell.arguments.insert(cell.arguments.end(), {"--device", options.common.device});
     return cells;
 }
@@ -475,8 +506,9 @@ a{color:#1b6e9e}
     }
     // Every cell's findings, read once.
     std::vector<std::optional<Findings>> findings(cells.size());
-    std::vector<std::pair<std::string, Check>> all_checks;
-    int counts[3] = {0, 0, 0};
+    // [0]: the paper's claims; [1]: beyond the paper (counted and shown apart).
+    std::vector<std::pair<std::string, Check>> all_checks[2];
+    int counts[2][3] = {{0, 0, 0}, {0, 0, 0}};
     for (std::size_t c = 0; c < cells.size(); ++c) {
         const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
         if (!has_results) continue;
@@ -503,24 +535,35 @@ a{color:#1b6e9e}
             }
         }
         for (const auto& check : findings[c]->checks) {
-            all_checks.emplace_back(cells[c].name, check);
-            ++counts[static_cast<int>(check.verdict)];
+            const int part = cells[c].beyond_paper ? 1 : 0;
+            all_checks[part].emplace_back(cells[c].name, check);
+            ++counts[part][static_cast<int>(check.verdict)];
         }
     }
     html += fmt::format("<h2 id=\"verdicts\">What the paper claims, what this run measured</h2>\n<p>{} checks: {} reproduced, "
                         "{} not reproduced, {} not comparable at these settings. Each verdict is computed from this run's "
                         "numbers by the criterion beside it (also in <a href=\"verdicts.csv\">verdicts.csv</a>).</p>\n",
-                        all_checks.size(), counts[0], counts[1], counts[2]);
-    html += checks_table(all_checks, true);
+                        all_checks[0].size(), counts[0][0], counts[0][1], counts[0][2]);
+    html += checks_table(all_checks[0], true);
     html += "<table><tr><th>experiment</th><th>seconds</th><th>status</th></tr>\n";
     for (const auto& state : states)
         html += fmt::format("<tr><td><a href=\"#{0}\">{0}</a></td><td>{1}</td><td>{2}{3}</td></tr>\n", state.name,
                             state.seconds < 0 ? std::string("-") : fmt::format("{:.1f}", state.seconds), state.status,
                             state.note.empty() ? "" : " (" + html_escape(state.note) + ")");
     html += "</table>\n";
+    bool beyond_heading = false;
     for (std::size_t c = 0; c < cells.size(); ++c) {
         const Cell& cell = cells[c];
         const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
+        if (cell.beyond_paper && !beyond_heading) {
+            beyond_heading = true;
+            html += fmt::format("<h2 id=\"beyond-the-paper\" class=\"beyond\">Beyond the paper</h2>\n<p>Claims of the follow-up "
+                                "literature (SPEC.md §7), measured with the same code at initialisation. They are not the "
+                                "paper's claims and are not counted in its verdicts above: {} checks here, {} reproduced, {} "
+                                "not reproduced, {} not comparable.</p>\n",
+                                all_checks[1].size(), counts[1][0], counts[1][1], counts[1][2]);
+            html += checks_table(all_checks[1], true);
+        }
         html += fmt::format("<h2 id=\"{}\">{}</h2>\n", cell.name, html_escape(cell.title));
         if (!has_results) {
             html += fmt::format("<p class=\"paper\">Paper: {}</p>\n<p class=\"meta\">Not computed in this run yet ({}).</p>\n",
