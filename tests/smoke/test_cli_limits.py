@@ -96,8 +96,13 @@ class Limits(unittest.TestCase):
         --sink-threshold). Every flag whose --help shows a range, in every command, must refuse nan."""
         import re
         commands = [["measure"], ["theory"], ["paths", "sample"], ["paths", "count"], ["paths", "check"], ["model"],
-                    ["tokenize"], ["embed"], ["task", "sort"], ["task", "circle"], ["width-depth"], ["pretrain"],
-                    ["dynamics"], ["reproduce"], ["sweep"]]
+                    ["tokenize"], ["embed"], ["task", "sort"], ["task", "circle"], ["circle-regimes"], ["width-depth"],
+                    ["trainability"], ["failure-modes"], ["pretrain"], ["dynamics"], ["reproduce"], ["sweep"]]
+        # Every subcommand the program lists is in this list (a new command cannot slip past the check).
+        top = run("--help").stdout
+        listed = set(re.findall(r"^\s{2}([a-z][a-z0-9-]*)\s{2,}", top.split("SUBCOMMANDS")[-1].split("Subcommands")[-1], re.M))
+        self.assertGreater(len(listed), 10, top)
+        self.assertEqual(listed - {c[0] for c in commands}, set())
         checked = 0
         for command in commands:
             help_text = run(*command, "--help").stdout
