@@ -3,8 +3,10 @@
 
 #include "rankscope/e3_regimes.hpp"
 #include "rankscope/error.hpp"
+#include "verdict_of.hpp"
 
 using namespace rankscope;
+using rankscope::test_support::verdict_of;
 
 namespace {
 
@@ -31,12 +33,6 @@ CircleRegimeResult synthetic_regime(const std::string& name, const std::vector<i
             r.result.runs.push_back(run);
         }
     return r;
-}
-
-Verdict verdict_of(const Findings& f, const std::string& part) {
-    for (const auto& c : f.checks)
-        if (c.claim.find(part) != std::string::npos) return c.verdict;
-    throw Error("no check mentions '" + part + "'");
 }
 
 }  // namespace

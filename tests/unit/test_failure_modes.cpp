@@ -8,10 +8,12 @@
 #include <functional>
 
 #include "rankscope/error.hpp"
+#include "verdict_of.hpp"
 #include "rankscope/failure_modes.hpp"
 #include "rankscope/measures.hpp"
 
 using namespace rankscope;
+using rankscope::test_support::verdict_of;
 
 TEST(FailureModes, NormalizedEntropyOfHandCheckedPatterns) {
     const at::Tensor uniform = torch::full({1, 1, 4, 4}, 0.25, at::kDouble);
@@ -81,12 +83,6 @@ FailureModesResult synthetic_result(const Synthetic& s, const FailureModesSettin
                 result.rows.push_back(row);
             }
     return result;
-}
-
-Verdict verdict_of(const Findings& f, const std::string& part) {
-    for (const auto& c : f.checks)
-        if (c.claim.find(part) != std::string::npos) return c.verdict;
-    throw Error("no check mentions '" + part + "'");
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 #include <cmath>
 
 #include "rankscope/error.hpp"
+#include "verdict_of.hpp"
 #include "rankscope/summary.hpp"
 #include "rankscope/trainability.hpp"
 
 using namespace rankscope;
+using rankscope::test_support::verdict_of;
 
 namespace {
 
@@ -176,12 +178,6 @@ TrainabilityResult synthetic_result(const Synthetic& s) {
                 result.runs.push_back(run);
             }
     return result;
-}
-
-Verdict verdict_of(const Findings& f, const std::string& part) {
-    for (const auto& c : f.checks)
-        if (c.claim.find(part) != std::string::npos) return c.verdict;
-    throw Error("no check mentions '" + part + "'");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -159,6 +160,21 @@ Provenance start_run(const CommonOptions& options) {
     Provenance provenance = make_provenance(static_cast<int>(argv.size()), argv.data(), options.seed, threads);
     provenance.device = device.str();
     return provenance;
+}
+
+bool print_csv_or_json(const CommonOptions& options, const Table& table, const Findings& findings) {
+    if (options.format == "csv") {
+        std::cout << table.to_csv().to_string();
+        return true;
+    }
+    if (options.format == "json") {
+        nlohmann::json checks = nlohmann::json::array();
+        for (const auto& c : findings.checks)
+            checks.push_back({{"claim", c.claim}, {"measured", c.measured}, {"verdict", verdict_name(c.verdict)}});
+        std::cout << nlohmann::json{{"checks", checks}, {"reading", findings.reading}}.dump(2) << "\n";
+        return true;
+    }
+    return false;
 }
 
 }  // namespace rankscope::cli

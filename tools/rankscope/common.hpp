@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "rankscope/findings.hpp"
 #include "rankscope/provenance.hpp"
+#include "rankscope/table.hpp"
 
 namespace rankscope::cli {
 
@@ -47,6 +49,10 @@ void add_device_option(CLI::App& command, CommonOptions& options);
 
 // Applies --threads to ATen (intra-op) and returns the number in use.
 int apply_threads(int requested);
+
+// --format csv: `table` as CSV on standard output; --format json: the findings' checks (claim, measured, verdict) and
+// reading. Returns false for --format table (the command prints its own table).
+bool print_csv_or_json(const CommonOptions& options, const Table& table, const Findings& findings);
 
 // Fills the provenance once the command line has been parsed.
 Provenance start_run(const CommonOptions& options);

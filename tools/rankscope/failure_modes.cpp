@@ -45,17 +45,7 @@ void run_failure_modes(FailureModesOptions options) {
                         {"outputs", {"failure_modes.csv", "failure_modes_summary.csv", "findings.json", "verdicts.csv"}},
                         {"figures", figures}});
     }
-    if (options.common.format == "csv") {
-        std::cout << summary.to_csv().to_string();
-        return;
-    }
-    if (options.common.format == "json") {
-        nlohmann::json checks = nlohmann::json::array();
-        for (const auto& c : findings.checks)
-            checks.push_back({{"claim", c.claim}, {"measured", c.measured}, {"verdict", verdict_name(c.verdict)}});
-        std::cout << nlohmann::json{{"checks", checks}, {"reading", findings.reading}}.dump(2) << "\n";
-        return;
-    }
+    if (print_csv_or_json(options.common, summary, findings)) return;
     // The first and the last layer of every (variant, scale).
     fmt::print("{:<12} {:>8} {:>6} {:>10} {:>12}  {}\n", "variant", "s", "layer", "entropy", "residual", "regime");
     const auto& variant = summary.column("variant").texts;

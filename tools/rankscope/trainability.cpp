@@ -60,17 +60,7 @@ void run_trainability(TrainabilityOptions options) {
                                      "findings.json", "verdicts.csv"}},
                         {"figures", figures}});
     }
-    if (options.common.format == "csv") {
-        std::cout << summary.to_csv().to_string();
-        return;
-    }
-    if (options.common.format == "json") {
-        nlohmann::json checks = nlohmann::json::array();
-        for (const auto& c : findings.checks)
-            checks.push_back({{"claim", c.claim}, {"measured", c.measured}, {"verdict", verdict_name(c.verdict)}});
-        std::cout << nlohmann::json{{"checks", checks}, {"reading", findings.reading}}.dump(2) << "\n";
-        return;
-    }
+    if (print_csv_or_json(options.common, summary, findings)) return;
     fmt::print("{:<6} {:<20} {:>5} {:>12} {:>14}\n", "LN", "scaling", "L", "last cosine", "median q/v grad");
     const auto& columns = summary.columns();
     for (std::size_t r = 0; r < summary.rows(); ++r)
