@@ -1,6 +1,7 @@
 """Beyond the paper: run_trainability and run_failure_modes against the command line's files (the same tables and
-findings), and their numbers against numpy/torch where an independent reference is short: the token cosine and the
-entropy of the recorded patterns."""
+findings); the first layer's token cosine against numpy on the same torch draw; the failure-modes summary against the
+mean over its rows and the regime rule. (Gradient norms and entropies against independent references: the C++ unit
+tests test_trainability.cpp and test_failure_modes.cpp.)"""
 import json
 import math
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "rankscope/error.hpp"
@@ -38,6 +39,10 @@ void TrainabilitySettings::validate() const {
     if (depths.empty() || layer_norms.empty() || scalings.empty())
         throw Error("depths, LayerNorm placements and residual scalings must each list at least one value");
     for (int depth : depths) positive(depth, 256, "depths");
+    if (std::set<int>(depths.begin(), depths.end()).size() != depths.size()) throw Error("a depth is listed twice", "depths");
+    if (std::set<LayerNormKind>(layer_norms.begin(), layer_norms.end()).size() != layer_norms.size() ||
+        std::set<ResidualScaling>(scalings.begin(), scalings.end()).size() != scalings.size())
+        throw Error("a LayerNorm placement or residual scaling is listed twice");
     for (auto kind : layer_norms)
         if (kind != LayerNormKind::Post && kind != LayerNormKind::Pre)
             throw Error("the trainability experiment compares post-LN and pre-LN blocks, not '" + to_string(kind) + "'",
@@ -272,10 +277,12 @@ Findings trainability_findings(const TrainabilityResult& result, const Trainabil
     std::vector<double> cosines, query_ratios, key_ratios;
     for (const auto& run : result.runs)
         for (const auto& l : run.probe.layers) {
-            if (!(std::isfinite(l.input_cosine) && l.grad_value > 0)) continue;
+            const double query = std::log(l.grad_query / l.grad_value), key = std::log(l.grad_key / l.grad_value);
+            // (a zero query/key gradient, log = −inf, still ranks lowest; NaN anywhere leaves the layer out)
+            if (!std::isfinite(l.input_cosine) || !(l.grad_value > 0) || std::isnan(query) || std::isnan(key)) continue;
             cosines.push_back(l.input_cosine);
-            query_ratios.push_back(std::log(l.grad_query / l.grad_value));
-            key_ratios.push_back(std::log(l.grad_key / l.grad_value));
+            query_ratios.push_back(query);
+            key_ratios.push_back(key);
         }
     const double rho_query = cosines.size() >= 2 ? spearman_correlation(cosines, query_ratios) : NAN;
     const double rho_key = cosines.size() >= 2 ? spearman_correlation(cosines, key_ratios) : NAN;
@@ -283,7 +290,7 @@ Findings trainability_findings(const TrainabilityResult& result, const Trainabil
     const double cosine_high = cosines.empty() ? NAN : *std::max_element(cosines.begin(), cosines.end());
     f.key("Spearman ρ(layer input cosine, log ‖∇W_Q‖/‖∇W_V‖), all layers of all runs", rho_query);
     f.key("Spearman ρ(layer input cosine, log ‖∇W_K‖/‖∇W_V‖)", rho_key);
-    f.check({"Noci 2022", "As tokens align, the query and key gradients vanish while the value gradients do not",
+    f.check({"Noci 2022", "As tokens align, the query and key gradients vanish relative to the value gradients",
              "abstract: rank collapse makes the query and key gradients vanish at init (exactly 0 for aligned tokens); values differ",
              fmt::format("ρ = {} (queries), {} (keys) over {} layers with input cosine {} to {}", quote_number(rho_query),
                          quote_number(rho_key), cosines.size(), quote_number(cosine_low), quote_number(cosine_high)),
@@ -298,14 +305,22 @@ Findings trainability_findings(const TrainabilityResult& result, const Trainabil
             bool apart = plain.size() == scaled.size(), alive = apart;
             for (std::size_t i = 0; apart && i < plain.size(); ++i)
                 apart = scaled[i]->probe.last_cosine < plain[i]->probe.last_cosine;
+            // ... and most of the alignment that depth adds without scaling is gone with it.
+            const double plain_growth = mean_of(plain, last_cosine) -
+                                        mean_of(runs[{layer_norm, ResidualScaling::Plain, shallow}], last_cosine);
+            const double scaled_growth = mean_of(scaled, last_cosine) -
+                                         mean_of(runs[{layer_norm, ResidualScaling::InverseSqrtDepth, shallow}], last_cosine);
+            apart = apart && scaled_growth < plain_growth / 2;
             const double ratio_plain = mean_of(plain, median_query_over_value);
             const double ratio_scaled = mean_of(scaled, median_query_over_value);
             alive = alive && ratio_scaled > ratio_plain;
             f.check({"Noci 2022", fmt::format("Scaling the residual branches by 1/√L keeps the tokens apart ({}-LN)", to_string(layer_norm)),
                      "abstract: an appropriate depth-dependent scaling of the residual branches prevents rank collapse",
-                     fmt::format("last-layer cosine at L = {}: {} with α = 1/√L, {} with α = 1", deep,
-                                 quote_number(mean_of(scaled, last_cosine)), quote_number(mean_of(plain, last_cosine))),
-                     "lower with α = 1/√L in every seed", judge(deep >= 8, apart), setting});
+                     fmt::format("last-layer cosine at L = {}: {} with α = 1/√L, {} with α = 1; growth from L = {}: {} and {}",
+                                 deep, quote_number(mean_of(scaled, last_cosine)), quote_number(mean_of(plain, last_cosine)),
+                                 shallow, quote_number(scaled_growth), quote_number(plain_growth)),
+                     "lower with α = 1/√L in every seed, and its growth with depth under half of α = 1's",
+                     judge(deep >= 8, apart), setting});
             f.check({"Noci 2022", fmt::format("Scaling the residual branches by 1/√L keeps the query/key gradients alive ({}-LN)", to_string(layer_norm)),
                      "abstract: scaling prevents the collapse that makes the query/key gradients vanish",
                      fmt::format("median over layers of ‖∇W_Q‖/‖∇W_V‖ at L = {}: {} with α = 1/√L, {} with α = 1", deep,

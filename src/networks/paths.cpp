@@ -23,6 +23,8 @@ PathCheck check_path_decomposition(San& network, const at::Tensor& x, double max
         const BlockConfig block = config.block_at(l);
         if (block.mlp || block.layer_norm != LayerNormKind::None)
             throw Error("the path decomposition needs a network without MLP and LayerNorm (layer " + std::to_string(l) + ")");
+        if (block.attention_skip && block.residual_scale != 1.0)
+            throw Error("the path decomposition needs unscaled skips (residual_scale 1; layer " + std::to_string(l) + ")");
         any_skip = any_skip || block.attention_skip;
     }
     PathCheck check;

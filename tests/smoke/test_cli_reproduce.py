@@ -104,7 +104,8 @@ class Reproduce(unittest.TestCase):
         for link in links:
             self.assertTrue(os.path.exists(os.path.join(self.out, link)), link)
         self.assertNotRegex(html, r'(src|href)="https?://')  # works offline
-        self.assertEqual(html.count("<svg"), 13)  # 9, and residual + paths of the two llama-gqa cells
+        # 9, residual + paths of the two llama-gqa cells, and the two beyond-the-paper cells' figures
+        self.assertEqual(html.count("<svg"), 15)
         self.assertIn("measured here", html)  # the tables of key numbers
 
     def test_report_words_come_from_the_findings(self):
@@ -122,9 +123,16 @@ class Reproduce(unittest.TestCase):
                 self.assertTrue(row[column], (column, row))
             # The report's opening table quotes each check as the cell measured it.
             self.assertIn(html_module.escape(row["measured"]), page, row["measured"])
+            self.assertEqual(row["part"], "beyond the paper" if row["cell"].startswith("beyond_") else "paper", row)
             cells.add(row["cell"])
         self.assertEqual(cells, {"theory", "e6_path_counts", "e1_use-lite", "e1_llama-gqa", "e1_llama-gqa_bidirectional",
-                                 "e3_circle", "e4_sort", "e5_width_depth_sort"})
+                                 "e3_circle", "e4_sort", "e5_width_depth_sort", "beyond_trainability",
+                                 "beyond_failure_modes"})
+        # The beyond-the-paper checks have their own section and count, after the paper's cells.
+        beyond = [r for r in verdicts if r["part"] == "beyond the paper"]
+        self.assertIn(f"{len(beyond)} checks here", page)
+        self.assertLess(page.index('id="e5_width_depth_sort"'), page.index('id="beyond-the-paper"'))
+        self.assertLess(page.index('id="beyond-the-paper"'), page.index('id="beyond_trainability"'))
         # Every cell's reading in the report is the one its findings.json holds (generated from its numbers).
         for cell in cells:
             with open(os.path.join(self.out, cell, "findings.json")) as f:

@@ -69,6 +69,7 @@ struct Synthetic {
     };
     std::function<int(double)> san_collapse = [](double s) { return s < 1 ? 2 : s < 2 ? 3 : 5; };
     double transformer_residual = 0.3;
+    double transformer_cosine = 0.3;  // mean token cosine of every transformer layer
 };
 
 FailureModesResult synthetic_result(const Synthetic& s, const FailureModesSettings& settings) {
@@ -80,6 +81,7 @@ FailureModesResult synthetic_result(const Synthetic& s, const FailureModesSettin
                 row.variant = variant, row.query_key_scale = scale, row.layer = layer;
                 row.normalized_entropy = layer == 1 ? s.entropy1(scale) : 1.0;
                 row.relative_residual = variant == "SAN" ? (layer >= s.san_collapse(scale) ? 1e-16 : 0.5) : s.transformer_residual;
+                row.mean_cosine = variant == "SAN" ? (layer >= s.san_collapse(scale) ? 1.0 : 0.2) : s.transformer_cosine;
                 result.rows.push_back(row);
             }
     return result;
@@ -106,19 +108,28 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
     spread.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) : 0.6; };  // never one-hot
     const Findings f_spread = failure_modes_findings(synthetic_result(spread, settings), settings);
     EXPECT_EQ(verdict_of(f_spread, large), Verdict::NotReproduced);
-    EXPECT_EQ(verdict_of(f_spread, freezes), Verdict::NotComparable);  // never crosses 1/2
+    EXPECT_EQ(verdict_of(f_spread, freezes), Verdict::NotReproduced);  // never freezes although the scales span s_c
 
     Synthetic collapsed;
-    collapsed.transformer_residual = 1e-5;  // one-hot attention but tokens not kept apart
+    collapsed.transformer_residual = 2e-3;  // one-hot attention, a residual above the threshold, but tokens aligned
+    collapsed.transformer_cosine = 0.9999;
     EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(collapsed, settings), settings), large), Verdict::NotReproduced);
 
     Synthetic earlier;
     earlier.san_collapse = [](double s) { return s < 1 ? 4 : 2; };  // larger scales collapse sooner
     EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(earlier, settings), settings), delay), Verdict::NotReproduced);
 
-    Synthetic late_freeze;
-    late_freeze.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) : s < 2 ? 0.9 : 0.05; };
-    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(late_freeze, settings), settings), freezes), Verdict::NotReproduced);
+    Synthetic early_freeze;  // near one-hot already at s = 1 < s_c / 1.5
+    early_freeze.entropy1 = [](double s) { return s <= 0.5 ? first_layer_entropy_expansion(s, 32) : s < 2 ? 0.3 : 0.05; };
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(early_freeze, settings), settings), freezes), Verdict::NotReproduced);
+
+    FailureModesSettings only_small = settings;  // no scale above 1.5 s_c: the freezing cannot be judged
+    only_small.query_key_scales = {0.25, 0.5, 1, 1.62};
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result({}, only_small), only_small), freezes), Verdict::NotComparable);
+
+    FailureModesSettings twice = settings;
+    twice.query_key_scales = {0.5, 1, 0.5};
+    EXPECT_THROW(twice.validate(), Error);
 
     Synthetic off;
     off.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) - 0.05 : s < 2 ? 0.49 : 0.05; };
