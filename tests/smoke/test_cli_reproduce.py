@@ -61,7 +61,7 @@ class Reproduce(unittest.TestCase):
             self.assertIn("variants", json.load(f))
         with open(os.path.join(self.out, "manifest.json")) as f:
             manifest = json.load(f)
-        self.assertEqual(len(manifest["cells"]), 8)
+        self.assertEqual(len(manifest["cells"]), 10)  # 8 of the paper, 2 beyond it
         self.assertTrue(manifest["complete"])
         self.assertEqual(manifest["status"], "complete")
         # Each cell's manifest lists every output with its size and SHA-256.
@@ -172,7 +172,7 @@ class Reproduce(unittest.TestCase):
         again = subprocess.run([os.path.abspath(sys.argv[1]), "reproduce", "--quick", *MODELS, "--out", self.out],
                                capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."))
         self.assertEqual(again.returncode, 0, again.stderr)
-        self.assertEqual(again.stdout.count("reused"), 8, again.stdout)
+        self.assertEqual(again.stdout.count("reused"), 10, again.stdout)
         with open(os.path.join(self.out, "manifest.json")) as f:
             manifest = json.load(f)
         self.assertTrue(all(c["status"] == "reused" for c in manifest["cells"]), manifest["cells"])
@@ -195,7 +195,7 @@ class Reproduce(unittest.TestCase):
         self.assertIn("recomputing theory: theory.csv has", again.stderr)
         self.assertIn("recomputing e6_path_counts: path_counts.json was deleted", again.stderr)
         self.assertIn("recomputing e3_circle: circle_trajectories.csv changed", again.stderr)
-        self.assertEqual(again.stdout.count("reused"), 5, again.stdout)
+        self.assertEqual(again.stdout.count("reused"), 7, again.stdout)  # 10 cells, 3 tampered
         self.assertEqual(len(read_rows(theory_csv)), 12 * 2 * 9)  # complete again: 12 variants x 2 seeds x 9 layers
         self.assertTrue(os.path.exists(os.path.join(self.out, "e6_path_counts", "path_counts.json")))
 
