@@ -11,6 +11,16 @@ from ._tables import as_table
 from .findings import Findings
 
 
+def _check_sizes(d_model: int, heads: int, tokens: int, samples: int, seeds: int, seed: int) -> None:
+    """The ranges both commands give these flags (trainability.cpp, failure_modes.cpp)."""
+    check_range(d_model, 1, 1024, "d_model")
+    check_range(heads, 1, 64, "heads")
+    check_range(tokens, 2, 1024, "tokens")
+    check_range(samples, 1, 1024, "samples")
+    check_range(seeds, 1, 1000, "seeds")
+    check_range(seed, 0, 2**64 - 1, "seed")
+
+
 @dataclass
 class TrainabilityRun:
     """Noci et al. 2022: token alignment and query/key/value gradient norms at init (`rankscope trainability`)."""
@@ -29,12 +39,7 @@ def run_trainability(depths: Sequence[int] = (2, 4, 8, 16, 32, 64), layer_norms:
     gradients of W_Q, W_K and W_V of every layer. About 8 s at the defaults on 2 cores."""
     for depth in depths:
         check_range(depth, 1, 256, "depths")
-    check_range(d_model, 1, 1024, "d_model")
-    check_range(heads, 1, 64, "heads")
-    check_range(tokens, 2, 1024, "tokens")
-    check_range(samples, 1, 1024, "samples")
-    check_range(seeds, 1, 1000, "seeds")
-    check_range(seed, 0, 2**64 - 1, "seed")
+    _check_sizes(d_model, heads, tokens, samples, seeds, seed)
     result = _rankscope.run_trainability(list(depths), list(layer_norms), list(scalings), d_model, heads, tokens, samples,
                                          seeds, seed)
     return TrainabilityRun(layers=as_table(result["layers"], frame), runs=as_table(result["runs"], frame),
@@ -61,12 +66,7 @@ def run_failure_modes(query_key_scales: Sequence[float] = (0.25, 0.35, 0.5, 0.71
     for scale in query_key_scales:
         check_range(scale, 0, 100, "query_key_scales", low_open=True)
     check_range(layers, 1, 256, "layers")
-    check_range(d_model, 1, 1024, "d_model")
-    check_range(heads, 1, 64, "heads")
-    check_range(tokens, 2, 1024, "tokens")
-    check_range(samples, 1, 1024, "samples")
-    check_range(seeds, 1, 1000, "seeds")
-    check_range(seed, 0, 2**64 - 1, "seed")
+    _check_sizes(d_model, heads, tokens, samples, seeds, seed)
     check_range(entropy_threshold, 0, 1, "entropy_threshold", low_open=True)
     check_range(rank_threshold, 0, 1, "rank_threshold", low_open=True)
     result = _rankscope.run_failure_modes([float(s) for s in query_key_scales], list(variants), layers, d_model, heads,
