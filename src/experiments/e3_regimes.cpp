@@ -74,20 +74,29 @@ Findings circle_regimes_findings(const std::vector<CircleRegimeResult>& results)
         const auto& variants = r.settings.variants;
         const std::string setting = fmt::format("{}; {} seeds, {} points, at most {} epochs", r.regime.name, r.settings.seeds.size(),
                                                 r.settings.training.train_count, r.settings.training.epochs);
-        std::vector<std::string> rates_text;
+        // Each variant's rates, once (index-aligned with `variants`).
+        std::vector<CircleRates> rates;
+        for (const auto& variant : variants) rates.push_back(circle_rates(r.result, variant, r.settings));
+        const auto san_at = std::find(variants.begin(), variants.end(), "SAN");
+        const CircleRates* san = san_at == variants.end() ? nullptr : &rates[static_cast<std::size_t>(san_at - variants.begin())];
+        std::vector<std::string> rates_text, others_text;
         double worst_rmse = 0;
         int trained = 0, runs = 0;
-        for (const auto& variant : variants) {
-            const CircleRates rates = circle_rates(r.result, variant, r.settings);
-            worst_rmse = std::max(worst_rmse, rates.worst_train_rmse);
-            trained += rates.trained, runs += rates.seeds;
-            rates_text.push_back(fmt::format("{} merged {}/{}{}, on the arcs {}/{}", variant, rates.merged, rates.seeds,
-                                             rates.merge_steps.empty() ? "" : fmt::format(" (steps {})", fmt::join(rates.merge_steps, ", ")),
-                                             rates.on_arcs, rates.seeds));
-            f.key(fmt::format("{}: {}", r.regime.name, variant),
-                  fmt::format("merge rate {}/{}, on the arcs {}/{}, trained {}/{}, worst one-step RMSE {}", rates.merged,
-                              rates.seeds, rates.on_arcs, rates.seeds, rates.trained, rates.seeds,
-                              quote_number(rates.worst_train_rmse, 2)));
+        bool first = true, follow = true;
+        for (std::size_t v = 0; v < variants.size(); ++v) {
+            const CircleRates& x = rates[v];
+            worst_rmse = std::max(worst_rmse, x.worst_train_rmse);
+            trained += x.trained, runs += x.seeds;
+            rates_text.push_back(fmt::format("{} merged {}/{}{}, on the arcs {}/{}", variants[v], x.merged, x.seeds,
+                                             x.merge_steps.empty() ? "" : fmt::format(" (steps {})", fmt::join(x.merge_steps, ", ")),
+                                             x.on_arcs, x.seeds));
+            f.key(fmt::format("{}: {}", r.regime.name, variants[v]),
+                  fmt::format("merge rate {}/{}, on the arcs {}/{}, trained {}/{}, worst one-step RMSE {}", x.merged, x.seeds,
+                              x.on_arcs, x.seeds, x.trained, x.seeds, quote_number(x.worst_train_rmse, 2)));
+            if (&x == san) continue;
+            if (san) first = first && san->merge_rate() > x.merge_rate();
+            follow = follow && 2 * x.on_arcs >= x.seeds;
+            others_text.push_back(fmt::format("{}/{} ({}; on the arcs {}/{})", x.merged, x.seeds, variants[v], x.on_arcs, x.seeds));
         }
         // Comparable as E3's own checks: enough seeds for a rate, and every model trained to the one-step precondition
         // (a rollout of a map that was never learned says nothing about the architecture).
@@ -95,43 +104,19 @@ Findings circle_regimes_findings(const std::vector<CircleRegimeResult>& results)
         const std::string measured = fmt::format("{}; {}/{} models trained to one-step RMSE < {} step; worst {} ({} step lengths)",
                                                  fmt::join(rates_text, "; "), trained, runs, quote_number(r.settings.small_error, 2),
                                                  quote_number(worst_rmse, 2), quote_number(worst_rmse / r.result.step_length, 2));
-        const bool has_san = std::find(variants.begin(), variants.end(), "SAN") != variants.end();
-        if (has_san && variants.size() >= 2) {
-            const CircleRates san = circle_rates(r.result, "SAN", r.settings);
-            bool first = true;
-            for (const auto& variant : variants)
-                if (variant != "SAN") first = first && san.merge_rate() > circle_rates(r.result, variant, r.settings).merge_rate();
+        if (san && variants.size() >= 2)
             f.check({"E3", fmt::format("Pure attention collapses first ({})", r.regime.name),
                      "§4.2: pure attention merges the two trajectories; skip and/or MLP keep them apart", measured,
                      "SAN's merge rate above every other variant's (≥ 8 seeds each, every model trained)", judge(enough_seeds, first), setting});
-        }
-        bool follow = true;
-        int others = 0;
-        for (const auto& variant : variants) {
-            if (variant == "SAN") continue;
-            ++others;
-            const CircleRates rates = circle_rates(r.result, variant, r.settings);
-            follow = follow && 2 * rates.on_arcs >= rates.seeds;
-        }
-        if (others > 0)
+        if (!others_text.empty())
             f.check({"E3", fmt::format("Skip and/or MLP follow the arcs ({})", r.regime.name),
                      "§4.2 figure: with a skip and/or an MLP the trajectories stay on their arcs", measured,
                      "every variant with a skip or an MLP on the arcs in at least half of its seeds (≥ 8 seeds each, every "
                      "model trained)",
                      judge(enough_seeds, follow), setting});
-        const CircleRates san = circle_rates(r.result, "SAN", r.settings);
-        if (has_san)
+        if (san)
             sentences.push_back(fmt::format("{}: SAN merged in {} of {} seeds; the other variants merged in {}", r.regime.name,
-                                            san.merged, san.seeds, [&] {
-                                                std::vector<std::string> parts;
-                                                for (const auto& variant : variants)
-                                                    if (variant != "SAN") {
-                                                        const CircleRates o = circle_rates(r.result, variant, r.settings);
-                                                        parts.push_back(fmt::format("{}/{} ({}; on the arcs {}/{})", o.merged,
-                                                                                    o.seeds, variant, o.on_arcs, o.seeds));
-                                                    }
-                                                return fmt::format("{}", fmt::join(parts, ", "));
-                                            }()));
+                                            san->merged, san->seeds, fmt::join(others_text, ", ")));
     }
     f.reading = fmt::format("{}.", fmt::join(sentences, ". "));
     f.notes.push_back("Every regime trains the same variants from the same seeds with the same recipe except the input "
