@@ -36,21 +36,27 @@ std::vector<CircleRegimeResult> run_circle_regimes(const CircleSettings& base, c
 // The rates behind the checks, per regime and variant.
 struct CircleRates {
     int seeds = 0, merged = 0, on_arcs = 0;
+    int on_circle = 0;                    // finite, never merged, mean |‖p‖ − r| below arc_distance (any phase)
     int trained = 0;                      // seeds whose one-step RMSE is below settings.small_error step lengths
     std::vector<int> merge_steps;         // of the merged seeds, in seed order
     double worst_train_rmse = 0;          // largest one-step RMSE over the seeds (training points)
     double merge_rate() const { return seeds ? static_cast<double>(merged) / seeds : 0; }
     double arc_rate() const { return seeds ? static_cast<double>(on_arcs) / seeds : 0; }
+    double circle_rate() const { return seeds ? static_cast<double>(on_circle) / seeds : 0; }
+    double median_merge_step() const;     // of merge_steps (mean of the middle two when even); NaN when none merged
 };
 CircleRates circle_rates(const CircleResult& result, const std::string& variant, const CircleSettings& settings);
 
 // circle_regimes.csv: regime, input_noise, embedding_layer_norm, variant, seeds, merged, merge_rate, merge_steps,
-// on_arcs, arc_rate, worst_train_rmse, step_length.
+// median_merge_step, on_arcs, arc_rate, on_circle, circle_rate, trained, worst_train_rmse, step_length.
 Table circle_regimes_table(const std::vector<CircleRegimeResult>& results);
 
-// Per regime: "pure attention collapses first" (SAN's merge rate above every other variant's) and "skip/MLP follow
-// the arcs" (each other variant on the arcs in at least half of the seeds); comparable with ≥ 8 seeds per variant,
-// every one trained to E3's precondition (one-step RMSE below small_error step lengths), as circle_findings requires.
+// Per regime, four checks. "First" read two ways: "pure attention collapses first" (SAN's merge rate above every
+// other variant's: the issue's definition) and "pure attention collapses earliest" (SAN merged, and its median merge
+// step is below that of every other variant that merged). "Follow" read two ways: "skip/MLP follow the arcs" (each
+// other variant on the arcs, phase included, in at least half of the seeds) and "skip/MLP stay on the circle" (the
+// same with any phase: on_circle). Comparable with ≥ 8 seeds per variant, every one trained to E3's precondition
+// (one-step RMSE below small_error step lengths), as circle_findings requires.
 Findings circle_regimes_findings(const std::vector<CircleRegimeResult>& results);
 
 }  // namespace rankscope

@@ -30,6 +30,8 @@ struct TaskSettings {
     std::string lr_schedule = "constant";      // "constant" or "cosine" (from learning_rate to 0 over `epochs`)
     double target_mse = 0;                     // regression: stop after the first epoch whose training-set MSE
                                                // (mean over coordinates, model in eval mode) is below this; 0 = never
+    std::string init = "normal";               // weight draw: "normal" or "uniform" (PyTorch's nn.Linear default);
+                                               // see TaskModelConfig::init. Part of the key only when "uniform"
     bool embedding_layer_norm = true;          // circle only: LayerNorm after the input projection (outside the layer)
     double input_noise = 0;                    // circle only: every batch's inputs get N(0, σ²) noise per coordinate and
                                                // the targets the same noise rotated by one step (target = R x̃: the

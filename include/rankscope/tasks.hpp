@@ -63,6 +63,10 @@ struct TaskModelConfig {
     bool embedding_layer_norm = true;  // ln_embed after the embedding
     int outputs = 2;               // classes, or output features (circle)
     SanConfig encoder;             // blocks.*; layers, heads, d_model, skip, MLP, LayerNorm
+    // How the weights are drawn: "normal" (rankscope's: every W_* ~ N(0, 1/fan_in), attention and MLP biases
+    // N(0, 0.1²), embedding and unembedding biases 0) or "uniform" (PyTorch's nn.Linear default: every W_* and its
+    // b_* ~ U(−1/√fan_in, 1/√fan_in)). Token and position embeddings stay N(0, 1), LayerNorm at (1, 0) in both.
+    std::string init = "normal";
     nlohmann::json to_json() const;
 };
 

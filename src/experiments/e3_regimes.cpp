@@ -34,6 +34,14 @@ std::vector<CircleRegimeResult> run_circle_regimes(const CircleSettings& base, c
     return results;
 }
 
+double CircleRates::median_merge_step() const {
+    if (merge_steps.empty()) return std::nan("");
+    std::vector<int> sorted = merge_steps;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t middle = sorted.size() / 2;
+    return sorted.size() % 2 ? sorted[middle] : 0.5 * (sorted[middle - 1] + sorted[middle]);
+}
+
 CircleRates circle_rates(const CircleResult& result, const std::string& variant, const CircleSettings& settings) {
     CircleRates rates;
     for (const auto& run : result.runs) {
@@ -41,6 +49,8 @@ CircleRates circle_rates(const CircleResult& result, const std::string& variant,
         ++rates.seeds;
         if (run.rollout.merge_step >= 0) ++rates.merged, rates.merge_steps.push_back(run.rollout.merge_step);
         rates.on_arcs += follows_circle_arcs(run, settings.arc_distance);
+        rates.on_circle += run.rollout.finite_steps >= static_cast<int>(run.trajectory.size()) && run.rollout.merge_step < 0 &&
+                           run.rollout.mean_radial_deviation < settings.arc_distance;
         rates.trained += std::isfinite(run.train_rmse) && run.train_rmse < settings.small_error * result.step_length;
         rates.worst_train_rmse = std::max(rates.worst_train_rmse, std::isfinite(run.train_rmse) ? run.train_rmse : HUGE_VAL);
     }
@@ -50,14 +60,14 @@ CircleRates circle_rates(const CircleResult& result, const std::string& variant,
 Table circle_regimes_table(const std::vector<CircleRegimeResult>& results) {
     Table table({{"regime", Table::Text}, {"input_noise", Table::Real}, {"embedding_layer_norm", Table::Text},
                  {"variant", Table::Text}, {"seeds", Table::Integer}, {"merged", Table::Integer}, {"merge_rate", Table::Real},
-                 {"merge_steps", Table::Text}, {"on_arcs", Table::Integer}, {"arc_rate", Table::Real},
-                 {"trained", Table::Integer}, {"worst_train_rmse", Table::Real}, {"step_length", Table::Real}});
+                 {"merge_steps", Table::Text}, {"median_merge_step", Table::Real}, {"on_arcs", Table::Integer},
+                 {"arc_rate", Table::Real}, {"on_circle", Table::Integer}, {"circle_rate", Table::Real}, {"trained", Table::Integer}, {"worst_train_rmse", Table::Real}, {"step_length", Table::Real}});
     for (const auto& r : results)
         for (const auto& variant : r.settings.variants) {
             const CircleRates rates = circle_rates(r.result, variant, r.settings);
             table.add({r.regime.name, r.regime.input_noise, r.regime.embedding_layer_norm ? "yes" : "no", variant, rates.seeds,
-                       rates.merged, rates.merge_rate(), fmt::format("{}", fmt::join(rates.merge_steps, " ")), rates.on_arcs,
-                       rates.arc_rate(), rates.trained, rates.worst_train_rmse, r.result.step_length});
+                       rates.merged, rates.merge_rate(), fmt::format("{}", fmt::join(rates.merge_steps, " ")),
+                       rates.median_merge_step(), rates.on_arcs, rates.arc_rate(), rates.on_circle, rates.circle_rate(), rates.trained, rates.worst_train_rmse, r.result.step_length});
         }
     return table;
 }
@@ -72,8 +82,9 @@ Findings circle_regimes_findings(const std::vector<CircleRegimeResult>& results)
     std::vector<std::string> sentences;
     for (const auto& r : results) {
         const auto& variants = r.settings.variants;
-        const std::string setting = fmt::format("{}; {} seeds, {} points, at most {} epochs", r.regime.name, r.settings.seeds.size(),
-                                                r.settings.training.train_count, r.settings.training.epochs);
+        const std::string setting = fmt::format("{}; {} seeds, {} points, at most {} epochs, {} init", r.regime.name,
+                                                r.settings.seeds.size(), r.settings.training.train_count,
+                                                r.settings.training.epochs, r.settings.training.init);
         // Each variant's rates, once (index-aligned with `variants`).
         std::vector<CircleRates> rates;
         for (const auto& variant : variants) rates.push_back(circle_rates(r.result, variant, r.settings));
@@ -82,21 +93,30 @@ Findings circle_regimes_findings(const std::vector<CircleRegimeResult>& results)
         std::vector<std::string> rates_text, others_text;
         double worst_rmse = 0;
         int trained = 0, runs = 0;
-        bool first = true, follow = true;
+        bool first = true, earliest = san && !san->merge_steps.empty(), follow = true, on_circle = true;
         for (std::size_t v = 0; v < variants.size(); ++v) {
             const CircleRates& x = rates[v];
             worst_rmse = std::max(worst_rmse, x.worst_train_rmse);
             trained += x.trained, runs += x.seeds;
-            rates_text.push_back(fmt::format("{} merged {}/{}{}, on the arcs {}/{}", variants[v], x.merged, x.seeds,
+            const std::string median = x.merge_steps.empty() ? "" : fmt::format(", median step {:g}", x.median_merge_step());
+            rates_text.push_back(fmt::format("{} merged {}/{}{}{}, on the arcs {}/{}, on the circle {}/{}", variants[v], x.merged,
+                                             x.seeds,
                                              x.merge_steps.empty() ? "" : fmt::format(" (steps {})", fmt::join(x.merge_steps, ", ")),
-                                             x.on_arcs, x.seeds));
+                                             median, x.on_arcs, x.seeds, x.on_circle, x.seeds));
             f.key(fmt::format("{}: {}", r.regime.name, variants[v]),
-                  fmt::format("merge rate {}/{}, on the arcs {}/{}, trained {}/{}, worst one-step RMSE {}", x.merged, x.seeds,
-                              x.on_arcs, x.seeds, x.trained, x.seeds, quote_number(x.worst_train_rmse, 2)));
+                  fmt::format("merge rate {}/{}{}, on the arcs {}/{}, on the circle {}/{}, trained {}/{}, worst one-step RMSE {}",
+                              x.merged, x.seeds, median, x.on_arcs, x.seeds, x.on_circle, x.seeds, x.trained, x.seeds,
+                              quote_number(x.worst_train_rmse, 2)));
             if (&x == san) continue;
-            if (san) first = first && san->merge_rate() > x.merge_rate();
+            if (san) {
+                first = first && san->merge_rate() > x.merge_rate();
+                // A variant that never merged is later than any merge.
+                earliest = earliest && (x.merge_steps.empty() || san->median_merge_step() < x.median_merge_step());
+            }
             follow = follow && 2 * x.on_arcs >= x.seeds;
-            others_text.push_back(fmt::format("{}/{} ({}; on the arcs {}/{})", x.merged, x.seeds, variants[v], x.on_arcs, x.seeds));
+            on_circle = on_circle && 2 * x.on_circle >= x.seeds;
+            others_text.push_back(fmt::format("{}/{} ({}{}; on the arcs {}/{}, on the circle {}/{})", x.merged, x.seeds, variants[v],
+                                              median, x.on_arcs, x.seeds, x.on_circle, x.seeds));
         }
         // Comparable as E3's own checks: enough seeds for a rate, and every model trained to the one-step precondition
         // (a rollout of a map that was never learned says nothing about the architecture).
@@ -104,25 +124,40 @@ Findings circle_regimes_findings(const std::vector<CircleRegimeResult>& results)
         const std::string measured = fmt::format("{}; {}/{} models trained to one-step RMSE < {} step; worst {} ({} step lengths)",
                                                  fmt::join(rates_text, "; "), trained, runs, quote_number(r.settings.small_error, 2),
                                                  quote_number(worst_rmse, 2), quote_number(worst_rmse / r.result.step_length, 2));
-        if (san && variants.size() >= 2)
+        const std::string comparable = "(≥ 8 seeds each, every model trained)";
+        if (san && variants.size() >= 2) {
             f.check({"E3", fmt::format("Pure attention collapses first ({})", r.regime.name),
                      "§4.2: pure attention merges the two trajectories; skip and/or MLP keep them apart", measured,
-                     "SAN's merge rate above every other variant's (≥ 8 seeds each, every model trained)", judge(enough_seeds, first), setting});
-        if (!others_text.empty())
+                     "SAN's merge rate above every other variant's " + comparable, judge(enough_seeds, first), setting});
+            f.check({"E3", fmt::format("Pure attention collapses earliest ({})", r.regime.name),
+                     "\"first\" read as time: pure attention's trajectories merge after fewer steps", measured,
+                     "SAN merged, and its median merge step below every other merging variant's " + comparable,
+                     judge(enough_seeds, earliest), setting});
+        }
+        if (!others_text.empty()) {
             f.check({"E3", fmt::format("Skip and/or MLP follow the arcs ({})", r.regime.name),
                      "§4.2 figure: with a skip and/or an MLP the trajectories stay on their arcs", measured,
-                     "every variant with a skip or an MLP on the arcs in at least half of its seeds (≥ 8 seeds each, every "
-                     "model trained)",
+                     "every variant with a skip or an MLP on the arcs (phase included) in at least half of its seeds " + comparable,
                      judge(enough_seeds, follow), setting});
+            f.check({"E3", fmt::format("Skip and/or MLP stay on the circle ({})", r.regime.name),
+                     "the §4.2 figure read without the phase: the trajectories stay apart on the circle", measured,
+                     "every variant with a skip or an MLP on the circle (mean |‖p‖ − r| below 0.1 × radius, any phase, no "
+                     "merge) in at least half of its seeds " + comparable,
+                     judge(enough_seeds, on_circle), setting});
+        }
         if (san)
-            sentences.push_back(fmt::format("{}: SAN merged in {} of {} seeds; the other variants merged in {}", r.regime.name,
-                                            san->merged, san->seeds, fmt::join(others_text, ", ")));
+            sentences.push_back(fmt::format("{}: SAN merged in {} of {} seeds{}; the other variants merged in {}", r.regime.name,
+                                            san->merged, san->seeds,
+                                            san->merge_steps.empty() ? "" : fmt::format(" (median step {:g})", san->median_merge_step()),
+                                            fmt::join(others_text, ", ")));
     }
     f.reading = fmt::format("{}.", fmt::join(sentences, ". "));
     f.notes.push_back("Every regime trains the same variants from the same seeds with the same recipe except the input "
                       "noise and the input LayerNorm; the rates are the quantities the paper's one-seed figure cannot give. "
                       "A merge is ‖t1 − t2‖/mean‖t‖ below the merge tolerance within the rollout; on the arcs: finite, no "
-                      "merge, mean distance to the arc point of the same step below 0.1 × radius.");
+                      "merge, mean distance to the arc point of the same step below 0.1 × radius; on the circle: the same with "
+                      "the distance to the circle (|‖p‖ − r|) instead, so a trajectory that keeps its radius but drifts in "
+                      "phase counts.");
     return f;
 }
 

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 
 #include "rankscope/error.hpp"
 #include "rankscope/tasks.hpp"
@@ -10,7 +11,7 @@ namespace rankscope {
 
 nlohmann::json TaskModelConfig::to_json() const {
     const BlockConfig& block = encoder.block;
-    return {{"input", input},
+    nlohmann::json json = {{"input", input},
             {"vocab", vocab},
             {"positions", positions},
             {"two_layer_embedding", two_layer_embedding},
@@ -26,11 +27,49 @@ nlohmann::json TaskModelConfig::to_json() const {
             {"mlp_width", block.mlp_width},
             {"activation", block.activation == Activation::GELU ? "gelu" : "relu"},
             {"layer_norm", to_string(block.layer_norm)}};
+    if (init != "normal") json["init"] = init;  // configs stored before the choice existed read as "normal"
+    return json;
 }
+
+namespace {
+
+// PyTorch's nn.Linear default draw (kaiming_uniform_ with a = √5, and its bias rule): W and b ~ U(−1/√fan_in,
+// 1/√fan_in), fan_in the inputs of one output unit: W_Q/W_K/W_V [H, d, k] → d; W_O [H, v, d] → H·v; any [in, out]
+// matrix → in. Each b_X takes the fan_in of its W_X. Parameters in registration order, so one seed gives one draw.
+void draw_uniform_like_linear(torch::nn::Module& model) {
+    torch::NoGradGuard no_grad;
+    const auto parameters = model.named_parameters();
+    std::map<std::string, double> bound_of_weight;
+    auto split = [](const std::string& name) {
+        const auto dot = name.rfind('.');
+        return std::pair{dot == std::string::npos ? std::string() : name.substr(0, dot + 1), name.substr(dot + 1)};
+    };
+    for (const auto& item : parameters) {
+        const auto [prefix, leaf] = split(item.key());
+        if (leaf.rfind("W_", 0) != 0 || leaf == "W_E" || leaf == "W_pos") continue;  // embeddings keep N(0, 1)
+        const at::Tensor& w = item.value();
+        const bool per_head_input = w.dim() == 3 && (leaf == "W_Q" || leaf == "W_K" || leaf == "W_V");
+        const std::int64_t fan_in = per_head_input ? w.size(1) : w.numel() / w.size(-1);
+        const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+        bound_of_weight[prefix + leaf.substr(2)] = bound;
+        at::Tensor(w).uniform_(-bound, bound);
+    }
+    for (const auto& item : parameters) {
+        const auto [prefix, leaf] = split(item.key());
+        if (leaf.rfind("b_", 0) != 0) continue;
+        const auto weight = bound_of_weight.find(prefix + leaf.substr(2));
+        if (weight == bound_of_weight.end()) throw Error("uniform init: no weight W_" + leaf.substr(2) + " for " + item.key());
+        at::Tensor(item.value()).uniform_(-weight->second, weight->second);
+    }
+}
+
+}  // namespace
 
 TaskModelImpl::TaskModelImpl(TaskModelConfig c) : config(std::move(c)) {
     const std::int64_t d = config.encoder.d_model;
     if (config.vocab < 1 || config.outputs < 1) throw Error("task model: vocab/features and outputs must be positive");
+    if (config.init != "normal" && config.init != "uniform")
+        throw Error("task model: unknown init '" + config.init + "' (expected normal or uniform)");
     // Parameter groups named as in TransformerLens (a plain Module per group).
     auto group = [this](const std::string& name) { return register_module(name, std::make_shared<torch::nn::Module>()); };
     if (config.input == "tokens") {
@@ -53,6 +92,7 @@ TaskModelImpl::TaskModelImpl(TaskModelConfig c) : config(std::move(c)) {
     auto unembed_group = group("unembed");
     W_U = unembed_group->register_parameter("W_U", torch::randn({d, config.outputs}) / std::sqrt(double(d)));
     b_U = unembed_group->register_parameter("b_U", torch::zeros({config.outputs}));
+    if (config.init == "uniform") draw_uniform_like_linear(*this);
 }
 
 at::Tensor TaskModelImpl::embed(const at::Tensor& inputs) {

@@ -103,6 +103,7 @@ nlohmann::json TaskSettings::to_json() const {
     if (task == "circle" || lr_schedule != defaults.lr_schedule) json["lr_schedule"] = lr_schedule;
     if (task == "circle" || target_mse != defaults.target_mse) json["target_mse"] = target_mse;
     if (task == "circle") json["embedding_layer_norm"] = embedding_layer_norm, json["input_noise"] = input_noise;
+    if (init != defaults.init) json["init"] = init;  // older keys (all "normal") stay as they were
     if (device != "cpu") json["device"] = device;  // other numerics than the CPU's; the CPU keys stay as they were
     if (task == "memorize") {
         json["text"] = text;
@@ -211,6 +212,7 @@ TaskModelConfig model_config_for(const TaskSettings& s, const TaskSplits& data) 
     // skip or LN) unless settings.embedding_layer_norm is off: it bounds the state fed back at every recurrent step.
     c.embedding_layer_norm = s.layer_norm || (s.task == "circle" && s.embedding_layer_norm);
     c.outputs = data.classes > 0 ? data.classes : 2;
+    c.init = s.init;
     c.encoder.layers = s.layers, c.encoder.heads = s.heads, c.encoder.d_model = s.d_model;
     c.encoder.tokens = s.sequence_length;
     c.encoder.biases = true;

@@ -64,7 +64,8 @@ class BeyondThePaper(unittest.TestCase):
                            (["trainability", "--scalings", "sqrt"], "--scalings"),
                            (["failure-modes", "--variants", "BERT"], "--variants"),
                            (["failure-modes", "--query-key-scales", "0"], "--query-key-scales"),
-                           (["circle-regimes", "--noise", "0"], "--noise")):
+                           (["circle-regimes", "--noise", "0"], "--noise"),
+                           (["circle-regimes", "--init", "xavier"], "--init")):
             with self.subTest(args=args):
                 out = os.path.join(self.directory, "bad")
                 result = run(*args, "--out", out, check=False)
@@ -84,15 +85,17 @@ class BeyondThePaper(unittest.TestCase):
                           for v in ("SAN", "SAN+skip")])
         for r in rows:
             self.assertEqual(r["seeds"], "2")
+            self.assertLessEqual(int(r["on_arcs"]), int(r["on_circle"]))  # on the arcs implies on the circle
         trajectories = read_csv(os.path.join(out, "circle_regimes_trajectories.csv"))
         self.assertEqual(len(trajectories), 4 * 2 * 2 * 2 * 5)  # regimes x variants x seeds x tokens x steps
         findings = load_json(os.path.join(out, "findings.json"))
-        self.assertEqual(len(findings["checks"]), 8)
+        self.assertEqual(len(findings["checks"]), 16)  # first, earliest, arcs, circle per regime
         for check in findings["checks"]:  # two seeds cannot give a rate
             self.assertEqual(check["verdict"], "not comparable at these settings")
         manifest = load_json(os.path.join(out, "manifest.json"))
         self.assertEqual([r["input_noise"] for r in manifest["regimes"]], [0, 0, 0.005, 0.005])
         self.assertNotIn("input_noise", manifest["training"])
+        self.assertEqual(manifest["training"]["init"], "uniform")  # the command's default draw
 
     def test_sweep_over_trainability_gathers_the_summaries(self):
         grid = os.path.join(self.directory, "grid.toml")

@@ -173,6 +173,52 @@ TEST(TaskPaths, AllSkipEnsembleIsLayerNormOfScaledEmbedding) {
     EXPECT_TRUE(torch::allclose(logits, expected, 1e-5, 1e-6));
 }
 
+// init = "uniform" (PyTorch's nn.Linear default): every weight and bias within ±1/√fan_in, filling that range, with the
+// fan_in written out here per parameter (not by the rule the code uses): W_Q [H, d, k] has fan_in d, not H·d; the MLP's
+// W_out and b_out have its width m = 48, not d = 32. LayerNorm stays at (1, 0); "normal" draws go past these bounds.
+TEST(TaskModel, UniformInitDrawsEachWeightWithinItsFanIn) {
+    TaskModelConfig c;
+    c.input = "coordinates", c.vocab = 2, c.outputs = 2, c.embedding_layer_norm = true;
+    c.encoder.layers = 2, c.encoder.heads = 2, c.encoder.d_model = 32, c.encoder.tokens = 2, c.encoder.biases = true;
+    c.encoder.block.mlp = true, c.encoder.block.mlp_width = 48;
+    c.init = "uniform";
+    torch::manual_seed(5);
+    TaskModel model(c);
+    auto expected_fan_in = [](const std::string& name) -> double {
+        auto ends = [&](const std::string& tail) { return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0; };
+        if (ends("embed.W_in") || ends("embed.b_in")) return 2;
+        if (ends("mlp.W_out") || ends("mlp.b_out")) return 48;
+        return 32;  // attention W_Q/K/V/O and biases (H·v = 32 too), MLP W_in/b_in, unembed W_U/b_U
+    };
+    int checked = 0;
+    for (const auto& item : model->named_parameters()) {
+        const std::string& name = item.key();
+        const at::Tensor& p = item.value();
+        if (name.find("ln") != std::string::npos) {
+            EXPECT_TRUE(torch::equal(p, name.back() == 'w' ? torch::ones_like(p) : torch::zeros_like(p))) << name;
+            continue;
+        }
+        const double bound = 1 / std::sqrt(expected_fan_in(name));
+        const double largest = p.abs().max().item<double>();
+        EXPECT_LE(largest, bound) << name;
+        if (p.numel() >= 32) {
+            EXPECT_GT(largest, 0.85 * bound) << name;
+        }
+        if (p.numel() >= 500) {
+            EXPECT_NEAR(p.pow(2).mean().item<double>() / (bound * bound / 3), 1.0, 0.15) << name;
+        }
+        ++checked;
+    }
+    EXPECT_EQ(checked, 2 + 2 * (8 + 4) + 2);  // embed W_in, b_in; per block attention 8 and MLP 4; unembed 2
+    // Same seed, the default draw: the query weights reach past the uniform bound.
+    c.init = "normal";
+    torch::manual_seed(5);
+    TaskModel normal(c);
+    EXPECT_GT(normal->encoder->block(0)->attn->W_Q.abs().max().item<double>(), 1 / std::sqrt(32.0));
+    c.init = "glorot";
+    EXPECT_THROW(TaskModel{c}, Error);
+}
+
 TEST(TaskTraining, ShortRunLowersTheLossAndCheckpointRoundTrips) {
     const auto dir = temp_dir("train");
     TaskSettings s = tiny_sort();
@@ -269,6 +315,7 @@ TEST(TaskTraining, RecipeIsInTheKeyOnlyWhereItMatters) {
         [](TaskSettings& s) { s.shuffle = !s.shuffle; },
         [](TaskSettings& s) { s.lr_schedule = s.lr_schedule == "cosine" ? "constant" : "cosine"; },
         [](TaskSettings& s) { s.target_mse = 0.5; },
+        [](TaskSettings& s) { s.init = "uniform"; },
     };
     for (const TaskSettings& base : {sort, default_task_settings("circle")}) {
         std::set<std::string> keys = {base.checkpoint_key()};

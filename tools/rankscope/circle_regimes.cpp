@@ -22,6 +22,10 @@ struct CircleRegimesOptions {
     int steps = 300;
     int epochs = 0;                    // 0: the circle recipe's budget
     double noise = 0.005;
+    // PyTorch's nn.Linear draw: it trains 124 of 128 models to the one-step precondition where rankscope's N(0, 1/fan_in)
+    // trains 77 (docs/beyond.md, "E3: why implementations disagree").
+    std::string init = "uniform";
+    double target_mse = -1;            // < 0: the circle recipe's
     std::string checkpoints;
     bool retrain = false;
 };
@@ -40,6 +44,8 @@ void run_circle_regimes_command(const CircleRegimesOptions& options) {
     base.training.seed = options.common.seed;
     base.training.device = options.common.device;
     if (options.epochs > 0) base.training.epochs = options.epochs;
+    if (options.target_mse >= 0) base.training.target_mse = options.target_mse;
+    base.training.init = options.init;
     base.checkpoints = options.checkpoints.empty() ? out / "checkpoints" : std::filesystem::path(options.checkpoints);
     base.retrain = options.retrain;
     base.allow_nonfinite = options.common.allow_nonfinite;
@@ -118,6 +124,15 @@ std::function<void()> setup_circle_regimes(CLI::App& command) {
     command.add_option("--noise", options->noise, "Input noise sigma of the denoising regimes (the plain regimes have none)")
         ->capture_default_str()
         ->check(RealRange(0, 1, true));
+    command.add_option("--init", options->init,
+                       "Weight draw: uniform (PyTorch nn.Linear's default, U(-1/sqrt(fan_in), 1/sqrt(fan_in))) or normal "
+                       "(rankscope's N(0, 1/fan_in), the circle task's default)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"normal", "uniform"}));
+    command.add_option("--target-mse", options->target_mse,
+                       fmt::format("Stop training at this one-step training MSE (default the circle recipe's {:g}; 0 = run "
+                                   "all epochs)", default_task_settings("circle").target_mse))
+        ->check(RealRange(0, 1));
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
     return [options] { run_circle_regimes_command(*options); };

@@ -41,6 +41,11 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
                    (default_task_settings("circle").embedding_layer_norm ? "yes" : "no") + ")")
         ->check(CLI::IsMember({"yes", "no"}));
     command.add_option_function<std::string>(
+               "--init", [values = values_](const std::string& v) { (*values)["--init"] = v; },
+               "Weight draw: normal (rankscope's, N(0, 1/fan_in)) or uniform (PyTorch nn.Linear's default, "
+               "U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases); default normal")
+        ->check(CLI::IsMember({"normal", "uniform"}));
+    command.add_option_function<std::string>(
                "--text", [values = values_](const std::string& v) { (*values)["--text"] = v; },
                "Memorize: an RTE-style .tsv (default data/RTE/train.tsv of the repository)")
         ->check(ReadableFile());
@@ -74,6 +79,7 @@ TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64
             else if (flag == "--lr-schedule") s.lr_schedule = value;
             else if (flag == "--shuffle") s.shuffle = value == "yes";
             else if (flag == "--embedding-layer-norm") s.embedding_layer_norm = value == "yes";
+            else if (flag == "--init") s.init = value;
         } catch (const std::exception&) {
             throw Error(flag + ": not a number: '" + value + "'");
         }
