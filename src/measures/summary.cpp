@@ -70,4 +70,15 @@ Summary summarize(const at::Tensor& values) {
     return summarize(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
 }
 
+double fisher_exact_greater(int a, int n_a, int b, int n_b) {
+    if (a < 0 || b < 0 || a > n_a || b > n_b) throw Error("fisher_exact_greater: counts outside 0..n");
+    // P(X = x) = C(n_a, x) C(n_b, k − x) / C(n_a + n_b, k), k = a + b, in logarithms (lgamma) to stay finite.
+    const int k = a + b;
+    auto log_choose = [](int n, int r) { return std::lgamma(n + 1.0) - std::lgamma(r + 1.0) - std::lgamma(n - r + 1.0); };
+    double tail = 0;
+    for (int x = a; x <= std::min(k, n_a); ++x)
+        if (k - x <= n_b) tail += std::exp(log_choose(n_a, x) + log_choose(n_b, k - x) - log_choose(n_a + n_b, k));
+    return std::min(1.0, tail);
+}
+
 }  // namespace rankscope
