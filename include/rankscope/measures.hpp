@@ -109,6 +109,7 @@ AttentionMeasures attention_measures(const Matrix& p);
 at::Tensor batched_residual_norm(const at::Tensor& x, Norm norm, Center center);
 at::Tensor batched_relative_residual(const at::Tensor& x, Norm norm, Center center);
 at::Tensor batched_matrix_norm(const at::Tensor& x, Norm norm);
+at::Tensor batched_mean_pairwise_cosine(const at::Tensor& x);  // mean_pairwise_cosine of each [n, d] item
 // Copies one [n, d] slice of a tensor into a double Matrix.
 Matrix to_matrix(const at::Tensor& x2d);
 

@@ -98,9 +98,7 @@ FailureModesResult run_failure_modes_experiment(const FailureModesSettings& sett
                     row.variant = variant, row.query_key_scale = scale, row.seed = seed, row.layer = l + 1;
                     row.normalized_entropy = normalized_attention_entropy(recorder.get(block_hook(l, "attn.hook_pattern")));
                     row.relative_residual = batched_relative_residual(h, Norm::Composite, Center::Mean).mean().item<double>();
-                    double cosine = 0;
-                    for (std::int64_t b = 0; b < h.size(0); ++b) cosine += mean_pairwise_cosine(to_matrix(h[b]));
-                    row.mean_cosine = cosine / static_cast<double>(h.size(0));
+                    row.mean_cosine = batched_mean_pairwise_cosine(h).mean().item<double>();
                     result.rows.push_back(row);
                 }
                 progress.advance();

@@ -72,11 +72,7 @@ SanConfig trainability_network(const TrainabilitySettings& settings, int depth, 
 
 namespace {
 // Mean over samples of the mean pairwise token cosine of x [B, n, d].
-double mean_cosine(const at::Tensor& x) {
-    double sum = 0;
-    for (std::int64_t b = 0; b < x.size(0); ++b) sum += mean_pairwise_cosine(to_matrix(x[b]));
-    return sum / static_cast<double>(x.size(0));
-}
+double mean_cosine(const at::Tensor& x) { return batched_mean_pairwise_cosine(x).mean().item<double>(); }
 }  // namespace
 
 TrainabilityProbe probe_trainability(SanImpl& network, const at::Tensor& input, const at::Tensor& readout) {

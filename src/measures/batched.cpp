@@ -76,4 +76,8 @@ at::Tensor batched_matrix_norm(const at::Tensor& x, Norm norm) {
     return map_items(x, [&](const Matrix& item) { return matrix_norm(item, norm); });
 }
 
+at::Tensor batched_mean_pairwise_cosine(const at::Tensor& x) {
+    return map_items(x, [](const Matrix& item) { return mean_pairwise_cosine(item); });
+}
+
 }  // namespace rankscope

@@ -31,6 +31,11 @@ TEST(Batched, LeadingDimensionsAndEveryCentre) {
     }
     const at::Tensor norms = batched_matrix_norm(x.transpose(-1, -2), Norm::Spectral);  // non-contiguous input
     EXPECT_NEAR(norms[1][2].item<double>(), spectral_norm(to_matrix(x[1][2]).transpose()), 1e-12);
+    const at::Tensor cosines = batched_mean_pairwise_cosine(x.to(at::kFloat));
+    ASSERT_EQ(cosines.sizes(), (std::vector<std::int64_t>{2, 3}));
+    for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 3; ++b)
+            EXPECT_NEAR(cosines[a][b].item<double>(), mean_pairwise_cosine(to_matrix(x[a][b].to(at::kFloat))), 1e-12);
 }
 
 TEST(Batched, RejectsIntegerAndVectors) {
