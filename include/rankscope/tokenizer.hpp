@@ -8,9 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/models.hpp"
-
 namespace rankscope {
+
+// Declared in models.hpp (torch): the tokenizers themselves stay torch-free.
+struct HfConfig;
+struct ModelBatch;
 
 class Tokenizer {
 public:

@@ -13,6 +13,7 @@
 #include "rankscope/io.hpp"
 #include "rankscope/plots.hpp"
 #include "rankscope/summary.hpp"
+#include "rankscope/models.hpp"  // ModelBatch, HfConfig
 #include "rankscope/tokenizer.hpp"
 
 namespace rankscope {

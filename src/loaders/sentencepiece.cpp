@@ -15,6 +15,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
+#include "rankscope/models.hpp"  // ModelBatch, HfConfig
 #include "rankscope/tokenizer.hpp"
 #include "sentencepiece_training.hpp"
 #include "text_utf8.hpp"

@@ -12,6 +12,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/pretrain.hpp"
 #include "rankscope/tensor_file.hpp"
+#include "rankscope/models.hpp"  // ModelBatch, HfConfig
 #include "rankscope/tokenizer.hpp"
 
 namespace rankscope {

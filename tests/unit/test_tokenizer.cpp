@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "rankscope/error.hpp"
+#include "rankscope/models.hpp"  // ModelBatch, HfConfig
 #include "rankscope/tokenizer.hpp"
 
 using namespace rankscope;
