@@ -63,7 +63,8 @@ void run_circle_regimes_command(const CircleRegimesOptions& options) {
                                 {"embedding_layer_norm", r.regime.embedding_layer_norm}});
         for (const auto& variant : base.variants) {
             const CircleRates rates = circle_rates(r.result, variant, r.settings);
-            notes.push_back({fmt::format("merged {}/{}", rates.merged, rates.seeds), fmt::format("on arcs {}/{}", rates.on_arcs, rates.seeds)});
+            notes.push_back({fmt::format("merged {}/{}", rates.merged, rates.seeds), fmt::format("on arcs {}/{}", rates.on_arcs, rates.seeds),
+                             fmt::format("on circle {}/{}", rates.on_circle, rates.seeds)});
         }
         for (const auto& run : r.result.runs)
             for (int token = 0; token < 2; ++token)  // grouped by token, then step: one connected line per trajectory
