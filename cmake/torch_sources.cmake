@@ -4,6 +4,8 @@
 # costs 6–7 s per file, 2026-12-05) and, before this rule, a file that reached torch only through a rankscope header
 # skipped it too and parsed torch from scratch (bert.cpp 29 s, xlnet.cpp 34 s).
 #
+# Computed at configure time (CONFIGURE_DEPENDS globs re-run it when files are added; an edited include list needs a
+# re-configure to change a file's choice, which only costs compile time, never correctness).
 #   rankscope_torch_files(RANKSCOPE_TORCH_FILES)   # absolute paths
 #   rankscope_use_torch_header(<target> <sources...>)  # sources that do not reach torch skip the header
 function(rankscope_torch_files out_var)
@@ -11,11 +13,12 @@ function(rankscope_torch_files out_var)
     ${CMAKE_SOURCE_DIR}/include/*.hpp ${CMAKE_SOURCE_DIR}/src/*.hpp ${CMAKE_SOURCE_DIR}/src/*.cpp
     ${CMAKE_SOURCE_DIR}/tools/*.hpp ${CMAKE_SOURCE_DIR}/tools/*.cpp ${CMAKE_SOURCE_DIR}/tests/*.hpp
     ${CMAKE_SOURCE_DIR}/tests/*.cpp ${CMAKE_SOURCE_DIR}/python/*.hpp ${CMAKE_SOURCE_DIR}/python/*.cpp
-    ${CMAKE_SOURCE_DIR}/bench/*.hpp ${CMAKE_SOURCE_DIR}/bench/*.cpp)
+    ${CMAKE_SOURCE_DIR}/bench/*.hpp ${CMAKE_SOURCE_DIR}/bench/*.cpp ${CMAKE_SOURCE_DIR}/fuzz/*.hpp
+    ${CMAKE_SOURCE_DIR}/fuzz/*.cpp)
   set(reaching "")
   set(index 0)
   foreach(file ${files})
-    file(READ ${file} contents)
+    file(READ "${file}" contents)
     if(contents MATCHES "#include <(torch|ATen)/")
       list(APPEND reaching ${file})
     endif()
@@ -25,7 +28,7 @@ function(rankscope_torch_files out_var)
     foreach(line ${lines})
       string(REGEX REPLACE "#include \"([^\"]+)\"" "\\1" name "${line}")
       foreach(candidate ${directory}/${name} ${CMAKE_SOURCE_DIR}/include/${name} ${CMAKE_SOURCE_DIR}/src/${name})
-        if(EXISTS ${candidate})
+        if(EXISTS "${candidate}")
           get_filename_component(candidate ${candidate} ABSOLUTE)
           list(APPEND included_${index} ${candidate})
           break()

@@ -44,19 +44,24 @@ struct CircleRates {
     double arc_rate() const { return seeds ? static_cast<double>(on_arcs) / seeds : 0; }
     double circle_rate() const { return seeds ? static_cast<double>(on_circle) / seeds : 0; }
     double median_merge_step() const;     // of merge_steps (mean of the middle two when even); NaN when none merged
+    // Median over all seeds of the step of the merge, a seed that never merged counting as +∞: finite only when at
+    // least half the seeds merged (the "earliest" check's measure; median_merge_step alone would let one lucky seed
+    // decide).
+    double median_time_to_merge() const;
 };
 CircleRates circle_rates(const CircleResult& result, const std::string& variant, const CircleSettings& settings);
 
 // circle_regimes.csv: regime, input_noise, embedding_layer_norm, variant, seeds, merged, merge_rate, merge_steps,
-// median_merge_step, on_arcs, arc_rate, on_circle, circle_rate, trained, worst_train_rmse, step_length.
+// median_merge_step, median_time_to_merge (empty when fewer than half merged), on_arcs, arc_rate, on_circle,
+// circle_rate, trained, worst_train_rmse, step_length.
 Table circle_regimes_table(const std::vector<CircleRegimeResult>& results);
 
 // Per regime, four checks. "First" read two ways: "pure attention collapses first" (SAN's merge rate above every
-// other variant's: the issue's definition) and "pure attention collapses earliest" (SAN merged, and its median merge
-// step is below that of every other variant that merged). "Follow" read two ways: "skip/MLP follow the arcs" (each
-// other variant on the arcs, phase included, in at least half of the seeds) and "skip/MLP stay on the circle" (the
-// same with any phase: on_circle). Comparable with ≥ 8 seeds per variant, every one trained to E3's precondition
-// (one-step RMSE below small_error step lengths), as circle_findings requires.
+// other variant's, each by a one-sided Fisher exact test at p < 0.05: the issue's definition) and "pure attention
+// collapses earliest" (SAN's median_time_to_merge finite and below every other variant's). "Follow" read two ways:
+// "skip/MLP follow the arcs" (each other variant on the arcs, phase included, in at least half of the seeds) and
+// "skip/MLP stay on the circle" (the same with any phase: on_circle). Comparable with ≥ 8 seeds per variant, every one
+// trained to E3's precondition (one-step RMSE below small_error step lengths), as circle_findings requires.
 Findings circle_regimes_findings(const std::vector<CircleRegimeResult>& results);
 
 }  // namespace rankscope

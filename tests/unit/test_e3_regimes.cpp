@@ -59,6 +59,9 @@ TEST(CircleRegimes, RatesCountMergesAndArcsPerVariant) {
     EXPECT_DOUBLE_EQ(san.median_merge_step(), 12.5);  // steps 10..15
     EXPECT_DOUBLE_EQ(circle_rates(r.result, "SAN+skip", r.settings).median_merge_step(), 10);
     EXPECT_TRUE(std::isnan(circle_rates(r.result, "SAN+skip+MLP", r.settings).median_merge_step()));
+    // Over all 8 seeds, never = +∞: SAN's sorted times 10..15, ∞, ∞ → (13 + 14) / 2; one merge of 8 → never.
+    EXPECT_DOUBLE_EQ(san.median_time_to_merge(), 13.5);
+    EXPECT_TRUE(std::isinf(circle_rates(r.result, "SAN+skip", r.settings).median_time_to_merge()));
     // Off the arcs in phase only: still on the circle.
     const auto slipped = synthetic_regime("slip", {6, 1, 2, 0}, {0, 2, 0, 8}, {}, true);
     EXPECT_EQ(circle_rates(slipped.result, "SAN+skip+MLP", slipped.settings).on_arcs, 0);
@@ -69,6 +72,8 @@ TEST(CircleRegimes, RatesCountMergesAndArcsPerVariant) {
     EXPECT_DOUBLE_EQ(table.column("arc_rate").reals[1], 5.0 / 8);
     EXPECT_DOUBLE_EQ(table.column("circle_rate").reals[1], 5.0 / 8);
     EXPECT_DOUBLE_EQ(table.column("median_merge_step").reals[0], 12.5);
+    EXPECT_DOUBLE_EQ(table.column("median_time_to_merge").reals[0], 13.5);
+    EXPECT_TRUE(std::isnan(table.column("median_time_to_merge").reals[1]));  // missing: fewer than half merged
     ASSERT_EQ(default_circle_regimes(0.005).size(), 4u);
     EXPECT_EQ(default_circle_regimes(0.005)[3].name, "denoising σ = 0.005 / input LN");
 }
@@ -81,15 +86,20 @@ TEST(CircleRegimes, JudgesFlipOnContradictingResults) {
     EXPECT_EQ(verdict_of(f, first), Verdict::Reproduced);
     EXPECT_EQ(verdict_of(f, follow), Verdict::Reproduced);
     EXPECT_EQ(verdict_of(f, circle), Verdict::Reproduced);
-    EXPECT_EQ(verdict_of(f, earliest), Verdict::NotReproduced);  // all start merging at step 10: SAN's median is later
-    // SAN merges at steps 5.., the others from 20: earliest, whatever the rates.
-    f = circle_regimes_findings({synthetic_regime("t", {3, 6, 2, 0}, {0, 0, 0, 0}, {5, 20, 20, 20})});
+    // Over all seeds SAN (7 of 8 from step 10) is earlier than variants where fewer than half merged, although
+    // SAN+skip's one merge came at step 10 too: one seed does not make a variant early.
+    EXPECT_EQ(verdict_of(f, earliest), Verdict::Reproduced);
+    // SAN merges at steps 5..10, SAN+skip as often from step 20: earliest, though not more often.
+    f = circle_regimes_findings({synthetic_regime("t", {6, 6, 2, 0}, {0, 0, 0, 0}, {5, 20, 20, 20})});
     EXPECT_EQ(verdict_of(f, earliest), Verdict::Reproduced);
     EXPECT_EQ(verdict_of(f, first), Verdict::NotReproduced);
-    // One merging variant earlier than SAN flips it; SAN never merging is never earliest.
-    f = circle_regimes_findings({synthetic_regime("u", {3, 6, 2, 0}, {0, 0, 0, 0}, {5, 20, 1, 20})});
+    // A variant merging as often and earlier flips it; SAN merging in fewer than half its seeds is never earliest,
+    // however early those merges come.
+    f = circle_regimes_findings({synthetic_regime("u", {6, 6, 2, 0}, {0, 0, 0, 0}, {5, 1, 20, 20})});
     EXPECT_EQ(verdict_of(f, earliest), Verdict::NotReproduced);
-    f = circle_regimes_findings({synthetic_regime("v", {0, 6, 2, 0}, {0, 0, 0, 0}, {5, 20, 20, 20})});
+    f = circle_regimes_findings({synthetic_regime("v", {3, 0, 0, 0}, {0, 0, 0, 0}, {1, 20, 20, 20})});
+    EXPECT_EQ(verdict_of(f, earliest), Verdict::NotReproduced);
+    f = circle_regimes_findings({synthetic_regime("v0", {0, 6, 2, 0}, {0, 0, 0, 0}, {5, 20, 20, 20})});
     EXPECT_EQ(verdict_of(f, earliest), Verdict::NotReproduced);
     // Off the arcs in phase only (5 of 8 seeds of SAN+skip+MLP): the arcs judge fails, the circle judge holds; off the
     // circle too, both fail.

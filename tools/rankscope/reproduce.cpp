@@ -241,7 +241,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
         cell->beyond_paper = true;
         cells.push_back(*cell);
     }
-    // E3 by training regime (SPEC.md §7): 4 regimes × 4 variants × 8 seeds, 128 models (3 min 20 s on 2 cores);
+    // E3 by training regime (SPEC.md §7): 4 regimes × 4 variants × 8 seeds, 128 models (3 min 25 s at one thread);
     // full run only. Beyond the paper: the paper's claim under recipes it did not use (denoising, input LN).
     if (!options.quick) {
         Cell regimes{"e3_circle_regimes", "Beyond the paper: E3, the circle in four training regimes (8 seeds each)",
