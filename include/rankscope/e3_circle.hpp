@@ -89,6 +89,8 @@ CircleResult run_circle_experiment(const CircleSettings& settings);
 // The run's rollout stayed finite, never merged, and its mean distance to the arc point of the same step is below
 // `limit` (CircleSettings::arc_distance): "follows the arcs".
 bool follows_circle_arcs(const CircleRun& run, double limit);
+// The same with the distance to the circle, |‖p‖ − r|, in place of the arc point's: on the circle in any phase.
+bool stays_on_circle(const CircleRun& run, double limit);
 
 // The E3 checks (experiment "E3"): the training precondition, SAN merges in every seed, and per other variant: the
 // trajectories follow the arcs in every seed. Key numbers per variant, a reading generated from the numbers, notes.

@@ -174,10 +174,16 @@ CircleResult run_circle_experiment(const CircleSettings& settings) {
 }
 
 // ---- findings ----------------------------------------------------------------------------------------------------
-bool follows_circle_arcs(const CircleRun& r, double limit) {
-    return r.rollout.finite_steps >= static_cast<int>(r.trajectory.size()) && r.rollout.merge_step < 0 &&
-           r.rollout.mean_distance_to_arcs < limit;
+namespace {
+// Finite for the whole rollout and never merged.
+bool kept_apart(const CircleRun& r) {
+    return r.rollout.finite_steps >= static_cast<int>(r.trajectory.size()) && r.rollout.merge_step < 0;
 }
+}  // namespace
+
+bool follows_circle_arcs(const CircleRun& r, double limit) { return kept_apart(r) && r.rollout.mean_distance_to_arcs < limit; }
+
+bool stays_on_circle(const CircleRun& r, double limit) { return kept_apart(r) && r.rollout.mean_radial_deviation < limit; }
 
 namespace {
 

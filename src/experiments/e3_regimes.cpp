@@ -41,21 +41,12 @@ std::vector<CircleRegimeResult> run_circle_regimes(const CircleSettings& base, c
     return results;
 }
 
-double CircleRates::median_merge_step() const {
-    if (merge_steps.empty()) return std::nan("");
-    std::vector<int> sorted = merge_steps;
-    std::sort(sorted.begin(), sorted.end());
-    const std::size_t middle = sorted.size() / 2;
-    return sorted.size() % 2 ? sorted[middle] : 0.5 * (sorted[middle - 1] + sorted[middle]);
-}
+double CircleRates::median_merge_step() const { return median(std::vector<double>(merge_steps.begin(), merge_steps.end())); }
 
 double CircleRates::median_time_to_merge() const {
-    if (seeds == 0) return std::nan("");
-    std::vector<double> times(static_cast<std::size_t>(seeds), HUGE_VAL);
+    std::vector<double> times(static_cast<std::size_t>(seeds), HUGE_VAL);  // never merged: +∞ (no seeds: NaN)
     std::copy(merge_steps.begin(), merge_steps.end(), times.begin());
-    std::sort(times.begin(), times.end());
-    const std::size_t middle = times.size() / 2;
-    return times.size() % 2 ? times[middle] : 0.5 * (times[middle - 1] + times[middle]);
+    return median(std::move(times));
 }
 
 CircleRates circle_rates(const CircleResult& result, const std::string& variant, const CircleSettings& settings) {
@@ -65,8 +56,7 @@ CircleRates circle_rates(const CircleResult& result, const std::string& variant,
         ++rates.seeds;
         if (run.rollout.merge_step >= 0) ++rates.merged, rates.merge_steps.push_back(run.rollout.merge_step);
         rates.on_arcs += follows_circle_arcs(run, settings.arc_distance);
-        rates.on_circle += run.rollout.finite_steps >= static_cast<int>(run.trajectory.size()) && run.rollout.merge_step < 0 &&
-                           run.rollout.mean_radial_deviation < settings.arc_distance;
+        rates.on_circle += stays_on_circle(run, settings.arc_distance);
         rates.trained += std::isfinite(run.train_rmse) && run.train_rmse < settings.small_error * result.step_length;
         rates.worst_train_rmse = std::max(rates.worst_train_rmse, std::isfinite(run.train_rmse) ? run.train_rmse : HUGE_VAL);
     }
