@@ -14,6 +14,11 @@
 
 namespace rankscope {
 
+// E1's thresholds read off the paper's figures (SPEC.md: ±0.03), shared by the findings of one model (e1_findings.cpp)
+// and of a pretraining run's checkpoints (dynamics.cpp).
+inline constexpr double kCollapsedResidual = 0.05;    // "≈ 0"
+inline constexpr int kPretrainedCollapseDepth = 5;    // "after 3–5 layers pretrained"
+
 // "SAN" (no attention skip, no MLP), "SAN+MLP" (no attention skip), "SAN+skip" (no MLP), "transformer".
 Surgery surgery_for_variant(const std::string& variant, bool official_compat);
 

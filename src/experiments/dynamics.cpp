@@ -21,8 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kCollapsed = 0.05;   // "≈ 0" (e1_findings.cpp)
-constexpr int kPretrainedDepth = 5;   // "after 3–5 layers pretrained"
 
 long step_of(const std::string& name) {
     if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
@@ -251,9 +249,11 @@ std::vector<long> select_steps(const std::vector<long>& steps, std::size_t count
 }
 
 Findings dynamics_findings(const DynamicsResult& result) {
-    Findings f{"dynamics", fmt::format("{} ({}, {} layers), {} checkpoints from step {} to {}, {} × {} tokens of {}",
-                                       result.model, result.model_type, result.layers, result.steps.size(), result.steps.front(),
-                                       result.steps.back(), result.samples, result.tokens, fs::path(result.text).filename().string())};
+    Findings f;
+    f.experiment = "dynamics";
+    f.subject = fmt::format("{} ({}, {} layers), {} checkpoints from step {} to {}, {} × {} tokens of {}", result.model,
+                            result.model_type, result.layers, result.steps.size(), result.steps.front(), result.steps.back(),
+                            result.samples, result.tokens, fs::path(result.text).filename().string());
     const int L = result.layers;
     const auto& first = result.runs.front();
     const auto& last = result.runs.back();
@@ -267,12 +267,12 @@ Findings dynamics_findings(const DynamicsResult& result) {
               fmt::format("{:.3g} → {:.3g}", a->mean, b->mean));
         sentences.push_back(fmt::format("{} {:.3g} → {:.3g}", variant, a->mean, b->mean));
     }
-    // The first checkpoint from which the SAN stays collapsed within kPretrainedDepth layers.
-    const int depth = std::min(kPretrainedDepth, L);
+    // The first checkpoint from which the SAN stays collapsed within kPretrainedCollapseDepth layers.
+    const int depth = std::min(kPretrainedCollapseDepth, L);
     long collapsed_from = -1;
     for (std::size_t c = result.runs.size(); c-- > 0;) {
         const ResidualRow* r = row_at(result.runs[c], "SAN", depth);
-        if (!r || r->mean > kCollapsed) break;
+        if (!r || r->mean > kCollapsedResidual) break;
         collapsed_from = result.steps[c];
     }
     const ResidualRow* san_last = row_at(last, "SAN", depth);
@@ -280,13 +280,13 @@ Findings dynamics_findings(const DynamicsResult& result) {
         f.check({"dynamics", "Without skip connections the pretrained model collapses within 3–5 layers (E1, pretrained)",
                  "≈0 after 3–5 layers pretrained (Fig. 2)",
                  fmt::format("SAN after layer {} at step {}: {:.3g}", depth, result.steps.back(), san_last->mean),
-                 fmt::format("≤ {} after layer {}", kCollapsed, depth), judge(L >= kPretrainedDepth, san_last->mean <= kCollapsed),
+                 fmt::format("≤ {} after layer {}", kCollapsedResidual, depth), judge(L >= kPretrainedCollapseDepth, san_last->mean <= kCollapsedResidual),
                  "final checkpoint"});
     std::string reading = fmt::format("Relative residual after the last layer ({}), from step {} to step {}: {}.",
                                       L, result.steps.front(), result.steps.back(), fmt::join(sentences, "; "));
     reading += collapsed_from >= 0
-                   ? fmt::format(" The SAN is below {} after layer {} at every checkpoint from step {} on.", kCollapsed, depth, collapsed_from)
-                   : fmt::format(" The SAN is above {} after layer {} at the last checkpoint.", kCollapsed, depth);
+                   ? fmt::format(" The SAN is below {} after layer {} at every checkpoint from step {} on.", kCollapsedResidual, depth, collapsed_from)
+                   : fmt::format(" The SAN is above {} after layer {} at the last checkpoint.", kCollapsedResidual, depth);
     if (!first.heads.empty() && !last.heads.empty()) {
         auto mean_entropy = [](const WeightsRun& run) {
             double total = 0;

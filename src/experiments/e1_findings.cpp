@@ -16,10 +16,8 @@ namespace rankscope {
 namespace {
 
 // Thresholds, read off the paper's figures (SPEC.md: ±0.03).
-constexpr double kCollapsed = 0.05;             // "≈ 0"
 constexpr double kTransformerLow = 0.3 - 0.03;  // "stays around 0.3–0.5"
 constexpr double kTransformerHigh = 0.5 + 0.03;
-constexpr int kPretrainedCollapseDepth = 5;     // "after 3–5 layers pretrained"
 constexpr int kInitFloorDepth = 4;              // E2: "init reaches the float32 floor (~1e-6) by depth 4"
 constexpr double kFloatFloor = 1e-5;            // an order above float32 round-off (~1e-6 of the paper's plot)
 constexpr double kPathDecay = 1e-2;             // E2 pretrained: 0.35 → 5e-5, more than two orders of magnitude
@@ -139,16 +137,16 @@ Findings real_model_findings(const RealModelResult& result) {
             f.check({"E1", "Without skip connections (SAN) the representation collapses to rank 1",
                      init ? "≈0 after 1 layer at init (Fig. 2)" : "≈0 after 3–5 layers pretrained (Fig. 2)",
                      fmt::format("SAN after layer {}: {}", std::min(depth, L), quote_number(*san)),
-                     fmt::format("≤ {} after layer {}{}", kCollapsed, depth,
+                     fmt::format("≤ {} after layer {}{}", kCollapsedResidual, depth,
                                  L < depth ? fmt::format(" (needs ≥ {} layers; this model has {})", depth, L) : ""),
-                     judge(deep_enough, *san <= kCollapsed), settings});
+                     judge(deep_enough, *san <= kCollapsedResidual), settings});
         }
         if (const auto san_mlp = value_at(run, label("SAN+MLP"), L)) {
             f.check({"E1", "An MLP alone does not stop the collapse (SAN+MLP)",
                      init ? "≈0 after 1 layer at init (Fig. 2)" : "≈0 after 3–5 layers pretrained (Fig. 2)",
                      fmt::format("SAN+MLP after layer {}: {}", L, quote_number(*san_mlp)),
-                     fmt::format("≤ {} after the last layer (≥ {} layers)", kCollapsed, depth),
-                     judge(deep_enough, *san_mlp <= kCollapsed), settings});
+                     fmt::format("≤ {} after the last layer (≥ {} layers)", kCollapsedResidual, depth),
+                     judge(deep_enough, *san_mlp <= kCollapsedResidual), settings});
         }
         if (!init) {
             const auto values = trajectory(run, label("transformer"));
@@ -168,7 +166,7 @@ Findings real_model_findings(const RealModelResult& result) {
                 if (const auto skip_only = value_at(run, label("SAN+skip"), L))
                     f.check({"E1", "Pretrained ALBERT with skips but no MLP still collapses", "≈0 (Fig. 2)",
                              fmt::format("SAN+skip after layer {}: {}", L, quote_number(*skip_only)),
-                             fmt::format("≤ {} after the last layer", kCollapsed), judge(deep_enough, *skip_only <= kCollapsed),
+                             fmt::format("≤ {} after the last layer", kCollapsedResidual), judge(deep_enough, *skip_only <= kCollapsedResidual),
                              settings});
         }
         // ---- E2 ----

@@ -1,7 +1,7 @@
 // Decoders: the same weights run with their causal mask and bidirectionally (two `rankscope model` runs, e.g. the
 // reproduce cells e1_gpt2 and e1_gpt2_bidirectional), compared. Not in the paper: Wu et al. 2024 show that a causal
 // mask slows rank collapse. The measure is the paper's E1 curve of the SAN variant (no attention skip, no MLP), the
-// one that collapses; the criterion is the first layer whose relative residual is below kCollapsed ("≈ 0" in E1).
+// one that collapses; the criterion is the first layer whose relative residual is below kCollapsedResidual ("≈ 0" in E1).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,7 +16,6 @@
 namespace rankscope {
 namespace {
 
-constexpr double kCollapsed = 0.05;  // E1's "≈ 0" (e1_findings.cpp)
 
 // "SAN (LN remove, bidirectional)" → "SAN"
 std::string base_variant(const std::string& label) { return label.substr(0, label.find(" (")); }
@@ -35,10 +34,10 @@ std::vector<double> curve(const std::vector<ResidualRow>& rows, const std::strin
     return values;
 }
 
-// The first layer >= 1 whose value is below kCollapsed; nullopt when none is.
+// The first layer >= 1 whose value is below kCollapsedResidual; nullopt when none is.
 std::optional<int> collapse_layer(const std::vector<double>& values) {
     for (std::size_t l = 1; l < values.size(); ++l)
-        if (values[l] < kCollapsed) return static_cast<int>(l);
+        if (values[l] < kCollapsedResidual) return static_cast<int>(l);
     return std::nullopt;
 }
 
@@ -121,17 +120,17 @@ Findings mask_comparison_findings(const std::vector<ResidualRow>& causal, const 
                  "bidirectional SAN collapses earlier than causal",
                  fmt::format("first layer below {}: causal {}, bidirectional {}; after {} layers: causal {}, "
                              "bidirectional {}",
-                             kCollapsed, depth_text(c_depth, L), depth_text(b_depth, L), layers_text, c_text, b_text),
+                             kCollapsedResidual, depth_text(c_depth, L), depth_text(b_depth, L), layers_text, c_text, b_text),
                  fmt::format("reproduced when the bidirectional SAN falls below {} at an earlier layer than the "
                              "causal one (or the causal one never does); not comparable when neither does",
-                             kCollapsed),
+                             kCollapsedResidual),
                  verdict, fmt::format("{} layers, same weights and batch", L)});
         f.key(fmt::format("{}, SAN after {} layers, causal", weights, layers_text), c_text);
         f.key(fmt::format("{}, SAN after {} layers, bidirectional", weights, layers_text), b_text);
         reading += fmt::format("Same {} weights, causal vs bidirectional mask: without skip connections (SAN) the "
                                "relative residual after {} layers is {} with the causal mask and {} without it; it "
                                "first falls below {} at {} causal and at {} bidirectional: {}. ",
-                               weights, layers_text, c_text, b_text, kCollapsed, depth_text(c_depth, L),
+                               weights, layers_text, c_text, b_text, kCollapsedResidual, depth_text(c_depth, L),
                                depth_text(b_depth, L), outcome);
         const std::vector<double> ct = curve(causal, weights, "transformer"), bt = curve(bidirectional, weights, "transformer");
         if (ct.size() == c.size() && bt.size() == c.size()) {

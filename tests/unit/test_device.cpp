@@ -25,13 +25,13 @@
 #include "rankscope/san.hpp"
 #include "rankscope/tasks.hpp"
 #include "rankscope/theory.hpp"
+#include "test_support.hpp"
 
 using namespace rankscope;
+using namespace rankscope::test_support;
 namespace fs = std::filesystem;
 
 namespace {
-
-const std::string kFixtures = RANKSCOPE_FIXTURES_DIR;
 
 // What a watched forward did wrong, one line per operator call.
 struct DeviceWatch {

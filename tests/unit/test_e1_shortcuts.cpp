@@ -11,17 +11,12 @@
 #include "rankscope/measures.hpp"
 #include "rankscope/models.hpp"
 #include "rankscope/paths.hpp"
+#include "test_support.hpp"
 
 using namespace rankscope;
+using namespace rankscope::test_support;
 
 namespace {
-
-const std::string kFixtures = RANKSCOPE_FIXTURES_DIR;
-
-at::Tensor tensor_of(const SafetensorsFile& file, const std::string& name) {
-    const ArrayView v = file.view(name);
-    return torch::from_blob(const_cast<std::byte*>(v.data), v.shape, torch::kLong).clone();
-}
 
 // The fixture's batch: 2 samples, one with padding, so the real-token paths run too.
 ModelBatch fixture_batch(const std::string& model) {

@@ -63,7 +63,7 @@ constexpr int kLayers = 6;
 
 // A synthetic result: layer-1 entropy from `entropy1(s)`, deeper layers' entropy 1; SAN's residual collapses (1e-16)
 // from layer `san_collapse(s)` on, the transformer's residual `transformer_residual`.
-struct Synthetic {
+struct SyntheticFailureModes {
     std::function<double(double)> entropy1 = [](double s) {
         return s <= 1 ? first_layer_entropy_expansion(s, 32) : s < 2 ? 0.49 : 0.05;
     };
@@ -72,7 +72,7 @@ struct Synthetic {
     double transformer_cosine = 0.3;  // mean token cosine of every transformer layer
 };
 
-FailureModesResult synthetic_result(const Synthetic& s, const FailureModesSettings& settings) {
+FailureModesResult synthetic_failure_modes(const SyntheticFailureModes& s, const FailureModesSettings& settings) {
     FailureModesResult result;
     for (const auto& variant : settings.variants)
         for (double scale : settings.query_key_scales)
@@ -96,42 +96,42 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
     settings.query_key_scales = {0.25, 0.5, 1, 1.62, 4};  // s_c = (2 ln 32)^{1/4} = 1.62
     const std::string small = "Small query/key", large = "Large query/key", delay = "delay the rank collapse",
                       freezes = "freezes onto few keys", expansion = "follows 1 − s⁴";
-    const Findings agreeing = failure_modes_findings(synthetic_result({}, settings), settings);
+    const Findings agreeing = failure_modes_findings(synthetic_failure_modes({}, settings), settings);
     ASSERT_EQ(agreeing.checks.size(), 5u);
     for (const auto& part : {small, large, delay, freezes, expansion}) EXPECT_EQ(verdict_of(agreeing, part), Verdict::Reproduced) << part;
 
-    Synthetic no_collapse;
+    SyntheticFailureModes no_collapse;
     no_collapse.san_collapse = [](double) { return kLayers + 1; };
-    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(no_collapse, settings), settings), small), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(no_collapse, settings), settings), small), Verdict::NotReproduced);
 
-    Synthetic spread;
+    SyntheticFailureModes spread;
     spread.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) : 0.6; };  // never one-hot
-    const Findings f_spread = failure_modes_findings(synthetic_result(spread, settings), settings);
+    const Findings f_spread = failure_modes_findings(synthetic_failure_modes(spread, settings), settings);
     EXPECT_EQ(verdict_of(f_spread, large), Verdict::NotReproduced);
     EXPECT_EQ(verdict_of(f_spread, freezes), Verdict::NotReproduced);  // never freezes although the scales span s_c
 
-    Synthetic collapsed;
+    SyntheticFailureModes collapsed;
     collapsed.transformer_residual = 2e-3;  // one-hot attention, a residual above the threshold, but tokens aligned
     collapsed.transformer_cosine = 0.9999;
-    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(collapsed, settings), settings), large), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(collapsed, settings), settings), large), Verdict::NotReproduced);
 
-    Synthetic earlier;
+    SyntheticFailureModes earlier;
     earlier.san_collapse = [](double s) { return s < 1 ? 4 : 2; };  // larger scales collapse sooner
-    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(earlier, settings), settings), delay), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(earlier, settings), settings), delay), Verdict::NotReproduced);
 
-    Synthetic early_freeze;  // near one-hot already at s = 1 < s_c / 1.5
+    SyntheticFailureModes early_freeze;  // near one-hot already at s = 1 < s_c / 1.5
     early_freeze.entropy1 = [](double s) { return s <= 0.5 ? first_layer_entropy_expansion(s, 32) : s < 2 ? 0.3 : 0.05; };
-    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(early_freeze, settings), settings), freezes), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(early_freeze, settings), settings), freezes), Verdict::NotReproduced);
 
     FailureModesSettings only_small = settings;  // no scale above 1.5 s_c: the freezing cannot be judged
     only_small.query_key_scales = {0.25, 0.5, 1, 1.62};
-    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result({}, only_small), only_small), freezes), Verdict::NotComparable);
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes({}, only_small), only_small), freezes), Verdict::NotComparable);
 
     FailureModesSettings twice = settings;
     twice.query_key_scales = {0.5, 1, 0.5};
     EXPECT_THROW(twice.validate(), Error);
 
-    Synthetic off;
+    SyntheticFailureModes off;
     off.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) - 0.05 : s < 2 ? 0.49 : 0.05; };
-    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_result(off, settings), settings), expansion), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(off, settings), settings), expansion), Verdict::NotReproduced);
 }

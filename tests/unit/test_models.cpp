@@ -15,36 +15,35 @@
 #include "models/common.hpp"
 #include "rankscope/models.hpp"
 #include "rankscope/san.hpp"
+#include "test_support.hpp"
 
 using namespace rankscope;
+using namespace rankscope::test_support;
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kFixtures = RANKSCOPE_FIXTURES_DIR;  // tests/fixtures of the repository
-
-at::Tensor tensor_of(const SafetensorsFile& file, const std::string& name) {
-    const ArrayView v = file.view(name);
-    const auto dtype = v.dtype == DType::F32 ? torch::kFloat : v.dtype == DType::F64 ? torch::kDouble : torch::kLong;
-    return torch::from_blob(const_cast<std::byte*>(v.data), v.shape, dtype).clone();
-}
-
 double max_relative_difference(const at::Tensor& got, const at::Tensor& expected) {
     return ((got - expected).abs().max() / expected.abs().max().clamp_min(1e-30)).item<double>();
 }
+}  // namespace
 
-struct Case {
+// Outside the anonymous namespace: the fixture class below derives from a template of it, and in a unity batch this
+// file is an included one, where GCC warns about a base type with internal linkage (-Wsubobject-linkage).
+struct ModelCase {
     std::string model, variant;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " " << c.variant; }
-std::vector<Case> all_cases() {
-    std::vector<Case> cases;
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " " << c.variant; }
+
+namespace {
+std::vector<ModelCase> all_cases() {
+    std::vector<ModelCase> cases;
     for (const char* m : {"bert-tiny", "albert-tiny", "xlnet-tiny"})
         for (const char* v : {"transformer", "SAN+skip", "SAN+MLP", "SAN"}) cases.push_back({m, v});
     return cases;
 }
 }  // namespace
 
-class Conformance : public ::testing::TestWithParam<Case> {};
+class Conformance : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(Conformance, HiddenStatesAttentionsAndE1MatchTheFixture) {
     const auto& [model_name, variant] = GetParam();

@@ -10,28 +10,23 @@
 
 #include "rankscope/error.hpp"
 #include "rankscope/tasks.hpp"
+#include "test_support.hpp"
 #include "tasks/stacked_task_model.hpp"
 
 using namespace rankscope;
+using namespace rankscope::test_support;
 
 namespace {
 
-std::filesystem::path temp_dir(const std::string& name) {
-    auto dir = std::filesystem::temp_directory_path() / ("rankscope_test_stacked_" + name + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    return dir;
-}
-
 // A configuration as model_config_for makes it, from a task's settings changed by `change`.
-struct Case {
+struct StackedCase {
     std::string name;
     TaskSettings settings;
     int classes, input_vocab;
 };
 
-std::vector<Case> cases() {
-    std::vector<Case> all;
+std::vector<StackedCase> cases() {
+    std::vector<StackedCase> all;
     TaskSettings sort = default_task_settings("sort");
     sort.layers = 2, sort.d_model = 16;
     all.push_back({"sort: tokens, positions, post-LN, skip", sort, 10, 10});
@@ -55,7 +50,7 @@ std::vector<Case> cases() {
     return all;
 }
 
-TaskModelConfig config_of(const Case& c) {
+TaskModelConfig config_of(const StackedCase& c) {
     TaskSplits shape;
     shape.classes = c.classes, shape.input_vocab = c.input_vocab;
     return model_config_for(c.settings, shape);
@@ -92,7 +87,7 @@ std::vector<TaskModel> seeded_models(const TaskModelConfig& config, const std::v
 }  // namespace
 
 TEST(StackedTaskModel, ForwardOfEachModelEqualsItsTaskModelForward) {
-    for (const Case& c : cases()) {
+    for (const StackedCase& c : cases()) {
         SCOPED_TRACE(c.name);
         const TaskModelConfig config = config_of(c);
         auto models = seeded_models(config, {5, 6, 7});
@@ -134,7 +129,7 @@ TEST(StackedTaskModel, CopyIntoGivesModelSBackByName) {
     auto original = models[1]->named_parameters(), copied = copy->named_parameters();
     for (const auto& item : original) EXPECT_TRUE(torch::equal(item.value(), copied[item.key()])) << item.key();
     // Another configuration is refused.
-    Case other = cases().front();
+    StackedCase other = cases().front();
     other.settings.d_model = 8;
     auto mixed = models;
     mixed.push_back(seeded_models(config_of(other), {3}).front());
@@ -144,7 +139,7 @@ TEST(StackedTaskModel, CopyIntoGivesModelSBackByName) {
 // The loss trained on (each model's mean cross-entropy over its real tokens, summed over models) gives every model
 // exactly the gradient of its own mean cross-entropy through TaskModel::forward.
 TEST(StackedTaskModel, EachModelGetsTheGradientOfItsOwnLoss) {
-    Case c = cases().back();  // padded: targets −1 excluded from each model's mean
+    StackedCase c = cases().back();  // padded: targets −1 excluded from each model's mean
     const TaskModelConfig config = config_of(c);
     auto models = seeded_models(config, {11, 12, 13});
     StackedTaskModel stack = StackedTaskModel::stack(models);
@@ -196,7 +191,7 @@ void expect_same_training(const TrainedTask& together, const TrainedTask& alone,
 // Three seeds of sort with a reshuffled order, cosine schedule and weight decay: trained together, each ends where
 // it ends trained alone (same losses per epoch, same parameters) and its checkpoint is the one train_or_load reuses.
 TEST(StackedTraining, SeedsTrainedTogetherEqualSeedsTrainedAlone) {
-    const auto dir = temp_dir("sort");
+    const auto dir = temp_dir("stacked_sort");
     TaskSettings base = default_task_settings("sort");
     base.layers = 2, base.d_model = 16, base.epochs = 6, base.train_count = 90, base.eval_count = 10;
     base.shuffle = true, base.lr_schedule = "cosine", base.weight_decay = 0.01;
@@ -239,7 +234,7 @@ TEST(StackedTraining, SeedsTrainedTogetherEqualSeedsTrainedAlone) {
 // The circle: input noise from each model's own generator and a stopping target that seeds reach at different
 // epochs; each seed stops where it stops alone, with the parameters of that epoch.
 TEST(StackedTraining, CircleSeedsStopAtTheirOwnEpochWithTheirOwnNoise) {
-    const auto dir = temp_dir("circle");
+    const auto dir = temp_dir("stacked_circle");
     TaskSettings base = default_task_settings("circle");
     base.epochs = 12, base.train_count = 100;
     std::vector<TaskSettings> settings;
@@ -273,7 +268,7 @@ TEST(StackedTraining, CircleSeedsStopAtTheirOwnEpochWithTheirOwnNoise) {
 // model's parameters, batches in order without trimming): padded sequences whose batches the trainer trims (every
 // sequence is shorter than n), a partial last batch (70 items in batches of 30), weight decay; two seeds together.
 TEST(StackedTraining, EqualsAPlainTrainingLoopOnPaddedBatches) {
-    const auto dir = temp_dir("plain");
+    const auto dir = temp_dir("stacked_plain");
     TaskSettings base = default_task_settings("sort");
     base.task = "memorize", base.text = "";  // token input with padding, trained on the data given below
     base.layers = 2, base.d_model = 16, base.epochs = 3, base.train_count = 70, base.eval_count = 10;

@@ -15,7 +15,7 @@ using namespace rankscope::test;
 
 namespace {
 
-struct Case {
+struct StreamedCase {
     std::string name, config, prefix;
     int shards;
     int tokens;
@@ -23,7 +23,7 @@ struct Case {
 
 // Tiny checkpoints in the layouts the streamed loader reads: prefixed or bare names, one file or shards, GQA, biases,
 // Qwen2's sliding window from layer 1 (tokens > window, so it changes the result).
-const std::vector<Case> kCases = {
+const std::vector<StreamedCase> kCases = {
     {"llama-gqa", kTinyLlama, "model.", 3, 6},
     {"gpt2", kTinyGpt2, "transformer.", 1, 6},
     {"llama-biases", R"({"model_type": "llama", "vocab_size": 30, "hidden_size": 16, "intermediate_size": 24,
@@ -51,7 +51,7 @@ struct Written {
     TempFolder dir;
     HfConfig config;
     ModelBatch batch;
-    explicit Written(const Case& c) : dir("streamed-" + c.name), config(config_from(dir.path, c.config)) {
+    explicit Written(const StreamedCase& c) : dir("streamed-" + c.name), config(config_from(dir.path, c.config)) {
         auto model = make_hf_model(config, 11);
         {
             torch::NoGradGuard no_grad;

@@ -10,8 +10,10 @@
 
 #include "rankscope/error.hpp"
 #include "rankscope/tasks.hpp"
+#include "test_support.hpp"
 
 using namespace rankscope;
+using namespace rankscope::test_support;
 
 namespace {
 
@@ -57,13 +59,6 @@ TinySortModel tiny_sort_model(int count, std::uint64_t torch_seed) {
     tiny.data.classes = 10, tiny.data.input_vocab = 10;
     tiny.model = TaskModel(model_config_for(tiny_sort(), tiny.data));
     return tiny;
-}
-
-std::filesystem::path temp_dir(const std::string& name) {
-    auto dir = std::filesystem::temp_directory_path() / ("rankscope_test_" + name + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    return dir;
 }
 
 }  // namespace

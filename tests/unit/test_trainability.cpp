@@ -185,13 +185,13 @@ namespace {
 
 // A synthetic result, depths 2 and 16, post-LN, both scalings, 2 seeds. Layer rows: input cosine c_l rising along the
 // network to the run's last cosine, query/key ratio `ratio(c)`.
-struct Synthetic {
+struct SyntheticTrainability {
     double plain_shallow = 0.3, plain_deep = 0.99, scaled_shallow = 0.3, scaled_deep = 0.5;
     double (*ratio)(double) = [](double c) { return 1.0 - 0.99 * c; };
     double scaled_ratio_factor = 1.0;  // multiplies the scaled runs' ratios
 };
 
-TrainabilityResult synthetic_result(const Synthetic& s) {
+TrainabilityResult synthetic_trainability(const SyntheticTrainability& s) {
     TrainabilityResult result;
     for (auto scaling : {ResidualScaling::Plain, ResidualScaling::InverseSqrtDepth})
         for (int depth : {2, 16})
@@ -224,34 +224,34 @@ TEST(Trainability, JudgesFlipOnContradictingResults) {
     settings.seeds = 2;
     const std::string align = "tokens align with depth", vanish = "gradients vanish", apart = "keeps the tokens apart",
                       alive = "gradients alive";
-    Synthetic agreeing;
-    const Findings f = trainability_findings(synthetic_result(agreeing), settings);
+    SyntheticTrainability agreeing;
+    const Findings f = trainability_findings(synthetic_trainability(agreeing), settings);
     ASSERT_EQ(f.checks.size(), 4u);
     for (const auto& part : {align, vanish, apart, alive}) EXPECT_EQ(verdict_of(f, part), Verdict::Reproduced) << part;
 
-    Synthetic no_alignment = agreeing;
+    SyntheticTrainability no_alignment = agreeing;
     no_alignment.plain_deep = 0.2;  // deeper plain networks less aligned than shallow ones
-    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(no_alignment), settings), align), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_trainability(no_alignment), settings), align), Verdict::NotReproduced);
 
-    Synthetic growing = agreeing;
+    SyntheticTrainability growing = agreeing;
     growing.ratio = [](double c) { return 0.01 + c; };  // query gradients grow with alignment
-    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(growing), settings), vanish), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_trainability(growing), settings), vanish), Verdict::NotReproduced);
 
-    Synthetic scaled_aligned = agreeing;
+    SyntheticTrainability scaled_aligned = agreeing;
     scaled_aligned.scaled_deep = 0.995;  // scaling does not keep the tokens apart
-    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(scaled_aligned), settings), apart), Verdict::NotReproduced);
-    Synthetic barely = agreeing;
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_trainability(scaled_aligned), settings), apart), Verdict::NotReproduced);
+    SyntheticTrainability barely = agreeing;
     barely.scaled_deep = 0.98;  // below α = 1's 0.99 in every seed, but most of the growth with depth remains
-    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(barely), settings), apart), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_trainability(barely), settings), apart), Verdict::NotReproduced);
 
-    Synthetic scaled_small = agreeing;
+    SyntheticTrainability scaled_small = agreeing;
     scaled_small.scaled_ratio_factor = 0.01;  // scaled networks' query gradients smaller still
-    EXPECT_EQ(verdict_of(trainability_findings(synthetic_result(scaled_small), settings), alive), Verdict::NotReproduced);
+    EXPECT_EQ(verdict_of(trainability_findings(synthetic_trainability(scaled_small), settings), alive), Verdict::NotReproduced);
 
     TrainabilitySettings shallow = settings;  // depths 2 and 4: too shallow to show the effect of 1/√L
     shallow.depths = {2, 4};
-    Synthetic at_four = agreeing;
-    TrainabilityResult r = synthetic_result(at_four);
+    SyntheticTrainability at_four = agreeing;
+    TrainabilityResult r = synthetic_trainability(at_four);
     for (auto& run : r.runs)
         if (run.depth == 16) run.depth = 4, run.probe.layers.resize(4);
     EXPECT_EQ(verdict_of(trainability_findings(r, shallow), apart), Verdict::NotComparable);

@@ -47,7 +47,7 @@ struct Cell {
     std::vector<std::string> arguments;  // after the program name; --out is appended
     std::vector<std::string> figures;
     std::vector<std::string> data;
-    std::string causal_cell;  // decoders' bidirectional cell: the cell with the same weights and the causal mask
+    std::string causal_cell{};  // decoders' bidirectional cell: the cell with the same weights and the causal mask
     bool beyond_paper = false;  // a claim of the follow-up literature (SPEC.md §7): its own report section and count
 };
 
@@ -97,7 +97,7 @@ std::vector<std::filesystem::path> pretrained_runs(const ReproduceOptions& optio
 // folder name under models/ (the working directory's, then the source tree's). Empty when not installed.
 constexpr const char* kMiniLm = "all-MiniLM-L6-v2";
 std::string installed_model(const std::string& name) {
-    for (const std::filesystem::path base : {std::filesystem::path("models"), std::filesystem::path(RANKSCOPE_SOURCE_DIR) / "models"}) {
+    for (const std::filesystem::path& base : {std::filesystem::path("models"), std::filesystem::path(RANKSCOPE_SOURCE_DIR) / "models"}) {
         std::error_code ec;
         if (std::filesystem::is_regular_file(base / name / "config.json", ec) &&
             std::filesystem::is_regular_file(base / name / "model.safetensors", ec))
