@@ -8,6 +8,7 @@
 # re-configure to change a file's choice, which only costs compile time, never correctness).
 #   rankscope_torch_files(RANKSCOPE_TORCH_FILES)   # absolute paths
 #   rankscope_use_torch_header(<target> <sources...>)  # sources that do not reach torch skip the header
+#   rankscope_unity_batches(<target>)                  # its files that reach torch compile 8 to a unit (CMakeLists)
 function(rankscope_torch_files out_var)
   file(GLOB_RECURSE files
     ${CMAKE_SOURCE_DIR}/include/*.hpp ${CMAKE_SOURCE_DIR}/src/*.hpp ${CMAKE_SOURCE_DIR}/src/*.cpp
@@ -57,13 +58,22 @@ function(rankscope_torch_files out_var)
   set(${out_var} ${reaching} PARENT_SCOPE)
 endfunction()
 
-# <target> reuses rankscope_core's precompiled torch header in the sources that reach torch; the others skip it.
+# Unity batches for <target> when RANKSCOPE_UNITY_BUILD is on (CMakeLists.txt says why); the files that skip the
+# precompiled header are marked SKIP_UNITY_BUILD_INCLUSION where that is decided.
+function(rankscope_unity_batches target)
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ${RANKSCOPE_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
+endfunction()
+
+# <target> reuses rankscope_core's precompiled torch header in the sources that reach torch, in unity batches; the
+# others skip both.
 function(rankscope_use_torch_header target)
   target_precompile_headers(${target} REUSE_FROM rankscope_core)
+  rankscope_unity_batches(${target})
   foreach(source ${ARGN})
     get_filename_component(source ${source} ABSOLUTE)
     if(NOT source IN_LIST RANKSCOPE_TORCH_FILES)
-      set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+      set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON
+        SKIP_UNITY_BUILD_INCLUSION ON)
     endif()
   endforeach()
 endfunction()
