@@ -10,6 +10,7 @@ namespace {
 
 void BertBaseForward(benchmark::State& state) {
     at::set_num_threads(static_cast<int>(state.range(0)));
+    const bool default_path = rankscope::linear_fast_path_enabled();
     rankscope::set_linear_fast_path(state.range(1) == 1);
     static const auto model = rankscope::make_hf_model(rankscope::builtin_hf_config("bert-base-cased"), 0);
     at::manual_seed(0);
@@ -19,7 +20,7 @@ void BertBaseForward(benchmark::State& state) {
         rankscope::Recorder recorder;
         benchmark::DoNotOptimize(model->forward(batch, rankscope::Surgery{}, &recorder));
     }
-    rankscope::set_linear_fast_path(true);
+    rankscope::set_linear_fast_path(default_path);
 }
 
 }  // namespace

@@ -154,8 +154,10 @@ public:
 // The batch's three tensors on `device` (an explicit copy; the same tensors when already there).
 ModelBatch batch_on(const ModelBatch& batch, const at::Device& device);
 
-// The oneDNN fast path of the architectures' linear layers (on by default); false runs the at::linear reference.
+// The oneDNN fast path of the architectures' linear layers; false runs the at::linear reference. On by default only
+// when libtorch has no MKL (where oneDNN's GEMM is the faster; src/models/common.cpp has the numbers).
 void set_linear_fast_path(bool enabled);
+bool linear_fast_path_enabled();
 
 // Random init as the library's from_config: normal(0, initializer_range) weights, zero biases, unit LayerNorm.
 std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_t seed);

@@ -93,14 +93,20 @@ std::string to_string(LayerNormSurgery surgery) {
 
 namespace rankscope {
 namespace {
-// RANKSCOPE_LINEAR_FAST_PATH=0 starts with the reference path (for benchmarks: bench/end_to_end.py measures both).
+// oneDNN's GEMM only where it beats libtorch's own BLAS: a libtorch without MKL (Debian's 1.13, OpenBLAS: the E1 grid
+// 14.3 s with oneDNN, 23.4 s without); with MKL (PyPI's 2.x wheels) at::linear is the faster (27.7 s against 31.2 s
+// at 1 thread, 14.9 against 17.6 s at 2; 2026-12-05). RANKSCOPE_LINEAR_FAST_PATH=0 or 1 in the environment forces
+// either (bench/end_to_end.py measures both).
 bool linear_fast_path = [] {
     const char* value = std::getenv("RANKSCOPE_LINEAR_FAST_PATH");
-    return !(value && std::string(value) == "0");
+    if (value && std::string(value) == "0") return false;
+    if (value && std::string(value) == "1") return true;
+    return !at::hasMKL();
 }();
 }  // namespace
 
 void set_linear_fast_path(bool enabled) { linear_fast_path = enabled; }
+bool linear_fast_path_enabled() { return linear_fast_path; }
 
 namespace models {
 

@@ -39,7 +39,7 @@ inline at::Tensor layer_norm(const torch::nn::LayerNorm& module, const at::Tenso
 // converted to oneDNN's layout at each call. Nothing is cached: a cache of every converted weight cost ~240 MB of peak
 // memory on the BERT-base E1 grid and saved no measurable time (the conversion is a copy, the product it feeds is
 // ~100× more work; docs/performance.md). Taken for float32 CPU tensors outside autograd when libtorch has oneDNN and
-// set_linear_fast_path(true) (the default, or RANKSCOPE_LINEAR_FAST_PATH=0 in the environment for false); otherwise
+// set_linear_fast_path(true) (the default when libtorch has no MKL; RANKSCOPE_LINEAR_FAST_PATH=0/1 forces it); otherwise
 // the reference, at::linear. The two agree to ~4e-6 relative (tests/unit/test_models.cpp).
 class Linears {
 public:

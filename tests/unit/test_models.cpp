@@ -103,10 +103,12 @@ TEST(LinearFastPath, MatchesTheReferenceOnEveryLayer) {
         const ModelBatch batch{torch::randint(5, 1000, {3, 40}, torch::kLong), torch::ones({3, 40}, torch::kLong),
                                torch::zeros({3, 40}, torch::kLong)};
         Recorder fast, reference;
+        const bool default_path = linear_fast_path_enabled();
+        set_linear_fast_path(true);
         model->forward(batch, Surgery{}, &fast);
         set_linear_fast_path(false);
         model->forward(batch, Surgery{}, &reference);
-        set_linear_fast_path(true);
+        set_linear_fast_path(default_path);
         for (int l = 0; l < config.layers; ++l) {
             const std::string hook = block_hook(l, "hook_resid_post");
             EXPECT_LT(max_relative_difference(fast.get(hook), reference.get(hook)), 1e-5) << name << " " << hook;
