@@ -7,18 +7,19 @@ torch users have; /usr/bin/python3 gives Debian's python3-torch 1.13, the baseli
 fifth session). "default" marks that torch's own default thread count.
 
 1. The E1 grid: BERT-base at init, 32 x 128 token ids, the four surgeries, the composite relative residual of every
-   layer (`rankscope model --weights init --inputs ... --draws 0`) against bench/e1_grid_torch.py at 1 thread
-   and at 2 threads. Wall time and peak RSS of each process.
+   layer (`rankscope model --weights init --inputs ... --draws 0`) at 1 and at 2 threads against
+   bench/e1_grid_torch.py at the same thread counts (the ratios compare equal threads). Wall time and peak RSS of
+   each process.
 2. E2 path sampling: 12 lengths x 100 draws of attention products of BERT-base at init and their rank-1 residuals
    (`rankscope paths sample --patterns`) against bench/e2_paths_torch.py.
 3. Training steps per second: E4 sort in the paper's configuration (6 post-LN attention layers, 2 heads, d = 48,
    batches of 30, Adam), `rankscope task sort --epochs 20 --retrain` (its task.json's train_seconds: the training loop
    only) for one seed and for five seeds trained together (`--seeds 2,3,4,5,6`, one stacked model; per model) against
    bench/e4_train_torch.py (nn.MultiheadAttention, the same loop, timed the same way), at 1 and 2 threads.
-4. The machine's single-precision GEMM peak, measured here at 1 and 2 threads with the baseline torch's BLAS and with
-   Debian's python3-torch (OpenBLAS, the best BLAS this machine has; PyPI torch's MKL reaches about half of it on
-   this AMD CPU), the best of both; the share of it that the E1 grid's matrix products reach over the whole
-   rankscope run (a lower bound: the run's wall time includes everything else).
+4. The machine's single-precision GEMM peak, measured here at 1 and 2 threads with the baseline torch's BLAS (MKL
+   in PyPI's torch) and with Debian's python3-torch (OpenBLAS, held at the same thread count), the best of both; the
+   share of it that the E1 grid's matrix products reach over the whole rankscope run at the same thread count (a
+   lower bound: the run's wall time includes everything else).
 Each command runs REPEATS times (default 3), the commands in turn; medians are reported.
 """
 import json
@@ -94,6 +95,8 @@ write_safetensors(small, {"input_ids": rng.integers(1000, 28996, size=(4, 128)).
 
 # 1. The E1 grid.
 grid = compare({
+    "rankscope (1 thread)": [rankscope, "model", "--model", "bert-base-cased", "--weights", "init", "--inputs", inputs,
+                             "--draws", "0", "--threads", "1", "--out", os.path.join(work, "e1")],
     "rankscope (2 threads)": [rankscope, "model", "--model", "bert-base-cased", "--weights", "init", "--inputs", inputs,
                               "--draws", "0", "--threads", "2", "--out", os.path.join(work, "e1")],
     "torch, 1 thread": [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "1",
@@ -138,28 +141,28 @@ for _ in range(repeats):
         training_runs[name].append(steps / measured["train_seconds"])
 training = {name: statistics.median(rates) for name, rates in training_runs.items()}
 
-# 4. The GEMM peak and the grid's share of it. PyPI's torch does its products with MKL, which on this AMD CPU reaches
-# about half of what OpenBLAS does (79-84 against 145-150 GFLOP/s, 2026-12-04): the machine's peak is the best of this
-# torch's and Debian's python3-torch's (OpenBLAS), each measured here.
+# 4. The GEMM peak at 1 and at 2 threads and the grid's share of it at each: the best of this torch's BLAS (PyPI's:
+# MKL) and Debian's python3-torch's (OpenBLAS). OpenBLAS keeps its own thread pool, which torch.set_num_threads does
+# not bound, so each count runs in its own process under OPENBLAS_NUM_THREADS (without it, python3-torch's "1 thread"
+# product ran on both cores: 143 GFLOP/s against 83, 2026-12-05).
 peak = {threads: gemm_gflops(threads) for threads in (1, 2)}
-GEMM_PROBE = ("import json, sys, time, torch\n"
-              "out = {}\n"
-              "for threads in (1, 2):\n"
-              "    torch.set_num_threads(threads); a, b = torch.randn(4096, 768), torch.randn(768, 3072)\n"
-              "    [a @ b for _ in range(3)]\n"
-              "    start, count = time.perf_counter(), 0\n"
-              "    while time.perf_counter() - start < 2.0:\n"
-              "        a @ b; count += 1\n"
-              "    out[threads] = 2.0 * 4096 * 768 * 3072 * count / (time.perf_counter() - start) / 1e9\n"
-              "print(json.dumps(out))\n")
+GEMM_PROBE = ("import sys, time, torch\n"
+              "torch.set_num_threads(int(sys.argv[1])); a, b = torch.randn(4096, 768), torch.randn(768, 3072)\n"
+              "[a @ b for _ in range(3)]\n"
+              "start, count = time.perf_counter(), 0\n"
+              "while time.perf_counter() - start < 2.0:\n"
+              "    a @ b; count += 1\n"
+              "print(2.0 * 4096 * 768 * 3072 * count / (time.perf_counter() - start) / 1e9)\n")
 openblas_peak = {}
 if os.path.exists("/usr/bin/python3") and not torch.__file__.startswith("/usr/lib/python3/"):  # not Debian's torch
-    probe = subprocess.run(["/usr/bin/python3", "-c", GEMM_PROBE], capture_output=True, text=True)
-    if probe.returncode == 0:
-        openblas_peak = {int(k): v for k, v in json.loads(probe.stdout).items()}
-best_peak = max(list(peak.values()) + list(openblas_peak.values()))
-grid_seconds = grid["rankscope (2 threads)"][0]
-share = e1_grid_flops() / grid_seconds / 1e9 / best_peak
+    for threads in (1, 2):
+        probe = subprocess.run(["/usr/bin/python3", "-c", GEMM_PROBE, str(threads)], capture_output=True, text=True,
+                               env={**os.environ, "OPENBLAS_NUM_THREADS": str(threads)})
+        if probe.returncode == 0:
+            openblas_peak[threads] = float(probe.stdout)
+best_peak = {threads: max(peak[threads], openblas_peak.get(threads, 0.0)) for threads in (1, 2)}
+grid_seconds = {1: grid["rankscope (1 thread)"][0], 2: grid["rankscope (2 threads)"][0]}
+share = {threads: e1_grid_flops() / grid_seconds[threads] / 1e9 / best_peak[threads] for threads in (1, 2)}
 
 report = {"repeats": repeats, "e1_grid": grid, "e2_paths": paths, "training_steps_per_second": training,
           "gemm_peak_gflops": peak, "gemm_peak_gflops_openblas": openblas_peak,
@@ -170,8 +173,10 @@ for title, table in [("E1 grid: BERT-base init, 32 x 128 tokens, 4 surgeries x 1
                      ("E2 sampling: 12 lengths x 100 draws, rank-1 residual of each product", paths)]:
     print(f"\n{title}")
     print(f"{'':<28}{'wall s':>8}{'peak MB':>9}{'rankscope faster by':>21}")
-    ours = table["rankscope (2 threads)"][0]
     for name, (seconds, megabytes) in table.items():
+        # At equal threads where rankscope ran at that count, else against rankscope at 2 threads (E2).
+        ours_name = "rankscope (1 thread)" if "1 thread" in name else "rankscope (2 threads)"
+        ours = table.get(ours_name, table["rankscope (2 threads)"])[0]
         ratio = "" if name.startswith("rankscope") else f"{seconds / ours:.2f}x"
         print(f"{name:<28}{seconds:>8.2f}{megabytes:>9.0f}{ratio:>21}")
 print(f"\nE4 sort training, the paper's configuration, {steps} steps ({train_epochs} epochs) per model")
@@ -184,10 +189,13 @@ for name, rate in training.items():
               f"{training[f'rankscope, {len(together)} seeds together'] / rate:>18.2f}x")
 print(f"\nSGEMM 4096 x 768 x 3072 (torch {torch.__version__}'s BLAS): {peak[1]:.0f} GFLOP/s at 1 thread, {peak[2]:.0f} at 2")
 if openblas_peak:
-    print(f"SGEMM 4096 x 768 x 3072 (Debian's python3-torch, OpenBLAS): {openblas_peak[1]:.0f} GFLOP/s at 1 thread, "
-          f"{openblas_peak[2]:.0f} at 2; the peak below is the best of both")
-print(f"E1 grid: {e1_grid_flops() / 1e9:.0f} GFLOP of matrix products in {grid_seconds:.2f} s = "
-      f"{e1_grid_flops() / grid_seconds / 1e9:.0f} GFLOP/s, {100 * share:.0f}% of the measured peak over the whole run")
+    print(f"SGEMM 4096 x 768 x 3072 (Debian's python3-torch, OpenBLAS): " +
+          ", ".join(f"{gflops:.0f} GFLOP/s at {threads} thread{'s' if threads > 1 else ''}"
+                    for threads, gflops in openblas_peak.items()) + "; the peak below is the best of both")
+for threads in (1, 2):
+    print(f"E1 grid at {threads} thread{'s' if threads > 1 else ''}: {e1_grid_flops() / 1e9:.0f} GFLOP of matrix products "
+          f"in {grid_seconds[threads]:.2f} s = {e1_grid_flops() / grid_seconds[threads] / 1e9:.0f} GFLOP/s, "
+          f"{100 * share[threads]:.0f}% of the {best_peak[threads]:.0f} GFLOP/s peak at that count, over the whole run")
 with open(os.path.join(work, "bench.json"), "w") as f:
     json.dump(report, f, indent=1)
 print(f"(raw numbers: {os.path.join(work, 'bench.json')})")
