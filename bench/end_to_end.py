@@ -4,7 +4,9 @@
 
 The baseline is the torch of the Python that runs this script (make bench: the project venv's PyPI torch 2.13.0, the
 torch users have; /usr/bin/python3 gives Debian's python3-torch 1.13, the baseline of the runs before 2026-12-04's
-fifth session). "default" marks that torch's own default thread count.
+fifth session). Every torch process runs with OpenBLAS held at its thread count (`at_threads`: Debian's torch
+uses OpenBLAS, whose own pool torch.set_num_threads does not bound; before 2026-12-05 its "1 thread" runs used both
+cores for their matrix products).
 
 1. The E1 grid: BERT-base at init, 32 x 128 token ids, the four surgeries, the composite relative residual of every
    layer (`rankscope model --weights init --inputs ... --draws 0`) at 1 and at 2 threads against
@@ -41,7 +43,7 @@ build = sys.argv[1] if len(sys.argv) > 1 else "build"
 repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 rankscope = os.path.join(build, "bin", "rankscope")
 python = sys.executable
-default_threads = torch.get_num_threads()  # before gemm_gflops sets it
+default_threads = torch.get_num_threads()
 
 
 def timed(command):
@@ -66,16 +68,27 @@ def compare(commands):
     return {name: (statistics.median(s for s, _ in r), max(m for _, m in r)) for name, r in runs.items()}
 
 
-def gemm_gflops(threads, m=4096, k=768, n=3072, seconds=2.0):
-    torch.set_num_threads(threads)
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    for _ in range(3):
-        a @ b
-    start, count = time.perf_counter(), 0
-    while time.perf_counter() - start < seconds:
-        a @ b
-        count += 1
-    return 2.0 * m * k * n * count / (time.perf_counter() - start) / 1e9
+GEMM_PROBE = ("import sys, time, torch\n"
+              "torch.set_num_threads(int(sys.argv[1])); a, b = torch.randn(4096, 768), torch.randn(768, 3072)\n"
+              "[a @ b for _ in range(3)]\n"
+              "start, count = time.perf_counter(), 0\n"
+              "while time.perf_counter() - start < 2.0:\n"
+              "    a @ b; count += 1\n"
+              "print(2.0 * 4096 * 768 * 3072 * count / (time.perf_counter() - start) / 1e9)\n")
+
+
+def at_threads(threads, command):
+    """`command` with OpenBLAS held at `threads`: OpenBLAS keeps its own thread pool, which torch.set_num_threads does
+    not bound (without it, Debian's python3-torch at "1 thread" ran its products on both cores: 143 GFLOP/s against 83,
+    2026-12-05). PyPI's torch (MKL) is bounded by torch.set_num_threads alone."""
+    return ["env", f"OPENBLAS_NUM_THREADS={threads}", *command]
+
+
+def gemm_gflops(interpreter, threads):
+    """SGEMM 4096 x 768 x 3072 GFLOP/s of `interpreter`'s torch at `threads`, in its own process; None on failure."""
+    probe = subprocess.run(at_threads(threads, [interpreter, "-c", GEMM_PROBE, str(threads)]), capture_output=True,
+                           text=True)
+    return float(probe.stdout) if probe.returncode == 0 else None
 
 
 def e1_grid_flops(batch=32, tokens=128, d=768, ffn=3072, layers=12):
@@ -99,9 +112,10 @@ grid = compare({
                              "--draws", "0", "--threads", "1", "--out", os.path.join(work, "e1")],
     "rankscope (2 threads)": [rankscope, "model", "--model", "bert-base-cased", "--weights", "init", "--inputs", inputs,
                               "--draws", "0", "--threads", "2", "--out", os.path.join(work, "e1")],
-    "torch, 1 thread": [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "1",
-                                  os.path.join(work, "e1_torch.csv")],
-    "torch, 2 threads": [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "2", os.path.join(work, "e1_torch.csv")],
+    "torch, 1 thread": at_threads(1, [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "1",
+                                      os.path.join(work, "e1_torch.csv")]),
+    "torch, 2 threads": at_threads(2, [python, os.path.join(HERE, "e1_grid_torch.py"), inputs, "2",
+                                       os.path.join(work, "e1_torch.csv")]),
 })
 
 # 2. E2 on BERT-base's attention maps at init (4 samples: the work per product does not depend on the batch).
@@ -112,8 +126,8 @@ subprocess.run([rankscope, "model", "--model", "bert-base-cased", "--weights", "
 paths = compare({
     "rankscope (2 threads)": [rankscope, "paths", "sample", "--patterns", patterns, "--draws", "100", "--threads", "2",
                               "--out", os.path.join(work, "e2")],
-    "torch, 1 thread": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "1"],
-    "torch, 2 threads": [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "2"],
+    "torch, 1 thread": at_threads(1, [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "1"]),
+    "torch, 2 threads": at_threads(2, [python, os.path.join(HERE, "e2_paths_torch.py"), patterns, "100", "2"]),
 })
 
 # 3. Training steps per second (E4 sort, the paper's configuration), the runs in turn. rankscope trains one model, and
@@ -134,33 +148,23 @@ for _ in range(repeats):
         assert summary["steps_per_model"] == steps, summary["steps_per_model"]
         training_runs[name].append(len(seeds) * steps / summary["train_seconds"])
     for threads, name in ((1, "torch, 1 thread"), (2, "torch, 2 threads")):
-        result = subprocess.run([python, os.path.join(HERE, "e4_train_torch.py"), str(train_epochs), str(threads)],
-                                check=True, capture_output=True, text=True)
+        result = subprocess.run(at_threads(threads, [python, os.path.join(HERE, "e4_train_torch.py"), str(train_epochs),
+                                                     str(threads)]), check=True, capture_output=True, text=True)
         measured = json.loads(result.stdout)
         assert measured["steps"] == steps, measured
         training_runs[name].append(steps / measured["train_seconds"])
 training = {name: statistics.median(rates) for name, rates in training_runs.items()}
 
 # 4. The GEMM peak at 1 and at 2 threads and the grid's share of it at each: the best of this torch's BLAS (PyPI's:
-# MKL) and Debian's python3-torch's (OpenBLAS). OpenBLAS keeps its own thread pool, which torch.set_num_threads does
-# not bound, so each count runs in its own process under OPENBLAS_NUM_THREADS (without it, python3-torch's "1 thread"
-# product ran on both cores: 143 GFLOP/s against 83, 2026-12-05).
-peak = {threads: gemm_gflops(threads) for threads in (1, 2)}
-GEMM_PROBE = ("import sys, time, torch\n"
-              "torch.set_num_threads(int(sys.argv[1])); a, b = torch.randn(4096, 768), torch.randn(768, 3072)\n"
-              "[a @ b for _ in range(3)]\n"
-              "start, count = time.perf_counter(), 0\n"
-              "while time.perf_counter() - start < 2.0:\n"
-              "    a @ b; count += 1\n"
-              "print(2.0 * 4096 * 768 * 3072 * count / (time.perf_counter() - start) / 1e9)\n")
+# MKL) and Debian's python3-torch's (OpenBLAS), each count in its own process with OpenBLAS held at it (at_threads).
+peak = {threads: gemm_gflops(python, threads) for threads in (1, 2)}
 openblas_peak = {}
 if os.path.exists("/usr/bin/python3") and not torch.__file__.startswith("/usr/lib/python3/"):  # not Debian's torch
     for threads in (1, 2):
-        probe = subprocess.run(["/usr/bin/python3", "-c", GEMM_PROBE, str(threads)], capture_output=True, text=True,
-                               env={**os.environ, "OPENBLAS_NUM_THREADS": str(threads)})
-        if probe.returncode == 0:
-            openblas_peak[threads] = float(probe.stdout)
-best_peak = {threads: max(peak[threads], openblas_peak.get(threads, 0.0)) for threads in (1, 2)}
+        gflops = gemm_gflops("/usr/bin/python3", threads)
+        if gflops is not None:
+            openblas_peak[threads] = gflops
+best_peak = {threads: max(peak[threads] or 0.0, openblas_peak.get(threads, 0.0)) for threads in (1, 2)}
 grid_seconds = {1: grid["rankscope (1 thread)"][0], 2: grid["rankscope (2 threads)"][0]}
 share = {threads: e1_grid_flops() / grid_seconds[threads] / 1e9 / best_peak[threads] for threads in (1, 2)}
 
@@ -170,11 +174,13 @@ report = {"repeats": repeats, "e1_grid": grid, "e2_paths": paths, "training_step
 print(f"rankscope against plain PyTorch {torch.__version__} ({python}, default {default_threads} threads); "
       f"medians of {repeats} runs each, commands in turn; 2 cores")
 for title, table in [("E1 grid: BERT-base init, 32 x 128 tokens, 4 surgeries x 12 layers", grid),
-                     ("E2 sampling: 12 lengths x 100 draws, rank-1 residual of each product", paths)]:
+                     ("E2 sampling: 12 lengths x 100 draws, rank-1 residual of each product (ratios against rankscope "
+                      "at 2 threads)", paths)]:
     print(f"\n{title}")
     print(f"{'':<28}{'wall s':>8}{'peak MB':>9}{'rankscope faster by':>21}")
     for name, (seconds, megabytes) in table.items():
-        # At equal threads where rankscope ran at that count, else against rankscope at 2 threads (E2).
+        # At equal threads where rankscope ran at that count; E2 runs rankscope at 2 threads only, so its torch rows
+        # are both against that.
         ours_name = "rankscope (1 thread)" if "1 thread" in name else "rankscope (2 threads)"
         ours = table.get(ours_name, table["rankscope (2 threads)"])[0]
         ratio = "" if name.startswith("rankscope") else f"{seconds / ours:.2f}x"

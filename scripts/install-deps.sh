@@ -33,8 +33,8 @@ done
 if ! command -v npm > /dev/null; then missing+=(npm); fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  # apt's and dpkg's thousands of lines go to a log; its last lines are shown if apt fails (about 2 minutes on a bare
-  # Debian 12, 2026-12-05).
+  # apt's and dpkg's thousands of lines go to a log, kept and its last lines shown only if apt fails (2-3 minutes on
+  # a bare Debian 12, 2026-12-05).
   apt_log="$(mktemp -t rankscope-apt.XXXXXX.log)"
   echo "install-deps: installing ${#missing[@]} Debian packages (${missing[*]}); apt's output in $apt_log"
   SUDO=""
@@ -46,6 +46,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "install-deps: error: apt-get failed (the whole output: $apt_log)" >&2
     exit 1
   fi
+  rm -f "$apt_log"
   echo "install-deps: Debian packages installed in $((SECONDS - apt_start)) s"
 else
   echo "install-deps: all Debian packages present"

@@ -14,8 +14,8 @@
 
 namespace rankscope {
 
-// E1's thresholds read off the paper's figures (SPEC.md: ±0.03), shared by the findings of one model (e1_findings.cpp)
-// and of a pretraining run's checkpoints (dynamics.cpp).
+// E1's thresholds read off the paper's figures (SPEC.md: ±0.03), shared by the findings of one model (e1_findings.cpp),
+// of a pretraining run's checkpoints (dynamics.cpp) and of the mask comparison (mask_comparison.cpp).
 inline constexpr double kCollapsedResidual = 0.05;    // "≈ 0"
 inline constexpr int kPretrainedCollapseDepth = 5;    // "after 3–5 layers pretrained"
 

@@ -1,6 +1,7 @@
 #include "models/common.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "rankscope/error.hpp"
@@ -94,14 +95,17 @@ std::string to_string(LayerNormSurgery surgery) {
 namespace rankscope {
 namespace {
 // oneDNN's GEMM only where it beats libtorch's own BLAS: a libtorch without MKL (Debian's 1.13, OpenBLAS: the E1 grid
-// 14.3 s with oneDNN, 23.4 s without); with MKL (PyPI's 2.x wheels) at::linear is the faster (27.7 s against 31.2 s
-// at 1 thread, 14.9 against 17.6 s at 2; 2026-12-05). RANKSCOPE_LINEAR_FAST_PATH=0 or 1 in the environment forces
-// either (bench/end_to_end.py measures both).
+// 14.3 s with oneDNN, 23.4 s without); with MKL (PyPI's 2.x wheels) at::linear is the faster (medians of 2: 27.6 s
+// against 32.3 s at 1 thread, 15.9 against 18.9 s at 2; 2026-12-05, docs/performance.md). RANKSCOPE_LINEAR_FAST_PATH=0
+// or 1 in the environment forces either; another value is named on stderr and ignored.
 bool linear_fast_path = [] {
+    const bool default_path = !at::hasMKL();
     const char* value = std::getenv("RANKSCOPE_LINEAR_FAST_PATH");
-    if (value && std::string(value) == "0") return false;
-    if (value && std::string(value) == "1") return true;
-    return !at::hasMKL();
+    if (!value) return default_path;
+    if (std::string(value) == "0") return false;
+    if (std::string(value) == "1") return true;
+    std::fprintf(stderr, "rankscope: RANKSCOPE_LINEAR_FAST_PATH=%s ignored (expected 0 or 1)\n", value);
+    return default_path;
 }();
 }  // namespace
 

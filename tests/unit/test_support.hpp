@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "rankscope/io.hpp"
@@ -15,9 +16,11 @@ namespace rankscope::test_support {
 // tests/fixtures of the repository: the tiny checkpoints and their expected hidden states.
 inline const std::string kFixtures = RANKSCOPE_FIXTURES_DIR;
 
-// A fixture array as a torch tensor (F32, F64 or I64, copied out of the file's memory).
+// A fixture array as a torch tensor (F32, F64 or I64, copied out of the file's memory; another dtype is an error).
 inline at::Tensor tensor_of(const SafetensorsFile& file, const std::string& name) {
     const ArrayView v = file.view(name);
+    if (v.dtype != DType::F32 && v.dtype != DType::F64 && v.dtype != DType::I64)
+        throw std::runtime_error("tensor_of: " + name + " is neither F32, F64 nor I64");
     const auto dtype = v.dtype == DType::F32 ? torch::kFloat : v.dtype == DType::F64 ? torch::kDouble : torch::kLong;
     return torch::from_blob(const_cast<std::byte*>(v.data), v.shape, dtype).clone();
 }
