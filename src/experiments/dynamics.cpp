@@ -21,7 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 long step_of(const std::string& name) {
     if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
     long step = 0;

@@ -16,7 +16,6 @@
 namespace rankscope {
 namespace {
 
-
 // "SAN (LN remove, bidirectional)" → "SAN"
 std::string base_variant(const std::string& label) { return label.substr(0, label.find(" (")); }
 bool is_bidirectional_label(const std::string& label) { return label.find("bidirectional") != std::string::npos; }

@@ -17,7 +17,6 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 
 #include "rankscope/device.hpp"
 #include "rankscope/error.hpp"
@@ -92,8 +91,7 @@ std::string watched(Work work) {
 }
 
 HfConfig config_from_json(const std::string& name, const std::string& json) {
-    const fs::path folder = fs::temp_directory_path() / ("rankscope-device-" + name + "-" + std::to_string(::getpid()));
-    fs::create_directories(folder);
+    const fs::path folder = temp_dir("device_" + name);
     std::ofstream(folder / "config.json") << json;
     HfConfig config = read_hf_config((folder / "config.json").string());
     fs::remove_all(folder);

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -135,9 +133,7 @@ TEST(HfLoader, RandomInitFollowsFromConfig) {
 TEST(HfLoader, BadFoldersNameTheFileAndTensor) {
     const std::string source = kFixtures + "/bert-tiny";
     ASSERT_TRUE(fs::exists(source)) << "the repository's fixture is missing: " << source;
-    const fs::path dir = fs::temp_directory_path() / ("rankscope-bad-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const fs::path dir = temp_dir("bad");
     auto expect_error = [&](const std::string& words, const std::string& file) {
         try {
             load_hf_model(dir.string());
