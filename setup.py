@@ -36,6 +36,8 @@ class CMakeBuild(build_ext):
         if not os.path.isfile(os.path.join(BUILD, "CMakeCache.txt")):
             subprocess.check_call(["cmake", "-S", ROOT, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release",
                                    "-DRANKSCOPE_BUILD_TESTS=OFF", "-DRANKSCOPE_BUILD_BENCH=OFF",
+                                   # only the module is built, and it runs on the Python process's malloc
+                                   "-DRANKSCOPE_TCMALLOC=OFF",
                                    "-DRANKSCOPE_BUILD_PYTHON=ON", f"-DPython_EXECUTABLE={sys.executable}",
                                    *torch_of_this_python()])
         # RANKSCOPE_CMAKE_BUILD=0 packages an existing build as it is (nothing is compiled).

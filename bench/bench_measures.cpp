@@ -3,10 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
-#include <malloc.h>
 
-#include <climits>
-
+#include "rankscope/allocator.hpp"
 #include "rankscope/measures.hpp"
 
 namespace {
@@ -41,8 +39,7 @@ BENCHMARK(CompositeRelativeResidualMean)->Arg(1)->Arg(2)->Unit(benchmark::kMilli
 BENCHMARK(CompositeRelativeResidualRank1)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    rankscope::configure_allocator();
     benchmark::Initialize(&argc, argv);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

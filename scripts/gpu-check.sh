@@ -3,7 +3,8 @@
 #
 #   1. build `rankscope` with the project's CMake as it is (no patches): torch from torch.utils.cmake_prefix_path of
 #      the machine's python3, Debian's other libraries from .deb files unpacked into a prefix (never into /):
-#      .dev/debs, downloaded beforehand on a machine with Debian's package registry (list below);
+#      .dev/debs, downloaded beforehand on a machine with Debian's package registry (list below); without tcmalloc
+#      (its pkg-config file names /usr, not the prefix: glibc's malloc with the mallopt settings serves the host side);
 #   2. the E1 grid (BERT-base at init, 4 surgeries) at 32 × 128 on cuda and on cpu: residual.csv compared;
 #   3. theory on cuda and on cpu (float64): theory_summary.csv compared;
 #   4. the transformers suite's model cases with `--device cuda` (rankscope on the GPU, transformers on the CPU):
@@ -46,6 +47,7 @@ PYBIND11_CMAKE=$(python3 -m pybind11 --cmakedir)
 configure() {  # RANKSCOPE_BUILD_PYTHON
   cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_CMAKE;$PYBIND11_CMAKE;$PREFIX/usr" \
     -DRANKSCOPE_BUILD_TESTS=OFF -DRANKSCOPE_BUILD_BENCH=OFF -DRANKSCOPE_BUILD_PYTHON=$1 -DRANKSCOPE_MPI=OFF \
+    -DRANKSCOPE_TCMALLOC=OFF \
     -DPython_EXECUTABLE="$(command -v python3)" \
     -DBLAS_LIBRARY=$LIB/openblas-pthread/libblas.so.3 -DLAPACK_LIBRARY=$LIB/openblas-pthread/liblapack.so.3 \
     -DGLPK_INCLUDE_DIR=$PREFIX/usr/include \

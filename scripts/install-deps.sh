@@ -15,7 +15,7 @@ DEBIAN_PACKAGES=(
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev
   libtomlplusplus-dev libopenmpi-dev openmpi-bin
-  gnuplot-nox zlib1g-dev
+  gnuplot-nox zlib1g-dev libgoogle-perftools-dev
   wordnet-base fortunes dict-gcide
   chromium
   python3-torch python3-numpy python3-regex python3-sentencepiece

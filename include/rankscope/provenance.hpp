@@ -42,7 +42,8 @@ std::string format_number(double value);  // shortest round-trip ("%.17g"-exact)
 
 void write_csv_atomically(const std::filesystem::path& path, const CsvTable& table, const Provenance& provenance);
 void write_json_atomically(const std::filesystem::path& path, nlohmann::json document, const Provenance& provenance);
-// manifest.json in `directory`: provenance, wall time so far, and `extra` merged in.
+// manifest.json in `directory`: provenance, wall time and peak resident memory so far, the malloc in use (rankscope
+// links tcmalloc: allocator.hpp), and `extra` merged in.
 void write_manifest(const std::filesystem::path& directory, const Provenance& provenance, const nlohmann::json& extra);
 
 }  // namespace rankscope

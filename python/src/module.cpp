@@ -3,12 +3,11 @@
 // internal failures.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <malloc.h>
 
-#include <climits>
 #include <thread>
 
 #include "bindings.hpp"
+#include "rankscope/allocator.hpp"
 #include "rankscope/blas_threads.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/error_report.hpp"
@@ -95,14 +94,10 @@ PYBIND11_MODULE(_rankscope, module) {
         "Sets ATen's intra-op threads (0 = all cores) and holds OpenBLAS's own pool at one thread, as --threads does; "
         "returns the number in use. Process-wide (torch's BLAS calls in this process are affected too).");
     module.def("get_threads", [] { return at::get_num_threads(); }, "ATen's intra-op threads in use.");
-    module.def(
-        "configure_allocator",
-        [] {
-            mallopt(M_MMAP_MAX, 0);
-            mallopt(M_TRIM_THRESHOLD, INT_MAX);
-        },
-        "Keeps freed memory in the process (glibc mallopt), as the command line does at start: freshly touched pages "
-        "cost ~8 us each on these VMs (LIBTORCH.md). Affects the whole Python process.");
+    module.def("configure_allocator", &rankscope::configure_allocator,
+               "Keeps freed memory in the process (glibc mallopt), as the command line does at start when glibc's "
+               "malloc serves it: freshly touched pages cost ~8 us each on these VMs (LIBTORCH.md). Affects the whole "
+               "Python process; nothing under tcmalloc (LD_PRELOAD), which keeps freed memory by design.");
     module.def(
         "_data_address",
         [](const py::array& array) { return reinterpret_cast<std::uintptr_t>(tensor_view(array).data_ptr()); },

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "rankscope/allocator.hpp"
 #include "rankscope/build_info.hpp"
 #include "rankscope/git_sha.hpp"
 #include "rankscope/io.hpp"
@@ -101,6 +102,8 @@ void write_manifest(const std::filesystem::path& directory, const Provenance& pr
     nlohmann::json manifest = provenance_json(provenance);
     manifest["wall_seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - provenance.start).count();
+    manifest["peak_resident_bytes"] = peak_resident_bytes();
+    manifest["allocator"] = allocator_in_use();
     manifest.update(extra);
     write_file_atomically((directory / "manifest.json").string(), manifest.dump(2) + "\n");
 }

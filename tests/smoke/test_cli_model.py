@@ -101,6 +101,26 @@ class ModelCommand(unittest.TestCase):
         with open(os.path.join(out, "verdicts.csv")) as f:
             self.assertNotIn("E2,", f.read())
 
+    def test_manifest_records_peak_memory_and_malloc(self):
+        # The reference for manifest.json's peak resident memory is the child's ru_maxrss as the parent reads it
+        # (os.wait4): the manifest is written last, so it holds at most that and nearly all of it. Its malloc is the
+        # one this build links; tests/CMakeLists.txt says which (tcmalloc; glibc's under the sanitizers).
+        expected = {"tcmalloc": "tcmalloc (gperftools ", "glibc": "glibc malloc "}[os.environ["RANKSCOPE_EXPECT_ALLOCATOR"]]
+        out = os.path.join(self.directory, "manifest-memory")
+        process = subprocess.Popen([BINARY, "model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE,
+                                    "--samples", "3", "--tokens", "16", "--weights", "pretrained", "--draws", "0",
+                                    "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        self.assertEqual(process.returncode, 0, process.stderr.read())
+        process.stderr.close()
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = json.load(f)
+        peak = usage.ru_maxrss * 1024
+        self.assertLessEqual(manifest["peak_resident_bytes"], peak)
+        self.assertGreater(manifest["peak_resident_bytes"], 0.9 * peak)
+        self.assertTrue(manifest["allocator"].startswith(expected), manifest["allocator"])
+
     def test_bad_inputs(self):
         folder = os.path.join(self.directory, "broken")
         os.makedirs(folder, exist_ok=True)

@@ -1,15 +1,14 @@
 // rankscope: measure and explain rank collapse in attention networks.
 // A dispatch table of subcommands (one file each); errors become one line on stderr and exit status 2.
 #include <fmt/format.h>
-#include <malloc.h>
 
-#include <climits>
 #include <filesystem>
 #include <ios>
 #include <new>
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "rankscope/allocator.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/error_report.hpp"
 #include "rankscope/parent_watch.hpp"
@@ -48,12 +47,6 @@ const rankscope::cli::Subcommand kSubcommands[] = {
     {"sweep", "A grid of one experiment's settings (JSON/TOML): cells on local workers or MPI ranks, one tidy table",
      rankscope::cli::setup_sweep},
 };
-
-// Freshly touched pages cost ~8 µs each on these VMs: keep freed memory in the process instead of returning it.
-void configure_allocator() {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, INT_MAX);
-}
 
 // Every error is ONE line on stderr: "rankscope: error: <what> (<file or flag>)".
 void print_error(const std::string& message) {
@@ -147,7 +140,7 @@ const Subcommand* find_subcommand(const std::string& name) {
 int main(int argc, char** argv) {
     rankscope::cli::remember_main_arguments(argc, argv);
     rankscope::stop_with_parent();
-    configure_allocator();
+    rankscope::configure_allocator();
     rankscope::install_interrupt_handlers();
     rankscope::cli::remember_command_line(argc, argv);
     CLI::App app{"rankscope: measure and explain rank collapse in attention networks", "rankscope"};
