@@ -36,7 +36,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   # apt's and dpkg's thousands of lines go to a log, kept and its last lines shown only if apt fails (2-3 minutes on
   # a bare Debian 12, 2026-12-05).
   apt_log="$(mktemp -t rankscope-apt.XXXXXX.log)"
-  echo "install-deps: installing ${#missing[@]} Debian packages (${missing[*]}); apt's output in $apt_log"
+  packages=packages; [ "${#missing[@]}" -eq 1 ] && packages=package
+  echo "install-deps: installing ${#missing[@]} Debian $packages (${missing[*]}); apt's output in $apt_log"
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
