@@ -75,8 +75,12 @@ struct RealModelSettings {
 struct HeadAttentionStats {
     std::vector<double> first_token_share, entropy;  // [H]
 };
-// pattern [B, H, n, n], attention_mask [B, n].
+// pattern [B, H, n, n], attention_mask [B, n] (any device).
 HeadAttentionStats head_attention_stats(const at::Tensor& pattern, const at::Tensor& attention_mask);
+// The same in two steps, so that a forward on a GPU never waits for it: the summaries [2, H] (first_token_share,
+// entropy) in float64 on the pattern's device, then read back.
+at::Tensor head_attention_summaries(const at::Tensor& pattern, const at::Tensor& attention_mask);
+HeadAttentionStats head_attention_stats(const at::Tensor& summaries);
 // The fraction of heads whose first_token_share exceeds `threshold` (strictly).
 double sink_rate(const std::vector<double>& first_token_share, double threshold);
 

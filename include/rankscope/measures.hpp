@@ -105,9 +105,16 @@ AttentionMeasures attention_measures(const Matrix& p);
 
 // ---- batched over torch tensors ----------------------------------------------------------------------------------
 // x: [..., n, d] float32 or float64 (contiguous or not). Returns [...] float64. Items run in parallel on the
-// at::parallel_for thread pool (set its size with at::set_num_threads / --threads).
+// at::parallel_for thread pool (set its size with at::set_num_threads / --threads). A tensor on another device (a
+// GPU) is read back to the CPU first, except by batched_relative_residual with a sum norm and the mean centre (the
+// paper's measure), which runs there (batched_mean_relative_residual_on_device) and returns [...] on that device.
+// A NaN or Inf in an item makes its mean-centre measure non-finite (E1 relies on it to name a non-finite state).
 at::Tensor batched_residual_norm(const at::Tensor& x, Norm norm, Center center);
 at::Tensor batched_relative_residual(const at::Tensor& x, Norm norm, Center center);
+// The paper's measure in torch operations on x's own device, in float64: ‖X − 1cᵀ‖ / ‖X‖ with c the column mean, for a
+// sum norm (not Norm::Spectral); 0 where ‖X‖ = 0, as the fused CPU kernel. [..., n, d] -> [...] float64 on x's device.
+// Memory: two float64 copies of x. The reference that tests/unit/test_batched.cpp holds the fused kernel to.
+at::Tensor batched_mean_relative_residual_on_device(const at::Tensor& x, Norm norm);
 at::Tensor batched_matrix_norm(const at::Tensor& x, Norm norm);
 at::Tensor batched_mean_pairwise_cosine(const at::Tensor& x);  // mean_pairwise_cosine of each [n, d] item
 // Copies one [n, d] slice of a tensor into a double Matrix.

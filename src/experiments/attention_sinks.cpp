@@ -5,25 +5,35 @@
 
 namespace rankscope {
 
-HeadAttentionStats head_attention_stats(const at::Tensor& pattern, const at::Tensor& attention_mask) {
-    // pattern P [B, H, n, n] (rows: queries, columns: keys); real [B, n] 0/1. Computed on the CPU (read back).
-    const at::Tensor p = pattern.to(at::kCPU, torch::kDouble);
-    const at::Tensor real = attention_mask.to(at::kCPU, torch::kDouble);
-    const at::Tensor first = attention_mask.to(at::kCPU, torch::kLong).argmax(1);  // [B]: the first real token (argmax: first 1)
+at::Tensor head_attention_summaries(const at::Tensor& pattern, const at::Tensor& attention_mask) {
+    // pattern P [B, H, n, n] (rows: queries, columns: keys); real [B, n] 0/1. In float64 on the pattern's device.
+    const at::Tensor p = pattern.to(torch::kDouble);
+    const at::Tensor real = attention_mask.to(pattern.device(), torch::kDouble);
+    const at::Tensor first = attention_mask.to(pattern.device(), torch::kLong).argmax(1);  // [B]: the first real token (argmax: first 1)
     const auto B = p.size(0), H = p.size(1), n = p.size(2);
     // Column f_b of every row: attention each query pays to its sample's first real token, [B, H, n].
     const at::Tensor to_first = p.gather(3, first.view({B, 1, 1, 1}).expand({B, H, n, 1})).squeeze(3);
-    // Entropy of each row, −Σ_j P_ij log P_ij (0 log 0 = 0), [B, H, n].
-    const at::Tensor entropy = -(p * torch::log(p.clamp_min(1e-300))).sum(3);
+    // Entropy of each row, −Σ_j P_ij log P_ij (xlogy: 0 log 0 = 0), [B, H, n].
+    const at::Tensor entropy = -torch::xlogy(p, p).sum(3);
     // Means over each sample's real queries, then over samples: [H].
     const at::Tensor queries = real.unsqueeze(1);                   // [B, 1, n]
     const at::Tensor count = real.sum(1).view({B, 1});              // [B, 1]
     auto mean_over_real = [&](const at::Tensor& x) { return ((x * queries).sum(2) / count).mean(0); };
+    return torch::stack({mean_over_real(to_first), mean_over_real(entropy)});
+}
+
+HeadAttentionStats head_attention_stats(const at::Tensor& summaries) {
+    const at::Tensor values = summaries.to(at::kCPU, torch::kDouble).contiguous();  // [2, H]
+    const double* data = values.data_ptr<double>();
+    const auto H = values.size(1);
     HeadAttentionStats stats;
-    const at::Tensor share = mean_over_real(to_first).contiguous(), mean_entropy = mean_over_real(entropy).contiguous();
-    stats.first_token_share.assign(share.data_ptr<double>(), share.data_ptr<double>() + H);
-    stats.entropy.assign(mean_entropy.data_ptr<double>(), mean_entropy.data_ptr<double>() + H);
+    stats.first_token_share.assign(data, data + H);
+    stats.entropy.assign(data + H, data + 2 * H);
     return stats;
+}
+
+HeadAttentionStats head_attention_stats(const at::Tensor& pattern, const at::Tensor& attention_mask) {
+    return head_attention_stats(head_attention_summaries(pattern, attention_mask));
 }
 
 double sink_rate(const std::vector<double>& first_token_share, double threshold) {

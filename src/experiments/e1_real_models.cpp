@@ -24,62 +24,67 @@ Surgery surgery_for_variant(const std::string& variant, bool official_compat) {
 
 namespace {
 
-// The relative residual of each sample [B] over its real tokens only: padding rows are not part of the text.
-at::Tensor residual_over_real_tokens(const at::Tensor& hidden, const at::Tensor& attention_mask) {
-    if (attention_mask.all().item<bool>()) return batched_relative_residual(hidden, Norm::Composite, Center::Mean);
+// Which tokens of each sample are text, found once per run on the model's device: E1 and the skip ratio measure each
+// sample over its real tokens only (padding rows are not part of the text).
+struct RealTokens {
+    bool all = true;                 // no padding: the whole batch is measured at once
+    std::vector<at::Tensor> indices; // otherwise, per sample, its real tokens' positions [n_b]
+    at::Tensor rows;                 // [B, n, 1] float64, 1 on real tokens
+};
+
+RealTokens real_tokens(const at::Tensor& attention_mask, const c10::Device& device) {
+    RealTokens real;
+    real.all = attention_mask.all().item<bool>();
+    for (std::int64_t b = 0; !real.all && b < attention_mask.size(0); ++b)
+        real.indices.push_back(attention_mask[b].nonzero().squeeze(1).to(device));
+    real.rows = attention_mask.to(device, torch::kDouble).unsqueeze(-1);
+    return real;
+}
+
+// E1's measure of one hidden state: the relative residual of each sample [B] over its real tokens, in float64 on the
+// state's device (only [B] comes back, when the rows are written). A non-finite state gives non-finite values
+// (batched_relative_residual keeps NaN and Inf), which append_residual_rows names.
+at::Tensor measure_hidden(const at::Tensor& hidden, const RealTokens& real) {
+    if (real.all) return batched_relative_residual(hidden, Norm::Composite, Center::Mean);
     std::vector<at::Tensor> values;
-    for (std::int64_t b = 0; b < hidden.size(0); ++b) {
-        const at::Tensor real = attention_mask[b].nonzero().squeeze(1);
-        values.push_back(batched_relative_residual(hidden[b].index_select(0, real).unsqueeze(0), Norm::Composite, Center::Mean));
-    }
+    for (std::int64_t b = 0; b < hidden.size(0); ++b)
+        values.push_back(batched_relative_residual(hidden[b].index_select(0, real.indices[static_cast<std::size_t>(b)]).unsqueeze(0),
+                                                   Norm::Composite, Center::Mean));
     return torch::cat(values);
 }
 
-// ‖M_b‖_F over each sample's real tokens [B]: padding rows are zeroed first. Computed on the CPU (m is read back).
-at::Tensor frobenius_over_real_tokens(const at::Tensor& m, const at::Tensor& attention_mask) {
-    const at::Tensor rows = attention_mask.to(at::kCPU, torch::kDouble).unsqueeze(-1);
-    return (m.to(at::kCPU, torch::kDouble) * rows).flatten(1).norm(2, {1});
+// ‖M_b‖_F over each sample's real tokens [B] (padding rows zeroed first), in float64 on m's device.
+at::Tensor frobenius_over_real_tokens(const at::Tensor& m, const RealTokens& real) {
+    return (m.to(torch::kDouble) * real.rows).flatten(1).norm(2, {1});
 }
 
 // The hidden state E1 reads at layer l: the embeddings' output (l = 0) or layer l's output.
 std::string hidden_hook(int l) { return l == 0 ? "hook_embed" : block_hook(l - 1, "hook_resid_post"); }
 
-// E1's measure of one hidden state: the per-sample relative residual [B], after a finiteness check. Computed on the
-// CPU: the state is read back from the model's device.
-at::Tensor measure_hidden(const at::Tensor& device_hidden, int layer, const ModelBatch& batch, const std::string& model_name,
-                          const std::string& variant) {
-    const at::Tensor hidden = device_hidden.to(at::kCPU);
-    if (!torch::isfinite(hidden).all().item<bool>())
-        throw Error("non-finite hidden state at layer " + std::to_string(layer) + " (" + variant + ")", model_name);
-    return residual_over_real_tokens(hidden, batch.attention_mask);
-}
-
 // A recorder that measures while the forward runs, so no activation outlives its layer: each hidden state E1 reads
 // becomes its per-sample relative residual [B]; with `branches`, each layer's skip branch (hook_resid_pre) and
 // attention branch (hook_attn_out) become their per-sample Frobenius norms [B]; with `patterns`, the attention maps
-// are kept (E2). Everything else the forward records is dropped.
-// With `head_stats` (the unmodified forward), each attention map is also reduced to its heads' statistics, stored in
-// (*head_stats)[l]; the map itself is then kept only with `patterns`.
-Recorder measuring_recorder(int layers, const ModelBatch& batch, const std::string& model_name, const std::string& variant,
-                            bool branches, bool patterns,
-                            const std::shared_ptr<std::vector<HeadAttentionStats>>& head_stats = nullptr) {
+// are kept (E2, read back to the CPU). Everything else the forward records is dropped. The measures stay on the
+// model's device until the forward is over: a forward on a GPU never waits for them.
+// With `head_summaries` (the unmodified forward), each attention map is also reduced to its heads' statistics
+// (head_attention_summaries, [2, H]), stored in (*head_summaries)[l]; the map itself is then kept only with `patterns`.
+Recorder measuring_recorder(int layers, const std::shared_ptr<const RealTokens>& real, bool branches, bool patterns,
+                            const at::Tensor& attention_mask = {},
+                            const std::shared_ptr<std::vector<at::Tensor>>& head_summaries = nullptr) {
     std::vector<std::string> keep;
     for (int l = 0; l <= layers; ++l) keep.push_back(hidden_hook(l));
     for (int l = 0; patterns && l < layers; ++l) keep.push_back(block_hook(l, "attn.hook_pattern"));
     Recorder recorder(keep);
     for (int l = 0; l <= layers; ++l)
-        recorder.reduce(hidden_hook(l), [l, &batch, model_name, variant](const at::Tensor& hidden) {
-            return measure_hidden(hidden, l, batch, model_name, variant);
-        });
+        recorder.reduce(hidden_hook(l), [real](const at::Tensor& hidden) { return measure_hidden(hidden, *real); });
     for (int l = 0; branches && l < layers; ++l)
         for (const char* branch : {"hook_resid_pre", "hook_attn_out"})
-            recorder.reduce(block_hook(l, branch),
-                            [&batch](const at::Tensor& m) { return frobenius_over_real_tokens(m, batch.attention_mask); });
-    if (head_stats) {
-        head_stats->assign(static_cast<std::size_t>(layers), {});
+            recorder.reduce(block_hook(l, branch), [real](const at::Tensor& m) { return frobenius_over_real_tokens(m, *real); });
+    if (head_summaries) {
+        head_summaries->assign(static_cast<std::size_t>(layers), {});
         for (int l = 0; l < layers; ++l)
-            recorder.reduce(block_hook(l, "attn.hook_pattern"), [l, patterns, head_stats, &batch](const at::Tensor& pattern) {
-                (*head_stats)[static_cast<std::size_t>(l)] = head_attention_stats(pattern, batch.attention_mask);
+            recorder.reduce(block_hook(l, "attn.hook_pattern"), [l, patterns, head_summaries, attention_mask](const at::Tensor& pattern) {
+                (*head_summaries)[static_cast<std::size_t>(l)] = head_attention_summaries(pattern, attention_mask);
                 return patterns ? pattern.to(at::kCPU) : at::Tensor();
             });
     }
@@ -87,13 +92,17 @@ Recorder measuring_recorder(int layers, const ModelBatch& batch, const std::stri
 }
 
 // One row per layer (0 = embeddings) from a forward recorded in `sink`, by a measuring recorder (`measured`) or by
-// a caller's recorder that kept the hidden states themselves.
-void append_residual_rows(const Recorder& sink, bool measured, const EncoderModel& model, const ModelBatch& batch,
+// a caller's recorder that kept the hidden states themselves. Here the per-sample values come back to the CPU, and a
+// non-finite one (a NaN or Inf in that state's real tokens) is an error naming the layer.
+void append_residual_rows(const Recorder& sink, bool measured, const EncoderModel& model, const RealTokens& real,
                           const std::string& model_name, const std::string& weights, const std::string& variant,
                           std::vector<ResidualRow>& rows) {
     for (int l = 0; l <= model.config().layers; ++l) {
         const at::Tensor& recorded = sink.get(hidden_hook(l));
-        const Summary s = summarize(measured ? recorded : measure_hidden(recorded, l, batch, model_name, variant));
+        const at::Tensor values = (measured ? recorded : measure_hidden(recorded, real)).to(at::kCPU);
+        if (!torch::isfinite(values).all().item<bool>())
+            throw Error("non-finite hidden state at layer " + std::to_string(l) + " (" + variant + ")", model_name);
+        const Summary s = summarize(values);
         rows.push_back({model_name, weights, variant, l, s.mean, s.std, s.min, s.max, s.n});
     }
 }
@@ -116,13 +125,14 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
                                            const InterruptPoll& interrupt) {
     std::vector<ResidualRow> rows;
     const ModelBatch device_batch = batch_on(batch, model.device());
+    const auto real = std::make_shared<const RealTokens>(real_tokens(batch.attention_mask, model.device()));
     std::vector<Recorder> measuring;
     measuring.reserve(variants.size());  // the sinks point into it
     std::vector<Recorder*> sinks;
     std::vector<Surgery> surgeries;
     for (const auto& variant : variants) {
         const bool to_caller = recorder && &variant == &variants.back();
-        measuring.push_back(measuring_recorder(model.config().layers, batch, model_name, variant, false, false));
+        measuring.push_back(measuring_recorder(model.config().layers, real, false, false));
         sinks.push_back(to_caller ? recorder : &measuring.back());
         sinks.back()->set_interrupt(interrupt);
         surgeries.push_back(variant_surgery(variant, official_compat, layer_norm));
@@ -130,7 +140,7 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
     model.forward_all(device_batch, surgeries, sinks);
     for (Recorder* sink : sinks) sink->set_interrupt({});  // nothing stays attached to the caller's recorder
     for (std::size_t i = 0; i < variants.size(); ++i)
-        append_residual_rows(*sinks[i], sinks[i] != recorder, model, batch, model_name, weights, variants[i], rows);
+        append_residual_rows(*sinks[i], sinks[i] != recorder, model, *real, model_name, weights, variants[i], rows);
     return rows;
 }
 
@@ -145,15 +155,16 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
                           const InterruptPoll& interrupt) {
     WeightsRun run;
     run.weights = weights;
-    // The forwards run on the model's device; every measurement reads its tensors back to the CPU, where `batch` is.
+    // The forwards and the measures run on the model's device; per-sample and per-head values come back to the CPU
+    // after the forwards (E2's attention maps too: its path products run on the CPU).
     const ModelBatch device_batch = batch_on(batch, model.device());
+    const auto real = std::make_shared<const RealTokens>(real_tokens(batch.attention_mask, model.device()));
     if (settings.iterate_steps > 0) {
         for (bool keep_skip : {false, true}) {
             interrupt.poll();
             const auto states = iterate_attention(model, device_batch, settings.iterate_steps, keep_skip);
             for (std::size_t step = 0; step < states.size(); ++step) {
-                const Summary s =
-                    summarize(batched_relative_residual(states[step].to(at::kCPU, torch::kDouble), Norm::Composite, Center::Mean));
+                const Summary s = summarize(batched_relative_residual(states[step], Norm::Composite, Center::Mean));
                 run.iterate.push_back({keep_skip ? "attention+skip" : "attention", static_cast<int>(step), s.mean, s.std,
                                        s.min, s.max, s.n});
             }
@@ -185,14 +196,14 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         unmodified.bidirectional = settings.bidirectional;
         passes.push_back({unmodified, "unmodified", true, false});
     }
-    const auto head_stats = std::make_shared<std::vector<HeadAttentionStats>>();
+    const auto head_summaries = std::make_shared<std::vector<at::Tensor>>();
     std::vector<Recorder> measuring;
     measuring.reserve(passes.size());  // the sinks point into it
     std::vector<Recorder*> sinks;
     std::vector<Surgery> surgeries;
     for (const auto& pass : passes) {
-        measuring.push_back(measuring_recorder(L, batch, model_name, pass.variant, pass.unmodified,
-                                               pass.unmodified && sample_paths, pass.unmodified ? head_stats : nullptr));
+        measuring.push_back(measuring_recorder(L, real, pass.unmodified, pass.unmodified && sample_paths,
+                                               device_batch.attention_mask, pass.unmodified ? head_summaries : nullptr));
         sinks.push_back(pass.unmodified && recorder ? recorder : &measuring.back());
         sinks.back()->set_interrupt(interrupt);
         surgeries.push_back(pass.surgery);
@@ -202,14 +213,14 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
     const Recorder* unmodified_sink = nullptr;
     for (std::size_t i = 0; i < passes.size(); ++i) {
         const bool to_caller = sinks[i] == recorder;
-        if (passes[i].rows) append_residual_rows(*sinks[i], !to_caller, model, batch, model_name, weights, passes[i].variant, run.residual);
+        if (passes[i].rows) append_residual_rows(*sinks[i], !to_caller, model, *real, model_name, weights, passes[i].variant, run.residual);
         if (!passes[i].unmodified) continue;
         unmodified_sink = sinks[i];
         if (to_caller)  // the caller's recorder kept the maps themselves
             for (int l = 0; l < L; ++l)
-                run.heads.push_back(head_attention_stats(recorder->get(block_hook(l, "attn.hook_pattern")), batch.attention_mask));
+                run.heads.push_back(head_attention_stats(recorder->get(block_hook(l, "attn.hook_pattern")), device_batch.attention_mask));
         else
-            run.heads = *head_stats;
+            for (const at::Tensor& summaries : *head_summaries) run.heads.push_back(head_attention_stats(summaries));
     }
     const bool measured = unmodified_sink != recorder;
     std::vector<at::Tensor> patterns;
@@ -218,8 +229,8 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         at::Tensor skip = unmodified_sink->get(block_hook(l, "hook_resid_pre"));
         at::Tensor attention = unmodified_sink->get(block_hook(l, "hook_attn_out"));
         if (!measured) {
-            skip = frobenius_over_real_tokens(skip, batch.attention_mask);
-            attention = frobenius_over_real_tokens(attention, batch.attention_mask);
+            skip = frobenius_over_real_tokens(skip, *real);
+            attention = frobenius_over_real_tokens(attention, *real);
         }
         run.skip_ratio.push_back((skip / (skip + attention)).mean().item<double>());
     }

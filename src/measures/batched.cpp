@@ -19,7 +19,7 @@ at::Tensor for_each_item(const at::Tensor& x, ItemFunction item_function) {
     if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble)
         throw Error("a batched measure needs float32 or float64 data");
     const auto n = x.size(-2), d = x.size(-1);
-    const at::Tensor items = x.reshape({-1, n, d}).contiguous();
+    const at::Tensor items = (x.is_cpu() ? x : x.to(at::kCPU)).reshape({-1, n, d}).contiguous();
     const std::int64_t batch = items.size(0);
     at::Tensor out = at::empty({batch}, at::TensorOptions().dtype(at::kDouble));
     double* result = out.data_ptr<double>();
@@ -51,7 +51,7 @@ at::Tensor batched_mean_relative_residual(const at::Tensor& x, Norm norm) {
         detail::SumNorms residual, whole;
         detail::fused_mean_residual_norms(data, n, d, residual, whole);
         const double denominator = whole.get(norm);
-        return denominator > 0 ? residual.get(norm) / denominator : 0.0;
+        return denominator == 0 ? 0.0 : residual.get(norm) / denominator;  // a NaN denominator keeps the NaN
     });
 }
 
@@ -68,8 +68,27 @@ at::Tensor batched_residual_norm(const at::Tensor& x, Norm norm, Center center) 
 }
 
 at::Tensor batched_relative_residual(const at::Tensor& x, Norm norm, Center center) {
-    if (norm != Norm::Spectral && center == Center::Mean) return batched_mean_relative_residual(x, norm);
+    if (norm != Norm::Spectral && center == Center::Mean)
+        return x.is_cpu() ? batched_mean_relative_residual(x, norm) : batched_mean_relative_residual_on_device(x, norm);
     return map_items(x, [&](const Matrix& item) { return relative_residual(item, norm, center); });
+}
+
+at::Tensor batched_mean_relative_residual_on_device(const at::Tensor& x, Norm norm) {
+    if (x.dim() < 2) throw Error("a batched measure needs a tensor of rank >= 2, got rank " + std::to_string(x.dim()));
+    if (norm == Norm::Spectral) throw Error("internal: the spectral norm is not a sum norm");
+    // ‖M‖_1 = max_j Σ_i |M_ij|, ‖M‖_∞ = max_i Σ_j |M_ij|, composite √(‖M‖_1 ‖M‖_∞), ‖M‖_F = √(Σ M_ij²); amax keeps NaN.
+    auto sum_norm = [norm](const at::Tensor& m) {
+        if (norm == Norm::Frobenius) return m.square().sum({-2, -1}).sqrt();
+        const at::Tensor magnitude = m.abs();
+        if (norm == Norm::L1) return magnitude.sum(-2).amax(-1);
+        if (norm == Norm::LInf) return magnitude.sum(-1).amax(-1);
+        return (magnitude.sum(-2).amax(-1) * magnitude.sum(-1).amax(-1)).sqrt();
+    };
+    const at::Tensor values = x.to(at::kDouble);
+    const at::Tensor whole = sum_norm(values);
+    const at::Tensor residual = sum_norm(values - values.mean(-2, /*keepdim=*/true));
+    // whole == 0 only for X = 0 (then the residual is 0 too); a NaN whole fails the test and keeps the NaN.
+    return at::where(whole == 0, at::zeros_like(whole), residual / whole);
 }
 
 at::Tensor batched_matrix_norm(const at::Tensor& x, Norm norm) {

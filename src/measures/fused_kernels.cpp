@@ -15,6 +15,10 @@
 namespace rankscope::detail {
 namespace {
 
+// max that keeps a NaN (std::max(0.0, NaN) is 0.0): a NaN or Inf anywhere in X makes the measure NaN, not a number
+// that looks fine (E1 names non-finite hidden states by it).
+inline double max_keeping_nan(double a, double b) { return b > a || b != b ? b : a; }
+
 template <typename T>
 __attribute__((target_clones("avx2", "default")))
 void mean_residual_kernel(const T* __restrict x, std::int64_t n, std::int64_t d, double* __restrict center,
@@ -45,15 +49,15 @@ void mean_residual_kernel(const T* __restrict x, std::int64_t n, std::int64_t d,
             residual_row_squares += r * r;
             whole_row_squares += a * a;
         }
-        residual_linf = std::max(residual_linf, residual_row);
-        whole_linf = std::max(whole_linf, whole_row);
+        residual_linf = max_keeping_nan(residual_linf, residual_row);
+        whole_linf = max_keeping_nan(whole_linf, whole_row);
         residual_squares += residual_row_squares;
         whole_squares += whole_row_squares;
     }
     double residual_l1 = 0, whole_l1 = 0;
     for (std::int64_t j = 0; j < d; ++j) {
-        residual_l1 = std::max(residual_l1, residual_columns[j]);
-        whole_l1 = std::max(whole_l1, whole_columns[j]);
+        residual_l1 = max_keeping_nan(residual_l1, residual_columns[j]);
+        whole_l1 = max_keeping_nan(whole_l1, whole_columns[j]);
     }
     out[0] = residual_l1;
     out[1] = residual_linf;

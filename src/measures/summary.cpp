@@ -66,7 +66,7 @@ double spearman_correlation(const std::vector<double>& x, const std::vector<doub
 }
 
 Summary summarize(const at::Tensor& values) {
-    const at::Tensor flat = values.to(at::kDouble).contiguous().view(-1);
+    const at::Tensor flat = values.to(at::kCPU, at::kDouble).contiguous().view(-1);  // read back from a GPU
     return summarize(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
 }
 

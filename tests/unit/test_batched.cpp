@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "measures/kernels.hpp"
 #include "rankscope/measures.hpp"
 
@@ -16,6 +18,39 @@ TEST(Batched, FusedMeanKernelEqualsNaiveReference) {
             const Matrix item = to_matrix(x[b]);
             EXPECT_NEAR(fast[b].item<double>(), relative_residual(item, norm, Center::Mean), 1e-12) << to_string(norm);
         }
+    }
+}
+
+TEST(Batched, TorchOperationsPathEqualsFusedKernel) {
+    // The path tensors on a GPU take (torch operations in float64), run here on CPU tensors, against the fused kernel:
+    // float32 and float64 items, leading dimensions, and an all-zero item (0 in both).
+    at::manual_seed(5);
+    for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+        at::Tensor x = (at::randn({2, 3, 11, 7}, dtype) * 2 + 0.5);
+        x[1][2].zero_();
+        for (Norm norm : {Norm::L1, Norm::LInf, Norm::Composite, Norm::Frobenius}) {
+            const at::Tensor torch_path = batched_mean_relative_residual_on_device(x, norm);
+            const at::Tensor fused = batched_relative_residual(x, norm, Center::Mean);
+            ASSERT_EQ(torch_path.sizes(), fused.sizes());
+            ASSERT_EQ(torch_path.scalar_type(), at::kDouble);
+            EXPECT_TRUE(at::allclose(torch_path, fused, 1e-13, 1e-15)) << to_string(norm) << "\n" << torch_path - fused;
+            EXPECT_EQ(torch_path[1][2].item<double>(), 0.0);
+        }
+    }
+}
+
+TEST(Batched, NonFiniteEntryGivesNonFiniteMeasureOnBothPaths) {
+    // One NaN or Inf entry in an item: its measure is NaN on the fused kernel and on the torch path (E1 names a
+    // non-finite hidden state by it), and the other items are untouched.
+    for (const double bad : {std::nan(""), double(INFINITY), -double(INFINITY)}) {
+        at::Tensor x = at::randn({3, 8, 5}, at::kFloat);
+        x[1][4][2] = bad;
+        for (Norm norm : {Norm::L1, Norm::LInf, Norm::Composite, Norm::Frobenius})
+            for (const at::Tensor& measure : {batched_relative_residual(x, norm, Center::Mean),
+                                              batched_mean_relative_residual_on_device(x, norm)}) {
+                EXPECT_TRUE(std::isnan(measure[1].item<double>())) << to_string(norm) << " " << bad;
+                EXPECT_TRUE(std::isfinite(measure[0].item<double>()) && std::isfinite(measure[2].item<double>()));
+            }
     }
 }
 

@@ -16,9 +16,11 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "rankscope/device.hpp"
+#include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/models.hpp"
 #include "rankscope/san.hpp"
@@ -60,7 +62,9 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
         if (inputs[i].isNone() && !follows_input && !move)
             watch->findings.push_back(op + " without a device (it makes its tensor on the CPU)");
         if (!inputs[i].isNone() && move)
-            watch->findings.push_back(op + " to " + inputs[i].toDevice().str() + " (a copy inside the forward)");
+            watch->findings.push_back(op + " to " + inputs[i].toDevice().str() + " (a copy inside the forward) of " +
+                                      std::to_string(inputs[0].isTensor() ? inputs[0].toTensor().numel() : -1) +
+                                      " elements");
     }
     return nullptr;
 }
@@ -172,6 +176,31 @@ TEST(Device, EveryForwardMakesItsTensorsOnItsInputsDevice) {
             EXPECT_GE(recorder.all().size(), static_cast<std::size_t>(1 + 4 * config.layers));
             for (const auto& [hook, value] : recorder.all()) expect_on(model->device(), value, hook);
         }
+    }
+}
+
+TEST(Device, ModelRunsReadBackOnlyPerSampleAndPerHeadValues) {
+    // `rankscope model --draws 0` as a library call: the measures run where the tensors are, so what is copied to a
+    // stated device (here the CPU, as it would be from a GPU) is the batch itself (B × n ids and masks), per-sample
+    // values [B] and per-head summaries [2, H]; never a hidden state [B, n, d] nor an attention map [B, H, n, n].
+    // (Before the measures moved to the device, each hidden state was read back whole, 2 × 6 × d elements here.)
+    for (const auto& [name, config] : configurations()) {
+        SCOPED_TRACE(name);
+        const auto model = make_hf_model(config, 0);
+        const ModelBatch batch = cpu_batch(config);
+        RealModelSettings settings;
+        settings.draws = 0;
+        std::int64_t copies = 0;
+        std::istringstream findings(watched([&] { run_real_model(*model, batch, name, "init", settings); }));
+        for (std::string line; std::getline(findings, line);) {
+            const std::string marker = " (a copy inside the forward) of ";
+            const auto at = line.find(marker);
+            if (at == std::string::npos) continue;
+            ++copies;
+            const std::int64_t elements = std::stoll(line.substr(at + marker.size()));
+            EXPECT_LE(elements, std::max<std::int64_t>(batch.input_ids.numel(), 2 * config.heads)) << line;
+        }
+        EXPECT_GT(copies, 0) << "no read-back seen: the check would pass vacuously";
     }
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "rankscope/e1.hpp"
+#include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/measures.hpp"
 #include "rankscope/models.hpp"
@@ -66,6 +67,31 @@ TEST(E1Shortcuts, MeasuringWhileRecordingEqualsMeasuringTheRecordedActivations) 
         for (std::size_t l = 0; l < measured.skip_ratio.size(); ++l)
             EXPECT_DOUBLE_EQ(measured.skip_ratio[l], recorded.skip_ratio[l]) << name << " layer " << l;
         expect_same_paths(measured.paths, recorded.paths);
+    }
+}
+
+TEST(E1Shortcuts, NonFiniteHiddenStateIsNamedAfterTheForward) {
+    // The measures stay on the model's device during the forward and are checked when their rows are written: a NaN
+    // in layer 1's MLP output weights makes layer 2's state (hidden index 2) non-finite in the transformer variant,
+    // while SAN (no MLP) stays finite, measured while recording and from a caller's recorder alike.
+    for (bool to_caller : {false, true}) {
+        auto model = load_hf_model(kFixtures + "/bert-tiny");
+        for (auto& [name, parameter] : model->parameters())
+            if (name == "encoder.layer.1.output.dense.weight") {
+                torch::NoGradGuard no_grad;
+                parameter[0][0] = NAN;
+            }
+        RealModelSettings settings;
+        settings.variants = {"SAN", "transformer"};
+        Recorder everything;
+        try {
+            run_real_model(*model, fixture_batch("bert-tiny"), "bert-tiny", "pretrained", settings,
+                           to_caller ? &everything : nullptr);
+            FAIL() << "a NaN weight gave finite rows";
+        } catch (const Error& error) {
+            EXPECT_NE(std::string(error.what()).find("non-finite hidden state at layer 2 (transformer)"), std::string::npos)
+                << error.what();
+        }
     }
 }
 
