@@ -1,8 +1,8 @@
 #pragma once
 // The process's malloc. The command line links tcmalloc (gperftools; CMake option RANKSCOPE_TCMALLOC): on the BERT-base
-// E1 grid it peaks at ~0.95 GB of RSS where glibc's malloc, kept from returning memory, reaches 1.9 GB, at the same
-// speed (docs/performance.md, "Peak memory"). Without it (the Python module, sanitizer builds, RANKSCOPE_TCMALLOC=OFF)
-// glibc's malloc serves, and configure_allocator() keeps its freed memory in the process instead.
+// E1 grid it peaks at half the RSS (925 against 1859 MB) of glibc's malloc kept from returning memory, at the same
+// speed (docs/performance.md, "tenth session: peak memory"). Without it (the Python module, sanitizer builds,
+// RANKSCOPE_TCMALLOC=OFF) glibc's malloc serves, and configure_allocator() keeps its freed memory in the process.
 #include <cstdint>
 #include <string>
 

@@ -63,8 +63,8 @@ struct RealModelSettings {
     bool bidirectional = false;   // decoders: every variant without the causal mask (Surgery::bidirectional)
     double sink_threshold = 0.3;  // a head is a sink when its mean attention to the first real token exceeds this
     Streaming stream = Streaming::Auto;  // pretrained decoders: read layer by layer (see Streaming)
-    at::Device device = at::kCPU; // where the forwards run (run_real_model_experiment moves each model there); the
-                                  // measurements read the activations back to the CPU
+    at::Device device = at::kCPU; // where the forwards run (run_real_model_experiment moves each model there) and E1's
+                                  // measures, the skip ratio and the head statistics with them; E2 reads its maps back
 };
 
 // Attention statistics of one layer's heads on the unmodified model (docs/attention_sinks.md), each a mean over the

@@ -113,7 +113,7 @@ at::Tensor batched_residual_norm(const at::Tensor& x, Norm norm, Center center);
 at::Tensor batched_relative_residual(const at::Tensor& x, Norm norm, Center center);
 // The paper's measure in torch operations on x's own device, in float64: ‖X − 1cᵀ‖ / ‖X‖ with c the column mean, for a
 // sum norm (not Norm::Spectral); 0 where ‖X‖ = 0, as the fused CPU kernel. [..., n, d] -> [...] float64 on x's device.
-// Memory: two float64 copies of x. The reference that tests/unit/test_batched.cpp holds the fused kernel to.
+// Memory: up to three float64 arrays the size of x. The reference that tests/unit/test_batched.cpp holds the fused kernel to.
 at::Tensor batched_mean_relative_residual_on_device(const at::Tensor& x, Norm norm);
 at::Tensor batched_matrix_norm(const at::Tensor& x, Norm norm);
 at::Tensor batched_mean_pairwise_cosine(const at::Tensor& x);  // mean_pairwise_cosine of each [n, d] item

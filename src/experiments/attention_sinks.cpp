@@ -5,21 +5,36 @@
 
 namespace rankscope {
 
-at::Tensor head_attention_summaries(const at::Tensor& pattern, const at::Tensor& attention_mask) {
-    // pattern P [B, H, n, n] (rows: queries, columns: keys); real [B, n] 0/1. In float64 on the pattern's device.
+namespace {
+
+// One sample's statistics: its real queries' mean attention to its first real token and mean row entropy, [2, H]
+// float64. pattern [H, n, n], real [n] 0/1 (both on one device).
+at::Tensor sample_head_summaries(const at::Tensor& pattern, const at::Tensor& real) {
     const at::Tensor p = pattern.to(torch::kDouble);
-    const at::Tensor real = attention_mask.to(pattern.device(), torch::kDouble);
-    const at::Tensor first = attention_mask.to(pattern.device(), torch::kLong).argmax(1);  // [B]: the first real token (argmax: first 1)
-    const auto B = p.size(0), H = p.size(1), n = p.size(2);
-    // Column f_b of every row: attention each query pays to its sample's first real token, [B, H, n].
-    const at::Tensor to_first = p.gather(3, first.view({B, 1, 1, 1}).expand({B, H, n, 1})).squeeze(3);
-    // Entropy of each row, −Σ_j P_ij log P_ij (xlogy: 0 log 0 = 0), [B, H, n].
-    const at::Tensor entropy = -torch::xlogy(p, p).sum(3);
-    // Means over each sample's real queries, then over samples: [H].
-    const at::Tensor queries = real.unsqueeze(1);                   // [B, 1, n]
-    const at::Tensor count = real.sum(1).view({B, 1});              // [B, 1]
-    auto mean_over_real = [&](const at::Tensor& x) { return ((x * queries).sum(2) / count).mean(0); };
-    return torch::stack({mean_over_real(to_first), mean_over_real(entropy)});
+    const at::Tensor queries = real.to(torch::kDouble);  // [n]
+    const auto H = p.size(0), n = p.size(1);
+    const at::Tensor first = real.to(torch::kLong).argmax().view({1, 1, 1});  // the first real token (argmax: first 1)
+    // Column f of every row: the attention each query pays to the first real token, [H, n].
+    const at::Tensor to_first = p.gather(2, first.expand({H, n, 1})).squeeze(2);
+    // Entropy of each row, −Σ_j P_ij log P_ij (0 log 0 = 0 through the clamp), [H, n]; in place on one temporary.
+    const at::Tensor entropy = -p.clamp_min(1e-300).log_().mul_(p).sum(2);
+    const at::Tensor count = queries.sum();
+    return torch::stack({(to_first * queries).sum(1) / count, (entropy * queries).sum(1) / count});
+}
+
+}  // namespace
+
+at::Tensor head_attention_summaries(const at::Tensor& pattern, const at::Tensor& attention_mask) {
+    // pattern P [B, H, n, n] (rows: queries, columns: keys); attention_mask [B, n] 0/1. Sample by sample, so that the
+    // float64 copies are one sample's (a BERT-base map at 128 × 512 would be 3.2 GB at once), on the pattern's device;
+    // then the mean over samples, [2, H].
+    const at::Tensor mask = attention_mask.to(pattern.device());
+    std::vector<at::Tensor> samples;
+    for (std::int64_t b = 0; b < pattern.size(0); ++b) samples.push_back(sample_head_summaries(pattern[b], mask[b]));
+    const at::Tensor stacked = torch::stack(samples);  // [B, 2, H]
+    // Each statistic's mean over samples from a contiguous [B, H], as it was computed before the split by sample (the
+    // same summation order: the same numbers to the last bit).
+    return torch::stack({stacked.select(1, 0).contiguous().mean(0), stacked.select(1, 1).contiguous().mean(0)});
 }
 
 HeadAttentionStats head_attention_stats(const at::Tensor& summaries) {

@@ -29,6 +29,7 @@ namespace {
 struct RealTokens {
     bool all = true;                 // no padding: the whole batch is measured at once
     std::vector<at::Tensor> indices; // otherwise, per sample, its real tokens' positions [n_b]
+    at::Tensor mask;                 // the attention mask [B, n] 0/1
     at::Tensor rows;                 // [B, n, 1] float64, 1 on real tokens
 };
 
@@ -37,13 +38,14 @@ RealTokens real_tokens(const at::Tensor& attention_mask, const c10::Device& devi
     real.all = attention_mask.all().item<bool>();
     for (std::int64_t b = 0; !real.all && b < attention_mask.size(0); ++b)
         real.indices.push_back(attention_mask[b].nonzero().squeeze(1).to(device));
+    real.mask = attention_mask.to(device);
     real.rows = attention_mask.to(device, torch::kDouble).unsqueeze(-1);
     return real;
 }
 
 // E1's measure of one hidden state: the relative residual of each sample [B] over its real tokens, in float64 on the
 // state's device (only [B] comes back, when the rows are written). A non-finite state gives non-finite values
-// (batched_relative_residual keeps NaN and Inf), which append_residual_rows names.
+// (batched_relative_residual keeps NaN and Inf), which hidden_values names.
 at::Tensor measure_hidden(const at::Tensor& hidden, const RealTokens& real) {
     if (real.all) return batched_relative_residual(hidden, Norm::Composite, Center::Mean);
     std::vector<at::Tensor> values;
@@ -69,7 +71,6 @@ std::string hidden_hook(int l) { return l == 0 ? "hook_embed" : block_hook(l - 1
 // With `head_summaries` (the unmodified forward), each attention map is also reduced to its heads' statistics
 // (head_attention_summaries, [2, H]), stored in (*head_summaries)[l]; the map itself is then kept only with `patterns`.
 Recorder measuring_recorder(int layers, const std::shared_ptr<const RealTokens>& real, bool branches, bool patterns,
-                            const at::Tensor& attention_mask = {},
                             const std::shared_ptr<std::vector<at::Tensor>>& head_summaries = nullptr) {
     std::vector<std::string> keep;
     for (int l = 0; l <= layers; ++l) keep.push_back(hidden_hook(l));
@@ -83,27 +84,35 @@ Recorder measuring_recorder(int layers, const std::shared_ptr<const RealTokens>&
     if (head_summaries) {
         head_summaries->assign(static_cast<std::size_t>(layers), {});
         for (int l = 0; l < layers; ++l)
-            recorder.reduce(block_hook(l, "attn.hook_pattern"), [l, patterns, head_summaries, attention_mask](const at::Tensor& pattern) {
-                (*head_summaries)[static_cast<std::size_t>(l)] = head_attention_summaries(pattern, attention_mask);
+            recorder.reduce(block_hook(l, "attn.hook_pattern"), [l, patterns, head_summaries, real](const at::Tensor& pattern) {
+                (*head_summaries)[static_cast<std::size_t>(l)] = head_attention_summaries(pattern, real->mask);
                 return patterns ? pattern.to(at::kCPU) : at::Tensor();
             });
     }
     return recorder;
 }
 
-// One row per layer (0 = embeddings) from a forward recorded in `sink`, by a measuring recorder (`measured`) or by
-// a caller's recorder that kept the hidden states themselves. Here the per-sample values come back to the CPU, and a
+// The per-sample values [B] of hidden state l from a forward recorded in `sink`, by a measuring recorder (`measured`)
+// or by a caller's recorder that kept the hidden states themselves, read back to the CPU after the forward. A
 // non-finite one (a NaN or Inf in that state's real tokens) is an error naming the layer.
+at::Tensor hidden_values(const Recorder& sink, bool measured, const RealTokens& real, int l, const std::string& model_name,
+                         const std::string& variant) {
+    const at::Tensor& recorded = sink.get(hidden_hook(l));
+    const at::Tensor values = (measured ? recorded : measure_hidden(recorded, real)).to(at::kCPU);
+    if (!torch::isfinite(values).all().item<bool>())
+        throw Error("non-finite hidden state at layer " + std::to_string(l) + " (" + variant + ")", model_name);
+    return values;
+}
+
+// One row per layer (0 = embeddings); with `rows` null only the check of hidden_values (a pass that writes no rows).
 void append_residual_rows(const Recorder& sink, bool measured, const EncoderModel& model, const RealTokens& real,
                           const std::string& model_name, const std::string& weights, const std::string& variant,
-                          std::vector<ResidualRow>& rows) {
+                          std::vector<ResidualRow>* rows) {
     for (int l = 0; l <= model.config().layers; ++l) {
-        const at::Tensor& recorded = sink.get(hidden_hook(l));
-        const at::Tensor values = (measured ? recorded : measure_hidden(recorded, real)).to(at::kCPU);
-        if (!torch::isfinite(values).all().item<bool>())
-            throw Error("non-finite hidden state at layer " + std::to_string(l) + " (" + variant + ")", model_name);
+        const at::Tensor values = hidden_values(sink, measured, real, l, model_name, variant);
+        if (!rows) continue;
         const Summary s = summarize(values);
-        rows.push_back({model_name, weights, variant, l, s.mean, s.std, s.min, s.max, s.n});
+        rows->push_back({model_name, weights, variant, l, s.mean, s.std, s.min, s.max, s.n});
     }
 }
 
@@ -140,7 +149,7 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
     model.forward_all(device_batch, surgeries, sinks);
     for (Recorder* sink : sinks) sink->set_interrupt({});  // nothing stays attached to the caller's recorder
     for (std::size_t i = 0; i < variants.size(); ++i)
-        append_residual_rows(*sinks[i], sinks[i] != recorder, model, *real, model_name, weights, variants[i], rows);
+        append_residual_rows(*sinks[i], sinks[i] != recorder, model, *real, model_name, weights, variants[i], &rows);
     return rows;
 }
 
@@ -164,7 +173,8 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
             interrupt.poll();
             const auto states = iterate_attention(model, device_batch, settings.iterate_steps, keep_skip);
             for (std::size_t step = 0; step < states.size(); ++step) {
-                const Summary s = summarize(batched_relative_residual(states[step], Norm::Composite, Center::Mean));
+                const Summary s =  // float64 as before (the fused kernel's float32 build sums in another order)
+                    summarize(batched_relative_residual(states[step].to(torch::kDouble), Norm::Composite, Center::Mean));
                 run.iterate.push_back({keep_skip ? "attention+skip" : "attention", static_cast<int>(step), s.mean, s.std,
                                        s.min, s.max, s.n});
             }
@@ -203,7 +213,7 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
     std::vector<Surgery> surgeries;
     for (const auto& pass : passes) {
         measuring.push_back(measuring_recorder(L, real, pass.unmodified, pass.unmodified && sample_paths,
-                                               device_batch.attention_mask, pass.unmodified ? head_summaries : nullptr));
+                                               pass.unmodified ? head_summaries : nullptr));
         sinks.push_back(pass.unmodified && recorder ? recorder : &measuring.back());
         sinks.back()->set_interrupt(interrupt);
         surgeries.push_back(pass.surgery);
@@ -213,12 +223,14 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
     const Recorder* unmodified_sink = nullptr;
     for (std::size_t i = 0; i < passes.size(); ++i) {
         const bool to_caller = sinks[i] == recorder;
-        if (passes[i].rows) append_residual_rows(*sinks[i], !to_caller, model, *real, model_name, weights, passes[i].variant, run.residual);
+        // A pass without rows (the unmodified model run for E2 and the skip ratio only) is checked all the same.
+        append_residual_rows(*sinks[i], !to_caller, model, *real, model_name, weights, passes[i].variant,
+                             passes[i].rows ? &run.residual : nullptr);
         if (!passes[i].unmodified) continue;
         unmodified_sink = sinks[i];
         if (to_caller)  // the caller's recorder kept the maps themselves
             for (int l = 0; l < L; ++l)
-                run.heads.push_back(head_attention_stats(recorder->get(block_hook(l, "attn.hook_pattern")), device_batch.attention_mask));
+                run.heads.push_back(head_attention_stats(recorder->get(block_hook(l, "attn.hook_pattern")), real->mask));
         else
             for (const at::Tensor& summaries : *head_summaries) run.heads.push_back(head_attention_stats(summaries));
     }

@@ -107,13 +107,14 @@ class ModelCommand(unittest.TestCase):
         # one this build links; tests/CMakeLists.txt says which (tcmalloc; glibc's under the sanitizers).
         expected = {"tcmalloc": "tcmalloc (gperftools ", "glibc": "glibc malloc "}[os.environ["RANKSCOPE_EXPECT_ALLOCATOR"]]
         out = os.path.join(self.directory, "manifest-memory")
-        process = subprocess.Popen([BINARY, "model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE,
-                                    "--samples", "3", "--tokens", "16", "--weights", "pretrained", "--draws", "0",
-                                    "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        self.assertEqual(process.returncode, 0, process.stderr.read())
-        process.stderr.close()
+        with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: wait4 cannot stall on a full pipe
+            process = subprocess.Popen([BINARY, "model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE,
+                                        "--samples", "3", "--tokens", "16", "--weights", "pretrained", "--draws", "0",
+                                        "--out", out], stdout=subprocess.DEVNULL, stderr=stderr)
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+            stderr.seek(0)
+            self.assertEqual(process.returncode, 0, stderr.read().decode())
         with open(os.path.join(out, "manifest.json")) as f:
             manifest = json.load(f)
         peak = usage.ru_maxrss * 1024

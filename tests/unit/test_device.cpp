@@ -190,7 +190,7 @@ TEST(Device, ModelRunsReadBackOnlyPerSampleAndPerHeadValues) {
         const ModelBatch batch = cpu_batch(config);
         RealModelSettings settings;
         settings.draws = 0;
-        std::int64_t copies = 0;
+        std::int64_t copies = 0, head_summaries = 0;
         std::istringstream findings(watched([&] { run_real_model(*model, batch, name, "init", settings); }));
         for (std::string line; std::getline(findings, line);) {
             const std::string marker = " (a copy inside the forward) of ";
@@ -198,9 +198,11 @@ TEST(Device, ModelRunsReadBackOnlyPerSampleAndPerHeadValues) {
             if (at == std::string::npos) continue;
             ++copies;
             const std::int64_t elements = std::stoll(line.substr(at + marker.size()));
+            head_summaries += elements == 2 * config.heads;
             EXPECT_LE(elements, std::max<std::int64_t>(batch.input_ids.numel(), 2 * config.heads)) << line;
         }
         EXPECT_GT(copies, 0) << "no read-back seen: the check would pass vacuously";
+        EXPECT_EQ(head_summaries, config.layers) << "each layer's head summaries [2, H] should come back once";
     }
 }
 

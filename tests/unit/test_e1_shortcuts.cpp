@@ -67,13 +67,23 @@ TEST(E1Shortcuts, MeasuringWhileRecordingEqualsMeasuringTheRecordedActivations) 
         for (std::size_t l = 0; l < measured.skip_ratio.size(); ++l)
             EXPECT_DOUBLE_EQ(measured.skip_ratio[l], recorded.skip_ratio[l]) << name << " layer " << l;
         expect_same_paths(measured.paths, recorded.paths);
+        ASSERT_EQ(measured.heads.size(), recorded.heads.size());
+        for (std::size_t l = 0; l < measured.heads.size(); ++l) {
+            EXPECT_EQ(measured.heads[l].first_token_share, recorded.heads[l].first_token_share) << name << " layer " << l;
+            EXPECT_EQ(measured.heads[l].entropy, recorded.heads[l].entropy) << name << " layer " << l;
+        }
     }
 }
 
-TEST(E1Shortcuts, NonFiniteHiddenStateIsNamedAfterTheForward) {
-    // The measures stay on the model's device during the forward and are checked when their rows are written: a NaN
+TEST(E1Shortcuts, NonFiniteHiddenStateIsNamed) {
+    // The measures stay on the model's device during the forward and are checked when their values come back: a NaN
     // in layer 1's MLP output weights makes layer 2's state (hidden index 2) non-finite in the transformer variant,
-    // while SAN (no MLP) stays finite, measured while recording and from a caller's recorder alike.
+    // while SAN (no MLP) stays finite, measured while recording and from a caller's recorder alike; without the
+    // transformer variant, the unmodified pass that only feeds E2 and the skip ratio is checked the same way.
+    for (const auto& [variants, message] :
+         std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"SAN", "transformer"}, "non-finite hidden state at layer 2 (transformer)"},
+             {{"SAN"}, "non-finite hidden state at layer 2 (unmodified)"}})
     for (bool to_caller : {false, true}) {
         auto model = load_hf_model(kFixtures + "/bert-tiny");
         for (auto& [name, parameter] : model->parameters())
@@ -82,15 +92,14 @@ TEST(E1Shortcuts, NonFiniteHiddenStateIsNamedAfterTheForward) {
                 parameter[0][0] = NAN;
             }
         RealModelSettings settings;
-        settings.variants = {"SAN", "transformer"};
+        settings.variants = variants;
         Recorder everything;
         try {
             run_real_model(*model, fixture_batch("bert-tiny"), "bert-tiny", "pretrained", settings,
                            to_caller ? &everything : nullptr);
             FAIL() << "a NaN weight gave finite rows";
         } catch (const Error& error) {
-            EXPECT_NE(std::string(error.what()).find("non-finite hidden state at layer 2 (transformer)"), std::string::npos)
-                << error.what();
+            EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
         }
     }
 }
