@@ -6,6 +6,7 @@
 
 #include "rankscope/allocator.hpp"
 #include "rankscope/measures.hpp"
+#include "rankscope/vector_math.hpp"
 
 namespace {
 
@@ -40,6 +41,7 @@ BENCHMARK(CompositeRelativeResidualRank1)->Arg(1)->Arg(2)->Unit(benchmark::kMill
 
 int main(int argc, char** argv) {
     rankscope::configure_allocator();
+    rankscope::warm_up_vector_math();
     benchmark::Initialize(&argc, argv);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

@@ -12,6 +12,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/error_report.hpp"
 #include "rankscope/provenance.hpp"
+#include "rankscope/vector_math.hpp"
 
 namespace rankscope::python {
 
@@ -64,6 +65,9 @@ PYBIND11_MODULE(_rankscope, module) {
     namespace py = pybind11;
     using namespace rankscope::python;
     module.doc() = "rankscope's C++ engine (internal: use the `rankscope` package)";
+    // oneMKL's vector math picks its kernels now, before rankscope's parallel calls (and torch's later ones in this
+    // Python process): vector_math.hpp.
+    rankscope::warm_up_vector_math();
 
     // The exception class of bad input: a ValueError whose message is the command line's one-line error, with the
     // offending file, tensor or setting in .where.

@@ -13,6 +13,7 @@
 #include "rankscope/error_report.hpp"
 #include "rankscope/parent_watch.hpp"
 #include "rankscope/process.hpp"
+#include "rankscope/vector_math.hpp"
 #include "sweep_scheduler.hpp"
 
 namespace {
@@ -141,6 +142,7 @@ int main(int argc, char** argv) {
     rankscope::cli::remember_main_arguments(argc, argv);
     rankscope::stop_with_parent();
     rankscope::configure_allocator();
+    rankscope::warm_up_vector_math();  // before any parallel work (vector_math.hpp)
     rankscope::install_interrupt_handlers();
     rankscope::cli::remember_command_line(argc, argv);
     CLI::App app{"rankscope: measure and explain rank collapse in attention networks", "rankscope"};

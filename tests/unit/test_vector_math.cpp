@@ -1,0 +1,89 @@
+// warm_up_vector_math (vector_math.hpp) runs before every test of this binary; after it, ATen's float32 and float64
+// unary functions are accurate on every thread of a parallel call. The race it prevents (one thread's chunk computed
+// by oneMKL's low-accuracy kernel) is rare and timing-dependent, and no test provokes it on demand: the measurements
+// of it, and of the warm-up, are in docs/reliability.md, part 3.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "rankscope/vector_math.hpp"
+
+namespace {
+
+// Every test of this binary starts after the warm-up, as every rankscope program does: the unit tests' numbers must
+// not depend on the race either.
+class VectorMathWarmUp : public ::testing::Environment {
+public:
+    void SetUp() override { rankscope::warm_up_vector_math(); }
+};
+::testing::Environment* const kWarmUp = ::testing::AddGlobalTestEnvironment(new VectorMathWarmUp);
+
+struct UnaryCase {
+    const char* name;
+    at::Tensor (*aten)(const at::Tensor&);
+    double (*reference)(double);
+    double low, high;  // the inputs: evenly spaced in [low, high]
+};
+
+const UnaryCase kCases[] = {
+    {"abs", &at::abs, [](double x) { return std::fabs(x); }, -4, 4},
+    {"acos", &at::acos, [](double x) { return std::acos(x); }, -0.99, 0.99},
+    {"asin", &at::asin, [](double x) { return std::asin(x); }, -0.99, 0.99},
+    {"atan", &at::atan, [](double x) { return std::atan(x); }, -4, 4},
+    {"atanh", &at::atanh, [](double x) { return std::atanh(x); }, -0.99, 0.99},
+    {"cos", &at::cos, [](double x) { return std::cos(x); }, -4, 4},
+    {"cosh", &at::cosh, [](double x) { return std::cosh(x); }, -4, 4},
+    {"erf", &at::erf, [](double x) { return std::erf(x); }, -4, 4},
+    {"erfc", &at::erfc, [](double x) { return std::erfc(x); }, -4, 4},
+    {"exp", &at::exp, [](double x) { return std::exp(x); }, -4, 4},
+    {"expm1", &at::expm1, [](double x) { return std::expm1(x); }, -4, 4},
+    {"log", &at::log, [](double x) { return std::log(x); }, 0.01, 100},
+    {"log10", &at::log10, [](double x) { return std::log10(x); }, 0.01, 100},
+    {"log1p", &at::log1p, [](double x) { return std::log1p(x); }, -0.9, 100},
+    {"log2", &at::log2, [](double x) { return std::log2(x); }, 0.01, 100},
+    {"sin", &at::sin, [](double x) { return std::sin(x); }, -4, 4},
+    {"sinh", &at::sinh, [](double x) { return std::sinh(x); }, -4, 4},
+    {"sqrt", &at::sqrt, [](double x) { return std::sqrt(x); }, 0.01, 100},
+    {"tan", &at::tan, [](double x) { return std::tan(x); }, -1.4, 1.4},
+    {"tanh", &at::tanh, [](double x) { return std::tanh(x); }, -4, 4},
+    {"trunc", &at::trunc, [](double x) { return std::trunc(x); }, -4, 4},
+};
+
+// The worst error of `function` over 8192 inputs (4 chunks of ATen's 2048: both threads call the function at once),
+// in units of the result type's epsilon relative to |reference| (floored at the smallest normal number).
+template <typename T>
+double worst_error_in_epsilons(const UnaryCase& c) {
+    const auto dtype = c10::CppTypeToScalarType<T>::value;
+    const at::Tensor x = at::linspace(c.low, c.high, 8192, at::TensorOptions().dtype(dtype));
+    const at::Tensor y = c.aten(x).contiguous();
+    const T* in = x.data_ptr<T>();
+    const T* out = y.data_ptr<T>();
+    double worst = 0;
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+        const double reference = c.reference(static_cast<double>(in[i]));  // exact for float32, ~1 ulp for float64
+        const double scale = std::max(std::fabs(reference), static_cast<double>(std::numeric_limits<T>::min()));
+        worst = std::max(worst, std::fabs(static_cast<double>(out[i]) - reference) / scale /
+                                    static_cast<double>(std::numeric_limits<T>::epsilon()));
+    }
+    return worst;
+}
+
+}  // namespace
+
+// oneMKL's high-accuracy kernels are within 1 ulp (the worst here: erfc in float64, 2.3 epsilon from libm); the
+// low-accuracy kernel the race picked was ~1000 ulp off (float32).
+TEST(VectorMath, UnaryFunctionsAreAccurateOnEveryThreadOfAParallelCall) {
+    const int previous = at::get_num_threads();
+    at::set_num_threads(2);
+    for (const UnaryCase& c : kCases) {
+        EXPECT_LE(worst_error_in_epsilons<float>(c), 8.0) << c.name << " float32";
+        EXPECT_LE(worst_error_in_epsilons<double>(c), 8.0) << c.name << " float64";
+    }
+    at::set_num_threads(previous);
+}
