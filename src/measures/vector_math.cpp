@@ -10,7 +10,8 @@ void warm_up_vector_math() {
     static std::once_flag once;
     std::call_once(once, [] {
         torch::NoGradGuard no_grad;
-        // Every function ATen routes to VML (aten/src/ATen/cpu/vml.h) and a few beside; 0.5 is inside every domain.
+        // Every function ATen sends to oneMKL (IMPLEMENT_VML_MKL in aten/src/ATen/cpu/vml.h) and a few that it computes
+        // itself; 0.5 is inside every domain.
         using Unary = at::Tensor (*)(const at::Tensor&);
         const Unary functions[] = {&at::abs,   &at::acos,  &at::asin,  &at::atan, &at::atanh, &at::cos,
                                    &at::cosh,  &at::erf,   &at::erfc,  &at::erfinv, &at::exp, &at::expm1,
