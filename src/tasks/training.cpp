@@ -15,6 +15,7 @@
 #include "rankscope/file_hash.hpp"
 #include "rankscope/device.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/intra_op_threads.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/progress.hpp"
 #include "rankscope/provenance.hpp"
@@ -341,11 +342,7 @@ void train_together(const std::vector<const TaskSettings*>& settings, const std:
     StackedTaskModel stack = StackedTaskModel::stack(models, device);
     // These models are small: per-op threading costs more than it gains (sort: 69 s on 2 threads, 23 s on 1;
     // memorize at d = 250 was slower on 2 threads too).
-    struct SingleThread {
-        int previous = at::get_num_threads();
-        SingleThread() { at::set_num_threads(1); }
-        ~SingleThread() { at::set_num_threads(previous); }
-    } single_thread;
+    const IntraOpThreads single_thread(1);
     std::vector<const TaskBatch*> train_parts;
     for (const TaskSplits* split : data) train_parts.push_back(&split->train);
     const TaskBatch train = stack_batches(train_parts);

@@ -8,6 +8,7 @@
 
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/intra_op_threads.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/measures.hpp"
 #include "rankscope/models.hpp"
@@ -129,12 +130,12 @@ TEST(E1Shortcuts, PathProductsInParallelEqualTheSerialProductsAndDoNotDependOnTh
     model->forward(batch, Surgery{}, &recorder);
     std::vector<at::Tensor> patterns;
     for (int l = 0; l < model->config().layers; ++l) patterns.push_back(recorder.get(block_hook(l, "attn.hook_pattern")));
-    const int threads = at::get_num_threads();
-    at::set_num_threads(1);
-    const auto one_thread = sample_path_products(patterns, 25, 7, batch.attention_mask);
-    at::set_num_threads(2);
-    const auto two_threads = sample_path_products(patterns, 25, 7, batch.attention_mask);
-    at::set_num_threads(threads);
+    auto on_threads = [&](int threads) {
+        const IntraOpThreads scope(threads);
+        return sample_path_products(patterns, 25, 7, batch.attention_mask);
+    };
+    const auto one_thread = on_threads(1);
+    const auto two_threads = on_threads(2);
     expect_same_paths(one_thread, two_threads);
     // Each product again, serially and plainly: the real tokens' block of each factor, later layers on the left, and
     // the library's one-matrix rank-1 relative residual in each norm.

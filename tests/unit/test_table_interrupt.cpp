@@ -15,6 +15,7 @@
 
 #include "rankscope/error_report.hpp"
 #include "rankscope/interrupt.hpp"
+#include "rankscope/intra_op_threads.hpp"
 #include "rankscope/provenance.hpp"
 #include "rankscope/table.hpp"
 
@@ -108,8 +109,7 @@ TEST(InterruptPoll, TheOwnerRunsTheCheckAndOtherThreadsRethrowItsException) {
 }
 
 TEST(InterruptPoll, StopsAParallelForAndReachesTheCaller) {
-    const int threads = at::get_num_threads();
-    at::set_num_threads(2);  // a worker thread beside the owner: it must stop too, not finish its half of the range
+    const IntraOpThreads two(2);  // a worker thread beside the owner: it must stop too, not finish its half of the range
     std::atomic<int> after_stop{0};
     std::atomic<bool> stopped{false};
     int owner_calls = 0;
@@ -132,7 +132,6 @@ TEST(InterruptPoll, StopsAParallelForAndReachesTheCaller) {
                                       }
                                   }),
                  std::runtime_error);
-    at::set_num_threads(threads);
     // Each worker that polls after the stop leaves at once (without the shared rethrow the worker would run the ~500
     // items of its half past the stop).
     EXPECT_LT(after_stop.load(), 50);

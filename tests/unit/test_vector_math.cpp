@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "rankscope/intra_op_threads.hpp"
 #include "rankscope/vector_math.hpp"
 
 namespace {
@@ -86,24 +87,12 @@ double worst_error_in_epsilons(const UnaryCase& c) {
     return worst;
 }
 
-// ATen's intra-op threads set for a scope, restored after (also when an assertion throws).
-class IntraOpThreads {
-public:
-    explicit IntraOpThreads(int threads) : previous_(at::get_num_threads()) { at::set_num_threads(threads); }
-    ~IntraOpThreads() { at::set_num_threads(previous_); }
-    IntraOpThreads(const IntraOpThreads&) = delete;
-    IntraOpThreads& operator=(const IntraOpThreads&) = delete;
-
-private:
-    int previous_;
-};
-
 }  // namespace
 
 // oneMKL's high-accuracy kernels are within 1 ulp (the worst here: erfc in float64, 2.3 epsilon from libm); the
 // low-accuracy kernel the race can pick reaches ~4000 ulp (PyTorch issue 188792).
 TEST(VectorMath, UnaryFunctionsAreAccurateOnEveryThreadOfAParallelCall) {
-    const IntraOpThreads two(2);
+    const rankscope::IntraOpThreads two(2);
     ASSERT_EQ(at::get_num_threads(), 2);
     for (const UnaryCase& c : kUnaryCases) {
         EXPECT_LE(worst_error_in_epsilons<float>(c), 8.0) << c.name << " float32";
