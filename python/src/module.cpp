@@ -4,11 +4,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
-#include <thread>
 
 #include "bindings.hpp"
 #include "rankscope/allocator.hpp"
-#include "rankscope/blas_threads.hpp"
+#include "rankscope/intra_op_threads.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/error_report.hpp"
 #include "rankscope/provenance.hpp"
@@ -86,13 +85,7 @@ PYBIND11_MODULE(_rankscope, module) {
         "set_threads",
         [](int threads) {
             if (threads < 0 || threads > 256) throw rankscope::Error(std::to_string(threads) + " is outside [0, 256]", "threads");
-            const int used = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-            at::set_num_threads(used);
-            // As --threads: ATen's threads do the parallel work and OpenBLAS's own pool is held at one thread (two
-            // pools on the same cores only wait on each other; docs/performance.md). This is process-wide: it also
-            // applies to torch's own BLAS calls in this Python process.
-            rankscope::set_openblas_threads(1);
-            return used;
+            return rankscope::use_threads(threads);  // as --threads (intra_op_threads.hpp); process-wide
         },
         py::arg("threads"),
         "Sets ATen's intra-op threads (0 = all cores) and holds OpenBLAS's own pool at one thread, as --threads does; "

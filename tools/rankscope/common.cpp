@@ -2,9 +2,8 @@
 
 #include "rankscope/device.hpp"
 
-#include "rankscope/blas_threads.hpp"
+#include "rankscope/intra_op_threads.hpp"
 
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -15,7 +14,6 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "rankscope/error.hpp"
@@ -139,22 +137,13 @@ void add_device_option(CLI::App& command, CommonOptions& options) {
         ->capture_default_str();
 }
 
-int apply_threads(int requested) {
-    const int threads = requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    at::set_num_threads(threads);
-    // ATen's threads do the parallel work; OpenBLAS's own pool beside them only adds waiting (blas_threads.hpp).
-    // Measured on the BERT-base E1 grid at 2 threads: 17.7 s with OpenBLAS at 2 threads, 15.9 s at 1.
-    set_openblas_threads(1);
-    return threads;
-}
-
 Provenance start_run(const CommonOptions& options) {
     // A bad --out is found now, not after the computation.
     std::error_code ec;
     if (!options.out.empty() && std::filesystem::exists(options.out, ec) && !std::filesystem::is_directory(options.out, ec))
         throw Error("exists and is not a directory", "--out " + options.out);
     const at::Device device = parse_device(options.device);  // an unusable device is an error before any work
-    const int threads = apply_threads(options.threads);
+    const int threads = use_threads(options.threads);
     std::vector<const char*> argv;
     for (const auto& word : command_line) argv.push_back(word.c_str());
     Provenance provenance = make_provenance(static_cast<int>(argv.size()), argv.data(), options.seed, threads);

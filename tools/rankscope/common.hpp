@@ -47,9 +47,6 @@ void add_common_options(CLI::App& command, CommonOptions& options, bool out_requ
 // Adds --device (cpu, cuda, cuda:N) to a command that runs models; start_run checks it before any work.
 void add_device_option(CLI::App& command, CommonOptions& options);
 
-// Applies --threads to ATen (intra-op) and returns the number in use.
-int apply_threads(int requested);
-
 // --format csv: `table` as CSV on standard output; --format json: the findings' checks (claim, measured, verdict) and
 // reading. Returns false for --format table (the command prints its own table).
 bool print_csv_or_json(const CommonOptions& options, const Table& table, const Findings& findings);
