@@ -30,17 +30,62 @@ at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dt
     return ((1.0 - attention_mask.to(dtype)) * lowest).unsqueeze(1).unsqueeze(2);
 }
 
+HeadProducts head_products(const at::Tensor& a, const at::Tensor& b) {
+    const bool autograd = at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
+    return a.device().is_cpu() && !autograd ? HeadProducts::BySample : HeadProducts::Batched;
+}
+
+namespace {
+// One sample's x [n, G·k] as heads [H, n, k]: key/value head g serves query heads g·r .. g·r + r − 1 (r = H / G).
+at::Tensor sample_heads(const at::Tensor& x, int heads, int kv_heads) {
+    const auto n = x.size(0), k = x.size(1) / kv_heads;
+    const at::Tensor split = x.view({n, kv_heads, k}).transpose(0, 1);  // [G, n, k], a view
+    return kv_heads == heads ? split : split.repeat_interleave(heads / kv_heads, 0);
+}
+
+// The batched reference: [B, n, G·k] → [B, H, n, k].
+at::Tensor batch_heads(const at::Tensor& x, int heads, int kv_heads) {
+    const auto B = x.size(0), n = x.size(1), k = x.size(2) / kv_heads;
+    const at::Tensor split = x.view({B, n, kv_heads, k}).transpose(1, 2);
+    return kv_heads == heads ? split : split.repeat_interleave(heads / kv_heads, 1);
+}
+}  // namespace
+
+at::Tensor head_scores(const at::Tensor& query, const at::Tensor& key, int heads, int kv_heads, HeadProducts how) {
+    const auto B = query.size(0), n = query.size(1);
+    if (how == HeadProducts::Batched)
+        return torch::matmul(batch_heads(query, heads, heads), batch_heads(key, heads, kv_heads).transpose(-1, -2));
+    at::Tensor scores = at::empty({B, heads, n, n}, query.options());
+    for (std::int64_t b = 0; b < B; ++b) {
+        at::Tensor sample = scores[b];  // [H, n, n], contiguous
+        at::bmm_out(sample, sample_heads(query[b], heads, heads), sample_heads(key[b], heads, kv_heads).transpose(1, 2));
+    }
+    return scores;
+}
+
+at::Tensor head_context(const at::Tensor& pattern, const at::Tensor& value, int heads, int kv_heads, HeadProducts how) {
+    const auto B = value.size(0), n = value.size(1), k = value.size(2) / kv_heads;
+    if (how == HeadProducts::Batched)
+        return torch::matmul(pattern, batch_heads(value, heads, kv_heads)).transpose(1, 2).reshape({B, n, heads * k});
+    at::Tensor context = at::empty({B, n, heads * k}, value.options());
+    at::Tensor sample = at::empty({heads, n, k}, value.options());  // one sample's P V, then merged into its rows
+    for (std::int64_t b = 0; b < B; ++b) {
+        at::bmm_out(sample, pattern[b], sample_heads(value[b], heads, kv_heads));
+        context[b].view({n, heads, k}).copy_(sample.transpose(0, 1));
+    }
+    return context;
+}
+
 AttentionResult multi_head_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int heads,
                                      const at::Tensor& additive_mask) {
-    const auto B = query.size(0), n = query.size(1), d = query.size(2), head_size = d / heads;
-    auto split = [&](const at::Tensor& x) { return x.view({B, n, heads, head_size}).transpose(1, 2); };  // [B, H, n, k]
+    const auto head_size = query.size(2) / heads;
     // In place on the fresh score tensor (the same values as out of place; one [B, H, n, n] buffer instead of three).
-    at::Tensor scores = torch::matmul(split(query), split(key).transpose(-1, -2));
+    at::Tensor scores = head_scores(query, key, heads, heads, head_products(query, key));
     scores.div_(std::sqrt(double(head_size))).add_(additive_mask);
     AttentionResult result;
     result.pattern = torch::softmax(scores, -1);
     scores.reset();  // freed before the context product, the attention's widest point
-    result.context = torch::matmul(result.pattern, split(value)).transpose(1, 2).reshape({B, n, d});
+    result.context = head_context(result.pattern, value, heads, heads, head_products(result.pattern, value));
     return result;
 }
 

@@ -16,6 +16,21 @@ at::Tensor activation_in_place(const std::string& name, at::Tensor x);
 // Additive mask [B, 1, 1, n]: 0 for real tokens, the dtype's lowest value for padding (Hugging Face's extended mask).
 at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dtype);
 
+// The attention's two products per head, G = kv_heads key/value heads shared by H = heads query heads (G = H: plain
+// multi-head; query head h reads key/value head h / (H / G)), k = head size:
+//   head_scores:  S[b, h] = Q[b, :, h·k .. h·k + k] K[b, :, g·k .. g·k + k]ᵀ    query [B, n, H·k], key [B, n, G·k] → [B, H, n, n]
+//   head_context: C[b, :, h·k .. h·k + k] = P[b, h] V[b, :, g·k .. g·k + k]      pattern [B, H, n, n], value [B, n, G·k] → [B, n, H·k]
+// Batched: torch::matmul on [B, H, n, k] heads (the reference; it copies Q, K and V into those blocks first). BySample:
+// one bmm per sample, reading the heads straight from the projections' [n, G·k] rows (writes into its outputs, so not
+// under autograd). The two give the same bits (tests/unit/test_models.cpp). head_products picks BySample on the CPU
+// outside autograd (BERT-base at 32 × 128, 1 thread: both products and the softmax 20 ms against 24–31 ms batched,
+// whose copies were ~3% of the E1 grid's perf samples; 2026-12-05), Batched elsewhere (the GPU keeps the form it was
+// measured with).
+enum class HeadProducts { Batched, BySample };
+HeadProducts head_products(const at::Tensor& a, const at::Tensor& b);
+at::Tensor head_scores(const at::Tensor& query, const at::Tensor& key, int heads, int kv_heads, HeadProducts how);
+at::Tensor head_context(const at::Tensor& pattern, const at::Tensor& value, int heads, int kv_heads, HeadProducts how);
+
 // Scaled dot-product attention of BERT-style layers. query/key/value: [B, n, d] projections; d = heads · head_size.
 // Returns the pattern P [B, H, n, n] and the merged context P V [B, n, d].
 struct AttentionResult {

@@ -22,19 +22,13 @@ at::Tensor attention_allowed(const at::Tensor& attention_mask, bool bidirectiona
 
 AttentionResult grouped_query_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int heads,
                                         int kv_heads, const at::Tensor& allowed) {
-    const auto B = query.size(0), n = query.size(1), k = query.size(2) / heads;
-    auto split = [&](const at::Tensor& x, int h) { return x.view({B, n, h, k}).transpose(1, 2); };  // [B, h, n, k]
-    // Grouped-query sharing: key/value head g serves query heads g·r .. g·r + r − 1.
-    auto shared = [&](const at::Tensor& x) {
-        const at::Tensor split_x = split(x, kv_heads);
-        return kv_heads == heads ? split_x : split_x.repeat_interleave(heads / kv_heads, 1);  // [B, H, n, k]
-    };
-    const at::Tensor scores = torch::matmul(split(query, heads), shared(key).transpose(-1, -2)) / std::sqrt(double(k));
+    const auto k = query.size(2) / heads;
+    const at::Tensor scores = head_scores(query, key, heads, kv_heads, head_products(query, key)) / std::sqrt(double(k));
     const double lowest = scores.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
                                                              : std::numeric_limits<float>::lowest();
     AttentionResult result;
     result.pattern = torch::softmax(scores.masked_fill(allowed.logical_not(), lowest), -1);  // [B, H, n, n]
-    result.context = torch::matmul(result.pattern, shared(value)).transpose(1, 2).reshape({B, n, heads * k});
+    result.context = head_context(result.pattern, value, heads, kv_heads, head_products(result.pattern, value));
     return result;
 }
 

@@ -130,6 +130,44 @@ TEST(HfLoader, RandomInitFollowsFromConfig) {
     }
 }
 
+// The attention's products sample by sample (the CPU path) against the batched torch::matmul reference: the same bits,
+// for plain multi-head and grouped-query sharing, on projections that are views of a wider tensor (GPT-2's c_attn
+// chunks) and on contiguous ones, in float32 and float64.
+TEST(HeadProducts, SampleBySampleEqualsTheBatchedReferenceBitForBit) {
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(3);
+    const std::int64_t B = 3, n = 37, k = 16;
+    for (const auto dtype : {torch::kFloat, torch::kDouble})
+        for (const auto& [heads, kv_heads] : {std::pair{6, 6}, std::pair{6, 2}}) {
+            const at::Tensor fused = torch::randn({B, n, (heads + 2 * kv_heads) * k}, dtype);
+            const auto parts = fused.split({heads * k, kv_heads * k, kv_heads * k}, -1);  // non-contiguous views
+            for (const bool views : {true, false}) {
+                const at::Tensor query = views ? parts[0] : parts[0].contiguous();
+                const at::Tensor key = views ? parts[1] : parts[1].contiguous();
+                const at::Tensor value = views ? parts[2] : parts[2].contiguous();
+                ASSERT_EQ(models::head_products(query, key), models::HeadProducts::BySample);
+                const at::Tensor scores = models::head_scores(query, key, heads, kv_heads, models::HeadProducts::BySample);
+                const at::Tensor reference = models::head_scores(query, key, heads, kv_heads, models::HeadProducts::Batched);
+                ASSERT_EQ(scores.sizes(), (std::vector<std::int64_t>{B, heads, n, n}));
+                EXPECT_TRUE(torch::equal(scores, reference)) << heads << "/" << kv_heads << " views " << views;
+                // Head h reads key head h / (H / G): one score recomputed by hand.
+                const int h = heads - 1, g = h / (heads / kv_heads);
+                const at::Tensor one = torch::dot(query[1][5].narrow(0, h * k, k), key[1][9].narrow(0, g * k, k));
+                EXPECT_NEAR(scores[1][h][5][9].item<double>(), one.item<double>(), 1e-5);
+                const at::Tensor pattern = torch::softmax(scores, -1);
+                const at::Tensor context = models::head_context(pattern, value, heads, kv_heads, models::HeadProducts::BySample);
+                const at::Tensor context_reference =
+                    models::head_context(pattern, value, heads, kv_heads, models::HeadProducts::Batched);
+                ASSERT_EQ(context.sizes(), (std::vector<std::int64_t>{B, n, heads * k}));
+                EXPECT_TRUE(torch::equal(context, context_reference)) << heads << "/" << kv_heads << " views " << views;
+            }
+        }
+    // Under autograd the batched form runs (bmm's out= form records no gradient).
+    at::AutoGradMode grad(true);
+    const at::Tensor leaf = torch::randn({1, 4, 8}).requires_grad_();
+    EXPECT_EQ(models::head_products(leaf, leaf), models::HeadProducts::Batched);
+}
+
 TEST(HfLoader, BadFoldersNameTheFileAndTensor) {
     const std::string source = kFixtures + "/bert-tiny";
     ASSERT_TRUE(fs::exists(source)) << "the repository's fixture is missing: " << source;
