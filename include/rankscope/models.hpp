@@ -159,11 +159,15 @@ ModelBatch batch_on(const ModelBatch& batch, const at::Device& device);
 void set_linear_fast_path(bool enabled);
 bool linear_fast_path_enabled();
 
-// Random init as the library's from_config: normal(0, initializer_range) weights, zero biases, unit LayerNorm.
+// Random init as the library's from_config: normal(0, initializer_range) weights, zero biases, unit LayerNorm, drawn
+// in the order of parameters() from the global generator seeded with `seed`. Making the modules draws nothing else
+// (before 2026-12-05 their discarded default reset drew first, so a seed gave other weights; manifest.json's git_sha
+// tells the two apart).
 std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_t seed);
 // config.json + model.safetensors (or model.safetensors.index.json + the shards of its weight_map) from a folder;
 // F32/F16/BF16/F64 tensors (converted to float32), names bare or prefixed (bert., albert., transformer., model.);
-// every parameter's presence and shape are checked. Errors name the file (shard, index) and the tensor.
+// every parameter's presence and shape are checked. Errors name the file (shard, index) and the tensor. Nothing is
+// drawn; a BERT pooler absent from the checkpoint (no measurement uses it) is zero.
 std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory);
 // The same folder read one layer at a time (decoders: gpt2, llama, mistral, qwen2): the forward reads each layer from
 // the memory-mapped shards when it reaches it, runs every surgery through it and frees it (its pages are handed back to

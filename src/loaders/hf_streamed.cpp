@@ -54,9 +54,8 @@ public:
         return rows.view(shape).to(device_);
     }
 
-    // One layer module, made when the model is opened (its constructor's random init runs then, so no forward draws
-    // from the global generator) and refilled for each layer: the caller is done with layer l - 1 when it asks for
-    // layer l (layer-major forward).
+    // One layer module, made when the model is opened (its parameters allocated, not drawn) and refilled for each
+    // layer: the caller is done with layer l - 1 when it asks for layer l (layer-major forward).
     std::shared_ptr<torch::nn::Module> layer(int l) override {
         if (l == 0) progress_ = std::make_unique<Progress>("layers (streamed)", config_.layers);
         for (auto& item : module_->named_parameters()) {
@@ -120,8 +119,12 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
     }
     detail::throw_missing(missing, weights->source());
     for (auto& item : top->named_parameters()) {
-        if (item.key() == layout->token_embedding) continue;
         at::Tensor parameter = item.value();
+        if (item.key() == layout->token_embedding) {  // one row, never read (the rows come from the checkpoint)
+            torch::NoGradGuard no_grad;
+            parameter.zero_();
+            continue;
+        }
         detail::load_parameter(*weights, prefix + item.key(), parameter);
     }
     auto source = std::make_unique<StreamedLayers>(weights, prefix, config, *layout);

@@ -12,9 +12,7 @@
 namespace rankscope::models {
 namespace {
 
-using torch::nn::Embedding;
 using torch::nn::LayerNormOptions;
-using torch::nn::Linear;
 
 struct AlbertAttentionImpl : torch::nn::Module {
     AlbertAttentionImpl(int d, double eps)
@@ -112,10 +110,11 @@ at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const Model
 
 }  // namespace
 
-std::unique_ptr<EncoderModel> make_albert(const HfConfig& config) {
+std::unique_ptr<EncoderModel> make_albert(const HfConfig& config, Draw draw) {
     if (config.hidden_groups != 1) throw Error("ALBERT with num_hidden_groups != 1 is not supported", config.path);
     AlbertModel module(config);
-    init_like_from_config(*module, config.initializer_range, {"embeddings.word_embeddings.weight"}, config.pad_token_id);
+    if (draw == Draw::Yes)
+        init_like_from_config(*module, config.initializer_range, {"embeddings.word_embeddings.weight"}, config.pad_token_id);
     return std::make_unique<ModuleModel<AlbertModel, decltype(&albert_forward)>>(config, module, &albert_forward);
 }
 

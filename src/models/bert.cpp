@@ -10,10 +10,8 @@
 namespace rankscope::models {
 namespace {
 
-using torch::nn::Embedding;
 using torch::nn::LayerNorm;
 using torch::nn::LayerNormOptions;
-using torch::nn::Linear;
 
 struct BertSelfAttentionImpl : torch::nn::Module {
     BertSelfAttentionImpl(int d)
@@ -129,9 +127,10 @@ at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatc
 
 }  // namespace
 
-std::unique_ptr<EncoderModel> make_bert(const HfConfig& config) {
+std::unique_ptr<EncoderModel> make_bert(const HfConfig& config, Draw draw) {
     BertModel module(config);
-    init_like_from_config(*module, config.initializer_range, {"embeddings.word_embeddings.weight"}, config.pad_token_id);
+    if (draw == Draw::Yes)
+        init_like_from_config(*module, config.initializer_range, {"embeddings.word_embeddings.weight"}, config.pad_token_id);
     return std::make_unique<ModuleModel<BertModel, decltype(&bert_forward)>>(config, module, &bert_forward);
 }
 

@@ -89,6 +89,14 @@ AttentionResult multi_head_attention(const at::Tensor& query, const at::Tensor& 
     return result;
 }
 
+LinearImpl::LinearImpl(std::int64_t in, std::int64_t out, bool with_bias)
+    : weight(register_parameter("weight", torch::empty({out, in}))) {
+    if (with_bias) bias = register_parameter("bias", torch::empty({out}));
+}
+
+EmbeddingImpl::EmbeddingImpl(std::int64_t count, std::int64_t dim)
+    : weight(register_parameter("weight", torch::empty({count, dim}))) {}
+
 void init_like_from_config(torch::nn::Module& module, double range, const std::vector<std::string>& padding_embeddings,
                            int padding_index) {
     torch::NoGradGuard no_grad;

@@ -50,6 +50,25 @@ inline at::Tensor layer_norm(const torch::nn::LayerNorm& module, const at::Tenso
     return layer_norm(x, module->weight, module->bias, module->options.eps(), surgery);
 }
 
+// nn.Linear's and nn.Embedding's parameters under their checkpoint names, allocated and not drawn. torch::nn::Linear
+// and torch::nn::Embedding draw their own reset (Kaiming uniform, normal) from the global generator when constructed,
+// and every model here overwrites it at once (init_like_from_config, init_decoder, or a checkpoint): on BERT-base that
+// discarded draw took ~0.3 s (`rankscope model --weights init` on 1 × 8 tokens: 1.2 s against 1.5 s; 2026-12-05).
+// Whoever makes one writes every value.
+struct LinearImpl : torch::nn::Module {
+    LinearImpl(std::int64_t in, std::int64_t out, bool with_bias = true);
+    at::Tensor weight;  // [out, in]
+    at::Tensor bias;    // [out]; undefined (and not a parameter) without a bias
+};
+TORCH_MODULE(Linear);
+
+struct EmbeddingImpl : torch::nn::Module {
+    EmbeddingImpl(std::int64_t count, std::int64_t dim);
+    at::Tensor forward(const at::Tensor& ids) { return at::embedding(weight, ids); }  // [..] → [.., dim]
+    at::Tensor weight;  // [count, dim]
+};
+TORCH_MODULE(Embedding);
+
 // y = x Wᵀ + b for the layers of one model. Fast path (LIBTORCH.md: ~1.6× on BERT-base's GEMMs): oneDNN, the weight
 // converted to oneDNN's layout at each call. Nothing is cached: a cache of every converted weight cost ~240 MB of peak
 // memory on the BERT-base E1 grid and saved no measurable time (the conversion is a copy, the product it feeds is
@@ -59,7 +78,7 @@ inline at::Tensor layer_norm(const torch::nn::LayerNorm& module, const at::Tenso
 class Linears {
 public:
     at::Tensor operator()(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
-    at::Tensor operator()(const torch::nn::Linear& layer, const at::Tensor& x) { return (*this)(x, layer->weight, layer->bias); }
+    at::Tensor operator()(const Linear& layer, const at::Tensor& x) { return (*this)(x, layer->weight, layer->bias); }
 };
 
 // Wraps a torch module as an EncoderModel.
@@ -95,10 +114,13 @@ private:
     at::Device device_ = at::kCPU;
 };
 
-std::unique_ptr<EncoderModel> make_bert(const HfConfig& config);
-std::unique_ptr<EncoderModel> make_albert(const HfConfig& config);
-std::unique_ptr<EncoderModel> make_xlnet(const HfConfig& config);
-std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config);
-std::unique_ptr<EncoderModel> make_llama(const HfConfig& config);  // llama, mistral, qwen2
+// One architecture's model. Draw::Yes: the from_config init from the global generator (make_hf_model seeds it);
+// Draw::No: the parameters are allocated and left unset, for a caller that writes every one (load_hf_model).
+enum class Draw { Yes, No };
+std::unique_ptr<EncoderModel> make_bert(const HfConfig& config, Draw draw);
+std::unique_ptr<EncoderModel> make_albert(const HfConfig& config, Draw draw);
+std::unique_ptr<EncoderModel> make_xlnet(const HfConfig& config, Draw draw);
+std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config, Draw draw);
+std::unique_ptr<EncoderModel> make_llama(const HfConfig& config, Draw draw);  // llama, mistral, qwen2
 
 }  // namespace rankscope::models

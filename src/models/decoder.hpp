@@ -69,14 +69,14 @@ public:
 // The whole model in memory: its own layer list and token embedding.
 class ModuleLayers : public LayerSource {
 public:
-    ModuleLayers(torch::nn::ModuleList layers, torch::nn::Embedding embedding)
+    ModuleLayers(torch::nn::ModuleList layers, Embedding embedding)
         : layers_(std::move(layers)), embedding_(std::move(embedding)) {}
     at::Tensor token_embedding(const at::Tensor& ids) override { return embedding_(ids); }
     std::shared_ptr<torch::nn::Module> layer(int l) override { return layers_[static_cast<std::size_t>(l)]; }
 
 private:
     torch::nn::ModuleList layers_;
-    torch::nn::Embedding embedding_;
+    Embedding embedding_;
 };
 
 // One decoder architecture's forward over several surgeries: outputs[i] and recorders[i] are surgery i's (as one
@@ -100,7 +100,7 @@ class DecoderModel : public EncoderModel {
 public:
     // Whole model in memory: `module` holds every parameter; `layers`/`embedding` are its layer list and token embedding.
     DecoderModel(HfConfig config, std::shared_ptr<torch::nn::Module> module, torch::nn::ModuleList layers,
-                 torch::nn::Embedding embedding, DecoderForward forward);
+                 Embedding embedding, DecoderForward forward);
     // Streamed: `top` holds the non-layer parameters (token embedding excepted); `source` fetches the rest.
     DecoderModel(HfConfig config, std::shared_ptr<torch::nn::Module> top, std::unique_ptr<LayerSource> source,
                  DecoderForward forward);

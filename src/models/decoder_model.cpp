@@ -20,7 +20,7 @@ at::Tensor EncoderModel::forward_for_training(const ModelBatch&) {
 namespace models {
 
 DecoderModel::DecoderModel(HfConfig config, std::shared_ptr<torch::nn::Module> module, torch::nn::ModuleList layers,
-                           torch::nn::Embedding embedding, DecoderForward forward)
+                           Embedding embedding, DecoderForward forward)
     : config_(std::move(config)),
       module_(std::move(module)),
       source_(std::make_unique<ModuleLayers>(std::move(layers), std::move(embedding))),

@@ -11,7 +11,6 @@
 namespace rankscope::models {
 namespace {
 
-using torch::nn::Embedding;
 using torch::nn::LayerNorm;
 using torch::nn::LayerNormOptions;
 
@@ -118,9 +117,10 @@ const DecoderLayout& gpt2_layout() {
 
 DecoderForward gpt2_forward_all() { return &gpt2_forward; }
 
-std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config) {
+std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config, Draw draw) {
     GPT2Model module(config);
-    init_decoder(*module, config.initializer_range, {"ln_"}, "c_proj.weight", config.layers, "", -1);
+    if (draw == Draw::Yes)
+        init_decoder(*module, config.initializer_range, {"ln_"}, "c_proj.weight", config.layers, "", -1);
     return std::make_unique<DecoderModel>(config, module.ptr(), module->h, module->wte, &gpt2_forward);
 }
 

@@ -16,10 +16,6 @@
 namespace rankscope::models {
 namespace {
 
-using torch::nn::Embedding;
-using torch::nn::Linear;
-using torch::nn::LinearOptions;
-
 // The weight γ of an RMSNorm.
 struct LlamaRMSNormImpl : torch::nn::Module {
     explicit LlamaRMSNormImpl(int d) : weight(register_parameter("weight", torch::ones({d}))) {}
@@ -27,23 +23,21 @@ struct LlamaRMSNormImpl : torch::nn::Module {
 };
 TORCH_MODULE(LlamaRMSNorm);
 
-Linear linear(int in, int out, bool bias) { return Linear(LinearOptions(in, out).bias(bias)); }
-
 struct LlamaAttentionImpl : torch::nn::Module {
     explicit LlamaAttentionImpl(const HfConfig& c)
-        : q_proj(register_module("q_proj", linear(c.hidden_size, c.heads * c.head_size, c.qkv_bias))),
-          k_proj(register_module("k_proj", linear(c.hidden_size, c.kv_heads * c.head_size, c.qkv_bias))),
-          v_proj(register_module("v_proj", linear(c.hidden_size, c.kv_heads * c.head_size, c.qkv_bias))),
-          o_proj(register_module("o_proj", linear(c.heads * c.head_size, c.hidden_size, c.output_bias))) {}
+        : q_proj(register_module("q_proj", Linear(c.hidden_size, c.heads * c.head_size, c.qkv_bias))),
+          k_proj(register_module("k_proj", Linear(c.hidden_size, c.kv_heads * c.head_size, c.qkv_bias))),
+          v_proj(register_module("v_proj", Linear(c.hidden_size, c.kv_heads * c.head_size, c.qkv_bias))),
+          o_proj(register_module("o_proj", Linear(c.heads * c.head_size, c.hidden_size, c.output_bias))) {}
     Linear q_proj, k_proj, v_proj, o_proj;
 };
 TORCH_MODULE(LlamaAttention);
 
 struct LlamaMLPImpl : torch::nn::Module {
     explicit LlamaMLPImpl(const HfConfig& c)
-        : gate_proj(register_module("gate_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias))),
-          up_proj(register_module("up_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias))),
-          down_proj(register_module("down_proj", linear(c.intermediate_size, c.hidden_size, c.mlp_bias))) {}
+        : gate_proj(register_module("gate_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias))),
+          up_proj(register_module("up_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias))),
+          down_proj(register_module("down_proj", Linear(c.intermediate_size, c.hidden_size, c.mlp_bias))) {}
     Linear gate_proj, up_proj, down_proj;
 };
 TORCH_MODULE(LlamaMLP);
@@ -133,9 +127,10 @@ const DecoderLayout& llama_layout() {
 
 DecoderForward llama_forward_all() { return &llama_forward; }
 
-std::unique_ptr<EncoderModel> make_llama(const HfConfig& config) {
+std::unique_ptr<EncoderModel> make_llama(const HfConfig& config, Draw draw) {
     LlamaModel module(config);
-    init_decoder(*module, config.initializer_range, {"layernorm", "norm.weight"}, "", config.layers,
+    if (draw == Draw::Yes)
+        init_decoder(*module, config.initializer_range, {"layernorm", "norm.weight"}, "", config.layers,
                  "embed_tokens.weight", config.pad_token_id);
     return std::make_unique<DecoderModel>(config, module.ptr(), module->layers, module->embed_tokens, &llama_forward);
 }

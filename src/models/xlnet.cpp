@@ -14,7 +14,6 @@ namespace rankscope::models {
 namespace {
 
 using torch::nn::LayerNormOptions;
-using torch::nn::Linear;
 
 struct XLNetRelativeAttentionImpl : torch::nn::Module {
     explicit XLNetRelativeAttentionImpl(const HfConfig& c) {
@@ -55,12 +54,12 @@ TORCH_MODULE(XLNetLayer);
 
 struct XLNetModelImpl : torch::nn::Module {
     explicit XLNetModelImpl(const HfConfig& c)
-        : word_embedding(register_module("word_embedding", torch::nn::Embedding(c.vocab_size, c.hidden_size))),
+        : word_embedding(register_module("word_embedding", Embedding(c.vocab_size, c.hidden_size))),
           layer(register_module("layer", torch::nn::ModuleList())) {
         mask_emb = register_parameter("mask_emb", torch::empty({1, 1, c.hidden_size}));
         for (int l = 0; l < c.layers; ++l) layer->push_back(XLNetLayer(c));
     }
-    torch::nn::Embedding word_embedding;
+    Embedding word_embedding;
     torch::nn::ModuleList layer;
     at::Tensor mask_emb;
 };
@@ -125,9 +124,10 @@ at::Tensor xlnet_forward(XLNetModelImpl& model, const HfConfig& c, const ModelBa
 
 }  // namespace
 
-std::unique_ptr<EncoderModel> make_xlnet(const HfConfig& config) {
+std::unique_ptr<EncoderModel> make_xlnet(const HfConfig& config, Draw draw) {
     XLNetModel module(config);
-    init_like_from_config(*module, config.initializer_range, {}, -1);
+    if (draw == Draw::Yes)
+        init_like_from_config(*module, config.initializer_range, {}, -1);
     return std::make_unique<ModuleModel<XLNetModel, decltype(&xlnet_forward)>>(config, module, &xlnet_forward);
 }
 

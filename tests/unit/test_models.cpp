@@ -130,6 +130,38 @@ TEST(HfLoader, RandomInitFollowsFromConfig) {
     }
 }
 
+// A loaded model is its checkpoint, value for value: nothing is drawn (the caller's random stream goes on untouched),
+// every stored tensor is copied in, and the pooler, absent from this copy of the checkpoint, is zero, not unset memory.
+TEST(HfLoader, ReadsEveryValueFromTheCheckpointAndDrawsNothing) {
+    const std::string source = kFixtures + "/bert-tiny";
+    ASSERT_TRUE(fs::exists(source)) << "the repository's fixture is missing: " << source;
+    const fs::path dir = temp_dir("no_pooler");
+    fs::copy_file(source + "/config.json", dir / "config.json");
+    const SafetensorsFile original(source + "/model.safetensors");
+    std::vector<NamedArray> tensors;
+    for (const auto& name : original.names())
+        if (name.find("pooler") == std::string::npos) tensors.push_back({name, original.view(name)});
+    ASSERT_LT(tensors.size(), original.names().size()) << "the fixture has no pooler to leave out";
+    write_safetensors((dir / "model.safetensors").string(), tensors);
+
+    torch::manual_seed(77);
+    const at::Tensor expected_draw = torch::rand({4});
+    torch::manual_seed(77);
+    const auto model = load_hf_model(dir.string());
+    EXPECT_TRUE(torch::equal(torch::rand({4}), expected_draw)) << "loading drew from the global generator";
+    int pooler = 0;
+    for (const auto& [name, parameter] : model->parameters()) {
+        if (name.rfind("pooler", 0) == 0) {
+            ++pooler;
+            EXPECT_TRUE(parameter.eq(0).all().item<bool>()) << name;
+        } else {
+            EXPECT_TRUE(torch::equal(parameter, tensor_of(original, name).to(torch::kFloat))) << name;
+        }
+    }
+    EXPECT_EQ(pooler, 2);
+    fs::remove_all(dir);
+}
+
 // The attention's products sample by sample (the CPU path) against the batched torch::matmul reference: the same bits,
 // for plain multi-head and grouped-query sharing, on projections that are views of a wider tensor (GPT-2's c_attn
 // chunks) and on contiguous ones, in float32 and float64.

@@ -229,9 +229,10 @@ TEST(SafetensorsRelease, ValuesReadAgainAfterTheirPagesAreReleased) {
 }
 
 // A streamed forward draws nothing from the global generator (its layer module is made when the model is opened, and
-// refilled): the caller's random stream is the same with or without one, the first forward included.
+// refilled; its parameters are allocated, not drawn): the caller's random stream is the same with or without one, the
+// first forward included.
 TEST(StreamedDecoder, ForwardLeavesTheGlobalGeneratorAlone) {
-    Written written(kCases[2]);  // Llama with biases: torch::nn::Linear layers, whose construction draws
+    Written written(kCases[2]);  // Llama with biases
     auto streamed = load_hf_model_streamed(written.dir.path.string());
     torch::manual_seed(77);
     const at::Tensor expected = torch::rand({4});
