@@ -167,7 +167,7 @@ std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_
 // config.json + model.safetensors (or model.safetensors.index.json + the shards of its weight_map) from a folder;
 // F32/F16/BF16/F64 tensors (converted to float32), names bare or prefixed (bert., albert., transformer., model.);
 // every parameter's presence and shape are checked. Errors name the file (shard, index) and the tensor. Nothing is
-// drawn; a BERT pooler absent from the checkpoint (no measurement uses it) is zero.
+// drawn; a BERT or ALBERT pooler absent from the checkpoint (no measurement uses it) is zero.
 std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory);
 // The same folder read one layer at a time (decoders: gpt2, llama, mistral, qwen2): the forward reads each layer from
 // the memory-mapped shards when it reaches it, runs every surgery through it and frees it (its pages are handed back to

@@ -4,12 +4,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
-
 #include "bindings.hpp"
 #include "rankscope/allocator.hpp"
-#include "rankscope/intra_op_threads.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/error_report.hpp"
+#include "rankscope/intra_op_threads.hpp"
 #include "rankscope/provenance.hpp"
 #include "rankscope/vector_math.hpp"
 

@@ -36,29 +36,25 @@ HeadProducts head_products(const at::Tensor& a, const at::Tensor& b) {
 }
 
 namespace {
-// One sample's x [n, G·k] as heads [H, n, k]: key/value head g serves query heads g·r .. g·r + r − 1 (r = H / G).
-at::Tensor sample_heads(const at::Tensor& x, int heads, int kv_heads) {
-    const auto n = x.size(0), k = x.size(1) / kv_heads;
-    const at::Tensor split = x.view({n, kv_heads, k}).transpose(0, 1);  // [G, n, k], a view
-    return kv_heads == heads ? split : split.repeat_interleave(heads / kv_heads, 0);
-}
-
-// The batched reference: [B, n, G·k] → [B, H, n, k].
-at::Tensor batch_heads(const at::Tensor& x, int heads, int kv_heads) {
-    const auto B = x.size(0), n = x.size(1), k = x.size(2) / kv_heads;
-    const at::Tensor split = x.view({B, n, kv_heads, k}).transpose(1, 2);
-    return kv_heads == heads ? split : split.repeat_interleave(heads / kv_heads, 1);
+// x [..., n, G·k] (one sample, or a batch) as heads [..., H, n, k], a view when G = H: key/value head g serves query
+// heads g·r .. g·r + r − 1 (r = H / G).
+at::Tensor heads_of(const at::Tensor& x, int heads, int kv_heads) {
+    std::vector<std::int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = kv_heads;
+    shape.push_back(x.size(-1) / kv_heads);
+    const at::Tensor split = x.view(shape).transpose(-3, -2);  // [..., G, n, k]
+    return kv_heads == heads ? split : split.repeat_interleave(heads / kv_heads, -3);
 }
 }  // namespace
 
 at::Tensor head_scores(const at::Tensor& query, const at::Tensor& key, int heads, int kv_heads, HeadProducts how) {
     const auto B = query.size(0), n = query.size(1);
     if (how == HeadProducts::Batched)
-        return torch::matmul(batch_heads(query, heads, heads), batch_heads(key, heads, kv_heads).transpose(-1, -2));
+        return torch::matmul(heads_of(query, heads, heads), heads_of(key, heads, kv_heads).transpose(-1, -2));
     at::Tensor scores = at::empty({B, heads, n, n}, query.options());
     for (std::int64_t b = 0; b < B; ++b) {
         at::Tensor sample = scores[b];  // [H, n, n], contiguous
-        at::bmm_out(sample, sample_heads(query[b], heads, heads), sample_heads(key[b], heads, kv_heads).transpose(1, 2));
+        at::bmm_out(sample, heads_of(query[b], heads, heads), heads_of(key[b], heads, kv_heads).transpose(-1, -2));
     }
     return scores;
 }
@@ -66,11 +62,11 @@ at::Tensor head_scores(const at::Tensor& query, const at::Tensor& key, int heads
 at::Tensor head_context(const at::Tensor& pattern, const at::Tensor& value, int heads, int kv_heads, HeadProducts how) {
     const auto B = value.size(0), n = value.size(1), k = value.size(2) / kv_heads;
     if (how == HeadProducts::Batched)
-        return torch::matmul(pattern, batch_heads(value, heads, kv_heads)).transpose(1, 2).reshape({B, n, heads * k});
+        return torch::matmul(pattern, heads_of(value, heads, kv_heads)).transpose(1, 2).reshape({B, n, heads * k});
     at::Tensor context = at::empty({B, n, heads * k}, value.options());
     at::Tensor sample = at::empty({heads, n, k}, value.options());  // one sample's P V, then merged into its rows
     for (std::int64_t b = 0; b < B; ++b) {
-        at::bmm_out(sample, pattern[b], sample_heads(value[b], heads, kv_heads));
+        at::bmm_out(sample, pattern[b], heads_of(value[b], heads, kv_heads));
         context[b].view({n, heads, k}).copy_(sample.transpose(0, 1));
     }
     return context;

@@ -24,8 +24,8 @@ at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dt
 // one bmm per sample, reading the heads straight from the projections' [n, G·k] rows (writes into its outputs, so not
 // under autograd). The two give the same bits (tests/unit/test_models.cpp). head_products picks BySample on the CPU
 // outside autograd (BERT-base at 32 × 128, 1 thread: both products and the softmax 20 ms against 24–31 ms batched,
-// whose copies were ~3% of the E1 grid's perf samples; 2026-12-05), Batched elsewhere (the GPU keeps the form it was
-// measured with).
+// whose copies were ~3% of the E1 grid's perf samples; 2026-12-05; measured at 1 and 2 threads only), Batched elsewhere
+// (the GPU keeps the form it was measured with).
 enum class HeadProducts { Batched, BySample };
 HeadProducts head_products(const at::Tensor& a, const at::Tensor& b);
 at::Tensor head_scores(const at::Tensor& query, const at::Tensor& key, int heads, int kv_heads, HeadProducts how);
@@ -50,11 +50,11 @@ inline at::Tensor layer_norm(const torch::nn::LayerNorm& module, const at::Tenso
     return layer_norm(x, module->weight, module->bias, module->options.eps(), surgery);
 }
 
-// nn.Linear's and nn.Embedding's parameters under their checkpoint names, allocated and not drawn. torch::nn::Linear
-// and torch::nn::Embedding draw their own reset (Kaiming uniform, normal) from the global generator when constructed,
-// and every model here overwrites it at once (init_like_from_config, init_decoder, or a checkpoint): on BERT-base that
-// discarded draw took ~0.3 s (`rankscope model --weights init` on 1 × 8 tokens: 1.2 s against 1.5 s; 2026-12-05).
-// Whoever makes one writes every value.
+// nn.Linear's and nn.Embedding's parameters under their checkpoint names, allocated and not drawn. The models used
+// torch::nn::Linear and torch::nn::Embedding until 2026-12-05, whose constructors draw a default reset (Kaiming
+// uniform, normal) from the global generator, which init_like_from_config, init_decoder or the checkpoint then
+// overwrote: on BERT-base that discarded draw took ~0.3 s (`rankscope model --weights init` on 1 × 8 tokens: 1.2 s
+// against 1.5 s). Whoever makes one writes every value.
 struct LinearImpl : torch::nn::Module {
     LinearImpl(std::int64_t in, std::int64_t out, bool with_bias = true);
     at::Tensor weight;  // [out, in]
@@ -115,7 +115,8 @@ private:
 };
 
 // One architecture's model. Draw::Yes: the from_config init from the global generator (make_hf_model seeds it);
-// Draw::No: the parameters are allocated and left unset, for a caller that writes every one (load_hf_model).
+// Draw::No: the weights are allocated and left unset (LayerNorm and RMSNorm start at 1 and 0, as their modules make
+// them), for a caller that writes every one (load_hf_model).
 enum class Draw { Yes, No };
 std::unique_ptr<EncoderModel> make_bert(const HfConfig& config, Draw draw);
 std::unique_ptr<EncoderModel> make_albert(const HfConfig& config, Draw draw);

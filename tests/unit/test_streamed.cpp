@@ -232,7 +232,7 @@ TEST(SafetensorsRelease, ValuesReadAgainAfterTheirPagesAreReleased) {
 // refilled; its parameters are allocated, not drawn): the caller's random stream is the same with or without one, the
 // first forward included.
 TEST(StreamedDecoder, ForwardLeavesTheGlobalGeneratorAlone) {
-    Written written(kCases[2]);  // Llama with biases
+    Written written(kCases[2]);  // Llama with biases: its layers once drew when made (torch::nn::Linear)
     auto streamed = load_hf_model_streamed(written.dir.path.string());
     torch::manual_seed(77);
     const at::Tensor expected = torch::rand({4});
