@@ -131,7 +131,7 @@ std::unique_ptr<EncoderModel> make_llama(const HfConfig& config, Draw draw) {
     LlamaModel module(config);
     if (draw == Draw::Yes)
         init_decoder(*module, config.initializer_range, {"layernorm", "norm.weight"}, "", config.layers,
-                 "embed_tokens.weight", config.pad_token_id);
+                     "embed_tokens.weight", config.pad_token_id);
     return std::make_unique<DecoderModel>(config, module.ptr(), module->layers, module->embed_tokens, &llama_forward);
 }
 

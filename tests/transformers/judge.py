@@ -25,8 +25,7 @@ if transformers.__version__ != PINNED_TRANSFORMERS:
                      "(requirements/venv.txt); run scripts/install-deps.sh")
 # The reference runs on one thread: with several, oneMKL 2024.2's first-call race can give one thread's chunk of a tanh
 # or exp a low-accuracy kernel (docs/reliability.md, part 3). ctest sets OMP_NUM_THREADS=1 already; this is for direct
-# runs. Progress bars and load warnings off, so that a failure's
-# message comes near the top of the output that CI shows.
+# runs. Progress bars and load warnings off, so that a failure's message comes near the top of the output that CI shows.
 torch.set_num_threads(1)
 transformers.utils.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
