@@ -15,8 +15,22 @@
 // kernels are chosen before any parallel call. Every program of rankscope calls it first thing (the command line,
 // the benchmark, the Python module on import, the unit tests); a program that embeds the library should too. Cheap,
 // thread-safe, done once per process. Without MKL (Debian's libtorch uses OpenBLAS and SLEEF) it changes no result.
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
 namespace rankscope {
 
 void warm_up_vector_math();
+
+// What the warm-up calls: every function ATen sends to oneMKL (IMPLEMENT_VML_MKL in aten/src/ATen/cpu/vml.h) and a
+// few that it computes itself. The unit test checks each one's accuracy on both threads against its own reference.
+struct VectorMathFunction {
+    const char* name;
+    at::Tensor (*function)(const at::Tensor&);
+};
+const std::vector<VectorMathFunction>& vector_math_functions();
 
 }  // namespace rankscope

@@ -147,6 +147,11 @@ void load_parameter(const HfCheckpoint& weights, const std::string& stored, at::
     weights.release(stored);  // copied: the file's pages need not stay resident
 }
 
+void zero_unread_parameter(at::Tensor& parameter) {
+    torch::NoGradGuard no_grad;
+    parameter.zero_();
+}
+
 void throw_missing(const std::vector<std::string>& missing, const std::string& source) {
     if (missing.empty()) return;
     std::string list;
@@ -237,8 +242,7 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
         if (!weights.contains(stored)) {
             // The pooler is not used by any measurement: absent is fine.
             if (name.rfind("pooler", 0) != 0) missing.push_back(stored);
-            torch::NoGradGuard no_grad;
-            parameter.zero_();
+            detail::zero_unread_parameter(parameter);
             continue;
         }
         detail::load_parameter(weights, stored, parameter);

@@ -121,8 +121,7 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
     for (auto& item : top->named_parameters()) {
         at::Tensor parameter = item.value();
         if (item.key() == layout->token_embedding) {  // one row, never read (the rows come from the checkpoint)
-            torch::NoGradGuard no_grad;
-            parameter.zero_();
+            detail::zero_unread_parameter(parameter);
             continue;
         }
         detail::load_parameter(*weights, prefix + item.key(), parameter);

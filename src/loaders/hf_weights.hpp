@@ -19,6 +19,9 @@ void check_stored_tensor(const HfCheckpoint& weights, const std::string& stored,
 at::Tensor stored_tensor(const HfCheckpoint& weights, const std::string& stored);
 // check_stored_tensor, conversion to the parameter's dtype, finiteness, copy; then the tensor's pages are released.
 void load_parameter(const HfCheckpoint& weights, const std::string& stored, at::Tensor& parameter);
+// A parameter no measurement reads and the checkpoint does not supply (a BERT or ALBERT pooler the checkpoint lacks,
+// the streamed model's one-row token embedding): zeroed, never left as the unset memory models::Draw::No allocates.
+void zero_unread_parameter(at::Tensor& parameter);
 // "N tensors missing: a, b, c, ..." naming `source`, when `missing` is not empty.
 void throw_missing(const std::vector<std::string>& missing, const std::string& source);
 std::string shape_list(const std::vector<std::int64_t>& shape);

@@ -6,20 +6,25 @@
 
 namespace rankscope {
 
+const std::vector<VectorMathFunction>& vector_math_functions() {
+    static const std::vector<VectorMathFunction> functions = {
+        {"abs", &at::abs},     {"acos", &at::acos},   {"asin", &at::asin},   {"atan", &at::atan},
+        {"atanh", &at::atanh}, {"cos", &at::cos},     {"cosh", &at::cosh},   {"erf", &at::erf},
+        {"erfc", &at::erfc},   {"erfinv", &at::erfinv}, {"exp", &at::exp},   {"expm1", &at::expm1},
+        {"log", &at::log},     {"log10", &at::log10}, {"log1p", &at::log1p}, {"log2", &at::log2},
+        {"sin", &at::sin},     {"sinh", &at::sinh},   {"sqrt", &at::sqrt},   {"tan", &at::tan},
+        {"tanh", &at::tanh},   {"trunc", &at::trunc}};
+    return functions;
+}
+
 void warm_up_vector_math() {
     static std::once_flag once;
     std::call_once(once, [] {
         torch::NoGradGuard no_grad;
-        // Every function ATen sends to oneMKL (IMPLEMENT_VML_MKL in aten/src/ATen/cpu/vml.h) and a few that it computes
-        // itself; 0.5 is inside every domain.
-        using Unary = at::Tensor (*)(const at::Tensor&);
-        const Unary functions[] = {&at::abs,  &at::acos,  &at::asin,  &at::atan,   &at::atanh, &at::cos,
-                                   &at::cosh, &at::erf,   &at::erfc,  &at::erfinv, &at::exp,   &at::expm1,
-                                   &at::log,  &at::log10, &at::log1p, &at::log2,   &at::sin,   &at::sinh,
-                                   &at::sqrt, &at::tan,   &at::tanh,  &at::trunc};
         for (const auto dtype : {at::kFloat, at::kDouble}) {
-            const at::Tensor one = torch::full({1}, 0.5, at::TensorOptions().dtype(dtype));  // one element: no threads
-            for (const Unary function : functions) (void)function(one);
+            // One element (no threads) of 0.5, inside every domain.
+            const at::Tensor one = torch::full({1}, 0.5, at::TensorOptions().dtype(dtype));
+            for (const VectorMathFunction& unary : vector_math_functions()) (void)unary.function(one);
         }
     });
 }
