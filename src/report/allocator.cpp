@@ -22,6 +22,9 @@ bool tcmalloc_serves_malloc() {
 }  // namespace
 
 std::string allocator_in_use() {
+#if defined(__SANITIZE_ADDRESS__)  // g++ -fsanitize=address (make test-sanitize): its run time replaces malloc
+    return "AddressSanitizer's allocator";
+#endif
     if (tcmalloc_serves_malloc()) {
         const auto version = reinterpret_cast<TcVersion>(::dlsym(RTLD_DEFAULT, "tc_version"));
         int major = 0, minor = 0;

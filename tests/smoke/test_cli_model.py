@@ -104,8 +104,10 @@ class ModelCommand(unittest.TestCase):
     def test_manifest_records_peak_memory_and_malloc(self):
         # The reference for manifest.json's peak resident memory is the child's ru_maxrss as the parent reads it
         # (os.wait4): the manifest is written last, so it holds at most that and nearly all of it. Its malloc is the
-        # one this build links; tests/CMakeLists.txt says which (tcmalloc; glibc's under the sanitizers).
-        expected = {"tcmalloc": "tcmalloc (gperftools ", "glibc": "glibc malloc "}[os.environ["RANKSCOPE_EXPECT_ALLOCATOR"]]
+        # one this build links; tests/CMakeLists.txt says which (tcmalloc; glibc's without it; ASan's under the
+        # sanitizers).
+        expected = {"tcmalloc": "tcmalloc (gperftools ", "glibc": "glibc malloc ",
+                    "asan": "AddressSanitizer's allocator"}[os.environ["RANKSCOPE_EXPECT_ALLOCATOR"]]
         out = os.path.join(self.directory, "manifest-memory")
         with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: wait4 cannot stall on a full pipe
             process = subprocess.Popen([BINARY, "model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE,

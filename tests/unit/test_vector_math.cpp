@@ -99,8 +99,9 @@ TEST(VectorMath, UnaryFunctionsAreAccurateOnEveryThreadOfAParallelCall) {
     const auto& functions = rankscope::vector_math_functions();
     ASSERT_EQ(functions.size(), std::size(kUnaryCases)) << "a reference case for each warmed-up function, no more";
     for (const rankscope::VectorMathFunction& unary : functions) {
-        const auto c = std::find_if(std::begin(kUnaryCases), std::end(kUnaryCases),
-                                    [&](const UnaryCase& candidate) { return std::string(candidate.name) == unary.name; });
+        const auto c = std::find_if(std::begin(kUnaryCases), std::end(kUnaryCases), [&](const UnaryCase& candidate) {
+            return std::string(candidate.name) == unary.name;
+        });
         ASSERT_NE(c, std::end(kUnaryCases)) << "no reference case for " << unary.name;
         EXPECT_LE(worst_error_in_epsilons<float>(unary, *c), 8.0) << unary.name << " float32";
         EXPECT_LE(worst_error_in_epsilons<double>(unary, *c), 8.0) << unary.name << " float64";
