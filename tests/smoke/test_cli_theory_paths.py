@@ -85,6 +85,49 @@ class TheoryAndPaths(unittest.TestCase):
         self.assertEqual(len(rows), 40)
         self.assertTrue(os.path.exists(os.path.join(sample_out, "paths.svg")))
 
+    def test_paths_sample_leaves_padding_out(self):
+        # A recorded run as `model --dump` writes it: sample 1 padded (3 of 5 tokens real), its padded rows and
+        # columns holding values that would change every product. Each product must be the one over the real tokens.
+        import numpy as np
+        from common import write_safetensors
+        rng = np.random.default_rng(7)
+        layers, batch, heads, n = 3, 2, 2, 5
+        mask = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 1, 0]], dtype=np.int64)
+        real = {b: np.flatnonzero(mask[b]) for b in range(batch)}
+        patterns = {}
+        for layer in range(layers):
+            p = rng.uniform(0.1, 1.0, size=(batch, heads, n, n)).astype(np.float32)
+            p /= p.sum(-1, keepdims=True)
+            patterns[f"blocks.{layer}.attn.hook_pattern"] = p
+        path = os.path.join(self.directory, "padded.safetensors")
+        write_safetensors(path, {**patterns, "attention_mask": mask})
+        out = os.path.join(self.directory, "padded")
+        run("paths", "sample", "--patterns", path, "--draws", "20", "--out", out)
+        rows = read_csv(os.path.join(out, "paths.csv"))
+
+        def composite(m):
+            return np.sqrt(np.abs(m).sum(0).max() * np.abs(m).sum(1).max())
+
+        checked = {0: 0, 1: 0}
+        for row in rows:
+            b = int(row["sample"])
+            product = None
+            for layer, head in zip(map(int, row["layers"].split()), map(int, row["heads"].split())):
+                a = patterns[f"blocks.{layer}.attn.hook_pattern"][b, head].astype(np.float64)
+                a = a[np.ix_(real[b], real[b])]
+                product = a if product is None else a @ product  # later layer on the left
+            u, s, vt = np.linalg.svd(product)
+            rest = product - s[0] * np.outer(u[:, 0], vt[0])
+            self.assertAlmostEqual(float(row["relative_residual"]), composite(rest) / composite(product), delta=1e-9)
+            checked[b] += 1
+        self.assertGreater(checked[1], 5)  # the padded sample was drawn
+        self.assertGreater(checked[0], 5)
+        # A mask that does not fit the patterns is an error naming it.
+        write_safetensors(path, {**patterns, "attention_mask": mask[:, :4]})
+        result = run("paths", "sample", "--patterns", path, "--out", out, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("padded.safetensors:attention_mask", result.stderr)
+
     def test_errors(self):
         result = run("paths", "count", "--layers", "3", "--heads", "2", "--alpha", "0.5", check=False)
         self.assertEqual(result.returncode, 2)

@@ -13,6 +13,7 @@
 #include "rankscope/figure.hpp"
 #include "rankscope/plots.hpp"
 #include "rankscope/io.hpp"
+#include "rankscope/models.hpp"
 #include "rankscope/paths.hpp"
 #include "rankscope/progress.hpp"
 #include "rankscope/tensor_file.hpp"
@@ -98,27 +99,41 @@ void run_count(const PathsOptions& options) {
         });
 }
 
-std::vector<at::Tensor> load_patterns(const std::string& path) {
-    SafetensorsFile file(path);
+// A `model --dump` (or any file with the same names): every layer's [B, H, n, n] pattern, of one shape, and the
+// attention_mask [B, n] when the file holds one, so that padded tokens are left out of the products as `model` does.
+struct StoredPatterns {
     std::vector<at::Tensor> patterns;
+    at::Tensor attention_mask;  // undefined: every token is real
+};
+
+StoredPatterns load_patterns(const std::string& path) {
+    SafetensorsFile file(path);
+    StoredPatterns stored;
     for (int l = 0;; ++l) {
         const std::string name = block_hook(l, "attn.hook_pattern");
         if (!file.contains(name)) break;
         const ArrayView view = file.view(name);
-        if (view.shape.size() != 4 || (view.dtype != DType::F32 && view.dtype != DType::F64))
+        if (view.shape.size() != 4 || view.shape[2] != view.shape[3] || (view.dtype != DType::F32 && view.dtype != DType::F64))
             throw Error("expected a float [batch, heads, n, n] tensor", path + ":" + name);
-        patterns.push_back(read_tensor(file, name));
+        if (l > 0 && view.shape != std::vector<std::int64_t>(stored.patterns[0].sizes().begin(), stored.patterns[0].sizes().end()))
+            throw Error("shape differs from blocks.0.attn.hook_pattern's", path + ":" + name);
+        stored.patterns.push_back(read_tensor(file, name));
     }
-    if (patterns.empty()) throw Error("no blocks.{l}.attn.hook_pattern tensors", path);
-    return patterns;
+    if (stored.patterns.empty()) throw Error("no blocks.{l}.attn.hook_pattern tensors", path);
+    const auto& first = stored.patterns[0];
+    stored.attention_mask = read_attention_mask(path, {first.size(0), first.size(2)});
+    return stored;
 }
 
 void run_sample(PathsOptions options) {
     Provenance provenance = start_run(options.common);
     std::vector<at::Tensor> patterns;
+    at::Tensor attention_mask;
     std::string source = options.patterns_file;
     if (!options.patterns_file.empty()) {
-        patterns = load_patterns(options.patterns_file);
+        auto stored = load_patterns(options.patterns_file);
+        patterns = std::move(stored.patterns);
+        attention_mask = std::move(stored.attention_mask);
     } else {
         // The recorded attention maps: batch x layers x heads x tokens^2 float64 values.
         check_size("4 x layers x heads x tokens^2", 4.0 * options.network.layers * options.network.heads *
@@ -135,7 +150,7 @@ void run_sample(PathsOptions options) {
         for (int l = 0; l < options.network.layers; ++l) patterns.push_back(recorder.get(block_hook(l, "attn.hook_pattern")));
         source = "random SAN";
     }
-    const auto samples = sample_path_products(patterns, options.draws, options.common.seed);
+    const auto samples = sample_path_products(patterns, options.draws, options.common.seed, attention_mask);
     for (const auto& s : samples)
         check_finite(options.common, s.relative_residual, "a path product's relative residual",
                      fmt::format("{}, path length {}, draw {}, layers {}", source, s.length, s.draw, join_indices(s.layers)));
@@ -211,7 +226,8 @@ std::function<void()> setup_paths(CLI::App& command) {
     add_network_options(*sample, *options, 64, 64);
     sample->add_option("--draws", options->draws, "Draws per path length")->capture_default_str()->transform(IntRange(1, 100000));
     sample->add_option("--patterns", options->patterns_file,
-                       "Recorded run (.safetensors with blocks.{l}.attn.hook_pattern) instead of a random SAN")
+                       "Recorded run (.safetensors with blocks.{l}.attn.hook_pattern, and attention_mask [B, n] if the batch "
+                       "was padded: padded tokens are left out, as in `model`) instead of a random SAN")
         ->check(ReadableFile());
     add_common_options(*sample, options->common, false);
     sample->callback([options, action] { *action = [options] { run_sample(*options); }; });
