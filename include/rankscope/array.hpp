@@ -21,6 +21,9 @@ enum class DType { F16, BF16, F32, F64, I8, I16, I32, I64, U8, Bool };
 std::size_t dtype_size(DType dtype);
 // safetensors spelling: "F32", "I64", ...
 std::string dtype_name(DType dtype);
+// The machine epsilon of a floating dtype, the precision its values were stored with: F16 2^-10, BF16 2^-7, F32 2^-23,
+// F64 2^-52; integers and booleans are exact and measured in float64: 2^-52.
+double dtype_epsilon(DType dtype);
 
 // ---- checked sizes ------------------------------------------------------------------------------------------------
 // Every element count or byte size computed from a file or a flag goes through these: a negative extent or a product

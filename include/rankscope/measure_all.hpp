@@ -26,7 +26,7 @@ struct MeasureRecord {
 struct MeasureAllOptions {
     std::vector<Center> centers = all_centers();
     double rank_tolerance = -1;      // relative to σ1; < 0 = numpy's default for the input dtype
-    bool single_precision = false;   // input was float32 (sets the default rank tolerance)
+    double input_epsilon = 0x1p-52;  // the input dtype's machine epsilon (sets the default rank tolerance)
 };
 
 // Norms; residual and relative residual for each norm × centre; how far `exact` is below `mean` (1 − exact/mean);

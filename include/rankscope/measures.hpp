@@ -87,8 +87,10 @@ double effective_rank(const Vector& singular_values);
 double stable_rank(const Vector& singular_values);
 // #{ s_i > tolerance · s_1 }.
 int numerical_rank(const Vector& singular_values, double relative_tolerance);
-// numpy.linalg.matrix_rank's default: max(n, d) · machine epsilon of the input dtype (float32: 2^-23).
-double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, bool single_precision);
+// numpy.linalg.matrix_rank's default: max(n, d) · `machine_epsilon`, the input dtype's (dtype_epsilon, array.hpp). For
+// float16 and bfloat16 that is their own epsilon, the precision the values were stored with (numpy computes float16 in
+// float32 and would use float32's 2^-23, by which a low-rank matrix stored in half precision has full rank).
+double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, double machine_epsilon);
 // Mean of cos(x_i, x_j) over pairs of distinct tokens i < j; zero rows are left out. NaN when fewer than 2 remain.
 double mean_pairwise_cosine(const Matrix& x);
 

@@ -7,11 +7,12 @@ no empty matrix, no NaN/Inf (rankscope.Error naming the flat index).
 """
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any, Dict, NamedTuple, Optional, Sequence
 
 from . import _rankscope
-from ._arrays import check_range, from_engine, to_engine
+from ._arrays import check_range, from_engine, is_torch, to_engine
 from ._tables import as_table
 
 NORMS = _rankscope.NORMS  # ('l1', 'linf', 'composite', 'frobenius', 'spectral')
@@ -82,13 +83,23 @@ def stable_rank(x: Any) -> Any:
     return from_engine(_rankscope.stable_rank(array), torch_out)
 
 
-def numerical_rank(x: Any, rank_tol: Optional[float] = None) -> Any:
-    """#{s_i > rank_tol * s_1}; rank_tol=None is numpy.linalg.matrix_rank's default, max(n, d) * eps of the dtype
-    (float32 and float16 inputs: float32's eps). [..., n, d] -> [...] int64."""
-    array, torch_out = to_engine(x)
+def _engine_rank_tol(x: Any, array: Any, rank_tol: Optional[float]) -> float:
+    """rank_tol as the engine takes it: -1 for its default from the array's dtype, but a bfloat16 tensor reaches the
+    engine as float32, so its default (max(n, d) * bfloat16's eps) is given here."""
     if rank_tol is not None:
         check_range(rank_tol, 0, 1, "rank_tol")
-    return from_engine(_rankscope.numerical_rank(array, -1.0 if rank_tol is None else float(rank_tol)), torch_out)
+        return float(rank_tol)
+    if is_torch(x) and x.dtype == sys.modules["torch"].bfloat16 and array.ndim >= 2:
+        return _rankscope.default_rank_tolerance(array.shape[-2], array.shape[-1], 2.0 ** -7)
+    return -1.0
+
+
+def numerical_rank(x: Any, rank_tol: Optional[float] = None) -> Any:
+    """#{s_i > rank_tol * s_1}; rank_tol=None is numpy.linalg.matrix_rank's default, max(n, d) * eps of the dtype the
+    values were stored in (float16 2^-10, bfloat16 2^-7, float32 2^-23, else 2^-52; numpy itself computes float16 in
+    float32 and uses float32's eps). [..., n, d] -> [...] int64."""
+    array, torch_out = to_engine(x)
+    return from_engine(_rankscope.numerical_rank(array, _engine_rank_tol(x, array, rank_tol)), torch_out)
 
 
 def mean_pairwise_cosine(x: Any) -> Any:
@@ -109,11 +120,9 @@ def measure(x: Any, centers: Optional[Sequence[str]] = None, rank_tol: Optional[
     """Every measure of every matrix, exactly as `rankscope measure FILE` computes them: the rows of measures.csv
     (matrix, measure, norm, center, index, value; index NaN for scalar measures). centers=None measures every centre,
     leaving out the LP-based `exact` for matrices above 4096 entries (with a warning) as the command does.
-    float16/float32 inputs use float32's default rank tolerance."""
+    The default rank tolerance is numerical_rank's, from the dtype the values were stored in."""
     array, _ = to_engine(x)
-    if rank_tol is not None:
-        check_range(rank_tol, 0, 1, "rank_tol")
-    columns, exact_skipped = _rankscope.measure(array, list(centers or []), -1.0 if rank_tol is None else float(rank_tol),
+    columns, exact_skipped = _rankscope.measure(array, list(centers or []), _engine_rank_tol(x, array, rank_tol),
                                                 allow_nonfinite, "x")
     if exact_skipped:
         warnings.warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} entries; "

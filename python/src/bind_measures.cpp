@@ -39,7 +39,15 @@ at::Tensor floating(const at::Tensor& x) {
     return x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
 }
 
-bool single_precision(const at::Tensor& x) { return x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf; }
+// The machine epsilon of x's dtype (dtype_epsilon, array.hpp): float16 2^-10, bfloat16 2^-7, float32 2^-23, else 2^-52.
+double input_epsilon(const at::Tensor& x) {
+    switch (x.scalar_type()) {
+        case at::kHalf: return dtype_epsilon(DType::F16);
+        case at::kBFloat16: return dtype_epsilon(DType::BF16);
+        case at::kFloat: return dtype_epsilon(DType::F32);
+        default: return dtype_epsilon(DType::F64);
+    }
+}
 
 // fn(const Matrix& item, double* out) on every n × d item of x [..., n, d], in parallel over the batch with the GIL
 // released, Ctrl-C polled between items; returns [..., item_shape...] float64.
@@ -190,7 +198,7 @@ void bind_measures(py::module_& m) {
         [](const py::array& array, double rank_tolerance) {
             const at::Tensor x = checked_batch(array, "x");
             const double tolerance = rank_tolerance >= 0 ? rank_tolerance
-                                                         : default_rank_tolerance(x.size(-2), x.size(-1), single_precision(x));
+                                                         : default_rank_tolerance(x.size(-2), x.size(-1), input_epsilon(x));
             return to_numpy(per_item(x, {}, [&](const Matrix& item, double* out) {
                                 *out = numerical_rank(singular_values(item), tolerance);
                             }).to(at::kLong));
@@ -198,8 +206,8 @@ void bind_measures(py::module_& m) {
         "x"_a, "rank_tolerance"_a, "#{s_i > tolerance * s_1} (tolerance < 0: numpy's default for the dtype) -> [...] int64.");
     m.def(
         "default_rank_tolerance",
-        [](std::int64_t rows, std::int64_t cols, bool single) { return default_rank_tolerance(rows, cols, single); },
-        "rows"_a, "cols"_a, "single_precision"_a, "numpy.linalg.matrix_rank's relative tolerance: max(n, d) * eps.");
+        [](std::int64_t rows, std::int64_t cols, double epsilon) { return default_rank_tolerance(rows, cols, epsilon); },
+        "rows"_a, "cols"_a, "epsilon"_a, "numpy.linalg.matrix_rank's relative tolerance: max(n, d) * eps of the dtype.");
     m.def(
         "mean_pairwise_cosine",
         [](const py::array& array) {

@@ -102,6 +102,17 @@ def test_rank_measures_match_their_definitions(batch, rng):
     assert (rs.numerical_rank(low_rank) == np.linalg.matrix_rank(low_rank)).all()
     assert (rs.numerical_rank(low_rank.astype(np.float32)) == np.linalg.matrix_rank(low_rank.astype(np.float32))).all()
     assert (rs.numerical_rank(low_rank, rank_tol=0.5) <= 2).all()
+    # Half precision: the default tolerance is max(n, d) * the stored dtype's eps (float16 2^-10, bfloat16 2^-7), as
+    # numpy.linalg.matrix_rank with that tol on the stored values; float32's eps would count the rounding as rank.
+    for stored, epsilon, given in [(low_rank.astype(np.float16), 2.0 ** -10, low_rank.astype(np.float16)),
+                                   (torch.from_numpy(low_rank).to(torch.bfloat16).float().numpy(), 2.0 ** -7,
+                                    torch.from_numpy(low_rank).to(torch.bfloat16))]:
+        values = stored.astype(np.float64)
+        s_1 = np.linalg.svd(values, compute_uv=False)[..., 0]
+        expected = [np.linalg.matrix_rank(m, tol=10 * epsilon * s) for m, s in zip(values, s_1)]
+        assert np.asarray(rs.numerical_rank(given)).tolist() == expected == [2] * 4
+        table = rs.measure(given[0])
+        assert list(table["value"])[list(table["measure"]).index("numerical_rank_tolerance")] == 10 * epsilon
     unit = batch / np.linalg.norm(batch, axis=-1, keepdims=True)
     gram = unit @ np.swapaxes(unit, -1, -2)
     n = batch.shape[-2]

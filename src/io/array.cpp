@@ -18,6 +18,15 @@ std::size_t dtype_size(DType dtype) {
     return 0;
 }
 
+double dtype_epsilon(DType dtype) {
+    switch (dtype) {
+        case DType::F16: return 0x1p-10;
+        case DType::BF16: return 0x1p-7;
+        case DType::F32: return 0x1p-23;
+        default: return 0x1p-52;
+    }
+}
+
 std::string dtype_name(DType dtype) {
     switch (dtype) {
         case DType::F16: return "F16";

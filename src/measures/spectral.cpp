@@ -145,9 +145,8 @@ int numerical_rank(const Vector& s, double relative_tolerance) {
     return rank;
 }
 
-double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, bool single_precision) {
-    const double epsilon = single_precision ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
-    return static_cast<double>(std::max(rows, cols)) * epsilon;
+double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, double machine_epsilon) {
+    return static_cast<double>(std::max(rows, cols)) * machine_epsilon;
 }
 
 // Σ_{i≠j} ŷ_i·ŷ_j = |Σ ŷ_i|² − Σ |ŷ_i|² for unit rows ŷ, so the mean over pairs needs one pass.

@@ -83,6 +83,26 @@ class MeasuresAgainstReference(unittest.TestCase):
         self.assertEqual(got[("numerical_rank", "", "", -1)], np.linalg.matrix_rank(x))
         self.assertEqual(got[("numerical_rank", "", "", -1)], 3)
 
+    def test_half_precision_rank_tolerance_is_the_stored_dtypes(self):
+        # A rank-3 matrix stored in float16 (.npy) and in bfloat16 (safetensors): rounding to 11 or 8 significant bits
+        # lifts the other singular values to ~1e-3 of s_1, far above float32's max(n, d) * 2^-23. The default
+        # tolerance is max(n, d) * the stored dtype's eps, and the rank counts against it (numpy with that tol).
+        from common import Bf16
+        x = self.rng.normal(size=(20, 3)) @ self.rng.normal(size=(3, 8))
+        half = x.astype(np.float16)
+        np.save(os.path.join(self.directory, "half.npy"), half)
+        brain = Bf16(x.astype(np.float32))
+        write_safetensors(os.path.join(self.directory, "brain.safetensors"), {"h": brain})
+        for path, stored, epsilon in [("half.npy", half.astype(np.float64), 2.0 ** -10),
+                                      ("brain.safetensors:h", brain.values.astype(np.float64), 2.0 ** -7)]:
+            got = records(measure_json(os.path.join(self.directory, path)))
+            tolerance = 20 * epsilon
+            self.assertEqual(got[("numerical_rank_tolerance", "", "", -1)], tolerance, path)
+            s = np.linalg.svd(stored, compute_uv=False)
+            self.assertGreater(s[3], 20 * 2.0 ** -23 * s[0], path)  # float32's tolerance would count it
+            self.assertEqual(got[("numerical_rank", "", "", -1)], np.linalg.matrix_rank(stored, tol=tolerance * s[0]))
+            self.assertEqual(got[("numerical_rank", "", "", -1)], 3, path)
+
     def test_attention_measures_of_softmax_matrices(self):
         logits = torch.from_numpy(self.rng.normal(size=(9, 9)) * 2)
         p = torch.softmax(logits, dim=-1).numpy()

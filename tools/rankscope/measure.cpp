@@ -126,7 +126,8 @@ std::function<void()> setup_measure(CLI::App& command) {
         ->delimiter(',')
         ->check(OneOf({"mean", "median", "exact", "rank1"}, "centre"));
     command.add_option("--rank-tol", options->rank_tolerance,
-                       "Numerical-rank tolerance relative to sigma_1 (default: numpy's, max(n,d)*eps of the dtype)")
+                       "Numerical-rank tolerance relative to sigma_1 (default: numpy's, max(n,d)*eps of the stored dtype; "
+                       "F16 2^-10, BF16 2^-7, F32 2^-23, else 2^-52)")
         ->check(RealRange(0, 1));
     add_common_options(command, options->common, false);
     return [options] { run_measure(*options); };
