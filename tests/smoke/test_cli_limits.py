@@ -134,6 +134,18 @@ class Limits(unittest.TestCase):
             self.assertIn(shown, help_text)
         self.assertIn("in (0, 1]", run("task", "sort", "--help").stdout)
 
+    def test_a_mistyped_or_missing_subcommand_is_named_with_the_choices(self):
+        for args, expected in [(["thoery", "--layers", "3"], "unknown subcommand 'thoery' of rankscope (one of: "),
+                               (["paths", "smaple"], "unknown subcommand 'smaple' of rankscope paths (one of: check, "
+                                                     "count, sample)"),
+                               (["paths"], "rankscope paths needs a subcommand (one of: check, count, sample)"),
+                               ([], "rankscope needs a subcommand (one of: ")]:
+            result = run(*args, check=False)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertIn(expected, result.stderr, args)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        self.assertIn("theory", run("thoery", check=False).stderr)
+
     def test_canonical_numbers(self):
         # "010" is ten (CLI11 alone reads it as octal 8) and 2^64 - 1 is a valid seed.
         out = os.path.join(self.directory, "counts")

@@ -68,6 +68,30 @@ std::string cli_error_line(std::string message) {
     return message;
 }
 
+// CLI11 answers a mistyped subcommand ("rankscope thoery", "rankscope paths smaple") with "A subcommand is required".
+// This names the word and what it could be: walks the subcommands the arguments name, to the first one that has
+// subcommands and is given an unknown word (or none).
+std::string subcommand_error_line(const CLI::App& app, int argc, char** argv) {
+    const auto every = [](const CLI::App*) { return true; };
+    const auto names_of = [&](const CLI::App* parent) {
+        std::string names;
+        for (const CLI::App* candidate : parent->get_subcommands(every)) names += (names.empty() ? "" : ", ") + candidate->get_name();
+        return names;
+    };
+    const CLI::App* current = &app;
+    std::string path = "rankscope";
+    for (int i = 1; i < argc && argv[i][0] != '\0' && argv[i][0] != '-'; ++i) {
+        const CLI::App* next = nullptr;
+        for (const CLI::App* candidate : current->get_subcommands(every))
+            if (candidate->get_name() == argv[i]) next = candidate;
+        if (next == nullptr)
+            return fmt::format("unknown subcommand '{}' of {} (one of: {})", argv[i], path, names_of(current));
+        current = next;
+        path += " " + std::string(argv[i]);
+    }
+    return fmt::format("{} needs a subcommand (one of: {})", path, names_of(current));
+}
+
 std::string command_of(int argc, char** argv) {
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
@@ -158,7 +182,8 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& error) {
         if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
-        print_error(cli_error_line(error.what()));
+        const bool missing_subcommand = std::string(error.what()).find("subcommand is required") != std::string::npos;
+        print_error(missing_subcommand ? subcommand_error_line(app, argc, argv) : cli_error_line(error.what()));
         return 2;
     }
     // A run rejected before writing anything (bad input found after --out was created) leaves no empty folder behind.
