@@ -152,6 +152,15 @@ class ModelCommand(unittest.TestCase):
         result = run("model", "--model", albert, "--text", empty, check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("no text", result.stderr)
+        # A --dump into a folder that does not exist fails before the run (it once failed after it, naming a temp file,
+        # and the results went with it), and leaves no --out folder.
+        out = os.path.join(self.directory, "dump-out")
+        dump = os.path.join(self.directory, "no-such-folder", "acts.safetensors")
+        result = run("model", "--model", albert, "--text", RTE, "--samples", "2", "--tokens", "16", "--dump", dump,
+                     "--out", out, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("does not exist (--dump " + dump + ")", result.stderr)
+        self.assertFalse(os.path.exists(out))
 
     def test_bad_token_id_inputs(self):
         """--inputs: each broken batch file fails with exit code 2 and names the file's tensor."""

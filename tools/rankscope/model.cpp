@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -63,8 +65,18 @@ void dump_activations(const std::string& path, const Recorder& recorder, const M
 
 void run_model(const ModelOptions& options) {
     Provenance provenance = start_run(options.common);
-    if (!options.dump.empty() && std::filesystem::is_directory(options.dump))
-        throw Error("is a directory; --dump needs a file name (e.g. acts.safetensors)", options.dump);
+    const std::filesystem::path out_dir = options.common.out.empty() ? "out/model" : options.common.out;
+    if (!options.dump.empty()) {  // found now, not after the computation (which an unwritable --dump would throw away)
+        if (std::filesystem::is_directory(options.dump))
+            throw Error("is a directory; --dump needs a file name (e.g. acts.safetensors)", options.dump);
+        std::filesystem::path folder = std::filesystem::path(options.dump).parent_path();
+        if (folder.empty()) folder = ".";
+        const bool in_out = std::filesystem::weakly_canonical(folder) == std::filesystem::weakly_canonical(out_dir);
+        if (!in_out && !std::filesystem::is_directory(folder))  // --out is made by the run
+            throw Error("folder " + folder.string() + " does not exist", "--dump " + options.dump);
+        if (!in_out && ::access(folder.c_str(), W_OK) != 0)
+            throw Error("folder " + folder.string() + " is not writable", "--dump " + options.dump);
+    }
     // Before any allocation: hidden states grow with samples x tokens, attention maps with samples x tokens^2.
     if (options.inputs.empty()) {
         check_size("--samples x --tokens", double(options.samples) * options.tokens, kMaxBatchTokens, "--samples, --tokens");
@@ -74,7 +86,6 @@ void run_model(const ModelOptions& options) {
     const ModelSource source = resolve_model_source(options.model);
     const std::vector<std::string> kinds = weight_kinds(source, options.weights);
     const bool use_lite = source.kind == ModelSource::UseLite;
-    const std::filesystem::path out_dir = options.common.out.empty() ? "out/model" : options.common.out;
     // The batch: the user's token ids (--inputs), or --text packed to --samples × --tokens real tokens.
     const bool from_ids = !options.inputs.empty();
     const std::string text_path = from_ids ? "" : options.text.empty() ? default_text() : options.text;
