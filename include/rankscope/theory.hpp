@@ -64,7 +64,7 @@ double fitted_collapse_exponent(const std::vector<TheoryRow>& rows);
 
 // ---- the experiment: every variant × seed, summarised ---------------------------------------------------------
 struct TheorySettings {
-    SanConfig network;         // layers, d_model, tokens, d_qk, biases, init_scale (heads/blocks set per variant)
+    SanConfig network;         // layers, d_model, tokens, d_qk, d_v, biases, init_scale (heads/blocks set per variant)
     int heads = 4;             // of the multi-head variants
     int seeds = 5;             // seed, seed + 1, ...
     std::uint64_t seed = 0;

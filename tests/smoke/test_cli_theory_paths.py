@@ -135,6 +135,10 @@ class TheoryAndPaths(unittest.TestCase):
         result = run("theory", "--d-model", "10", "--heads", "4", "--out", self.directory, check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("divisible", result.stderr)
+        # ...and the widths the message asks for are flags theory has: the bounds hold with them.
+        result = run("theory", "--d-model", "10", "--heads", "4", "--d-qk", "3", "--d-v", "2", "--layers", "3",
+                     "--seeds", "1", "--tokens", "8", "--out", os.path.join(self.directory, "widths"))
+        self.assertIn("bound violations: 0", result.stdout)
         result = run("paths", "sample", "--patterns", os.path.join(self.directory, "none.safetensors"), check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("none.safetensors", result.stderr)

@@ -118,6 +118,9 @@ std::function<void()> setup_theory(CLI::App& command) {
     command.add_option("--d-qk", options->network.d_qk, "Query/key width per head (0 = d_model/heads)")
         ->capture_default_str()
         ->transform(IntRange(0, 512));
+    command.add_option("--d-v", options->network.d_v, "Value width per head (0 = d_model/heads)")
+        ->capture_default_str()
+        ->transform(IntRange(0, 512));
     command.add_flag("--biases", options->network.biases, "Random biases in every projection");
     command.add_option("--init-scale", options->network.init_scale, "Weights ~ N(0, scale^2/fan_in)")
         ->capture_default_str()
