@@ -146,6 +146,15 @@ class Limits(unittest.TestCase):
             self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
         self.assertIn("theory", run("thoery", check=False).stderr)
 
+    def test_format_only_where_the_output_has_that_format(self):
+        # A --format a command would not honour is refused (it was once accepted and ignored by most commands).
+        for args in [["theory", "--format", "json"], ["paths", "sample", "--format", "csv"],
+                     ["paths", "check", "--format", "csv"]]:
+            result = run(*args, check=False)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertIn("--format", result.stderr, args)
+        self.assertEqual(json.loads(run("measure", "--format", "json").stdout)["shape"], [16, 8])
+
     def test_canonical_numbers(self):
         # "010" is ten (CLI11 alone reads it as octal 8) and 2^64 - 1 is a valid seed.
         out = os.path.join(self.directory, "counts")

@@ -104,7 +104,8 @@ void check_finite(const CommonOptions& options, double value, const std::string&
     check_finite_result(value, what, where, options.allow_nonfinite);
 }
 
-void add_common_options(CLI::App& command, CommonOptions& options, bool out_required) {
+void add_common_options(CLI::App& command, CommonOptions& options, bool out_required,
+                        const std::vector<std::string>& other_formats) {
     auto* out = command.add_option("--out", options.out, "Directory for result files (created if missing)");
     if (out_required) out->required();
     command.add_option("--seed", options.seed, "Seed for every random draw")
@@ -123,9 +124,13 @@ void add_common_options(CLI::App& command, CommonOptions& options, bool out_requ
     command.add_option("--threads", options.threads, "Worker threads (0 = all cores)")
         ->capture_default_str()
         ->transform(IntRange(0, kMaxThreads));
-    command.add_option("--format", options.format, "Standard output format")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"table", "csv", "json"}));
+    if (!other_formats.empty()) {
+        std::vector<std::string> formats = {"table"};
+        formats.insert(formats.end(), other_formats.begin(), other_formats.end());
+        command.add_option("--format", options.format, "Standard output format")
+            ->capture_default_str()
+            ->check(CLI::IsMember(formats));
+    }
     command.add_flag("--allow-nonfinite", options.allow_nonfinite,
                      "Write NaN/Inf results (e.g. a diverged network) instead of stopping with an error");
 }

@@ -41,8 +41,11 @@ void check_finite(const CommonOptions& options, double value, const std::string&
 // A ':' suffix (file.safetensors:tensor) is allowed when `allow_tensor_suffix`.
 CLI::Validator ReadableFile(bool allow_tensor_suffix = false);
 
-// Adds --out, --seed, --threads, --format, --allow-nonfinite with their defaults shown in --help.
-void add_common_options(CLI::App& command, CommonOptions& options, bool out_required);
+// Adds --out, --seed, --threads, --allow-nonfinite with their defaults shown in --help, and --format with the
+// standard-output formats the command prints besides "table" (none: no --format; a format a command did not print was
+// once accepted and ignored).
+void add_common_options(CLI::App& command, CommonOptions& options, bool out_required,
+                        const std::vector<std::string>& other_formats = {});
 
 // Adds --device (cpu, cuda, cuda:N) to a command that runs models; start_run checks it before any work.
 void add_device_option(CLI::App& command, CommonOptions& options);

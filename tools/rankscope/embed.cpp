@@ -75,7 +75,7 @@ std::function<void()> setup_embed(CLI::App& command) {
     auto options = std::make_shared<EmbedOptions>();
     command.add_option("sentences", options->sentences, "Sentences to embed")->required();
     command.add_option("--model", options->model, "use-lite, or the dist folder of the npm package")->capture_default_str();
-    add_common_options(command, options->common, false);
+    add_common_options(command, options->common, false, {"json"});
     return [options] { run_embed(*options); };
 }
 

@@ -129,7 +129,7 @@ std::function<void()> setup_measure(CLI::App& command) {
                        "Numerical-rank tolerance relative to sigma_1 (default: numpy's, max(n,d)*eps of the stored dtype; "
                        "F16 2^-10, BF16 2^-7, F32 2^-23, else 2^-52)")
         ->check(RealRange(0, 1));
-    add_common_options(command, options->common, false);
+    add_common_options(command, options->common, false, {"csv", "json"});
     return [options] { run_measure(*options); };
 }
 

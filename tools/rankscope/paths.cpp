@@ -202,7 +202,7 @@ std::function<void()> setup_paths(CLI::App& command) {
     options->network.tokens = 8;
     add_network_options(*check, *options, 12, 16);
     check->add_flag("--biases", options->network.biases, "Random biases in every projection");
-    add_common_options(*check, options->common, false);
+    add_common_options(*check, options->common, false, {"json"});
     check->callback([options, action] { *action = [options] { run_check(*options); }; });
 
     CLI::App* count = command.add_subcommand("count", "Number and share of paths of each length (built-in table without --layers)");
@@ -212,7 +212,7 @@ std::function<void()> setup_paths(CLI::App& command) {
     count->add_option("--alpha", options->alpha, "Skip ratio per layer, a_1,...,a_L (one per layer, each in [0, 1])")
         ->delimiter(',')
         ->check(RealRange(0, 1));
-    add_common_options(*count, options->common, false);
+    add_common_options(*count, options->common, false, {"csv", "json"});
     count->callback([options, action, count_layers, count] {
         if (count_layers->count() == 0) {
             if (count->count("--heads") || count->count("--alpha"))
