@@ -135,6 +135,12 @@ TEST(FindingsE1, PathProductsExplainCompositeAboveOne) {
     const Findings g = real_model_findings(flat);
     EXPECT_EQ(find_check(g, "lose rank with its length (pretrained)").verdict, Verdict::NotReproduced);
     EXPECT_EQ(g.reading.find("composite value above 1"), std::string::npos);
+    // Already rank-1 at k = 1 (median 0, then round-off): nothing to lose, so no verdict either way.
+    RealModelResult saturated = synthetic_e1(12, "pretrained", 0.001, 0.4);
+    for (auto& p : saturated.runs[0].paths) p.relative_residual_frobenius = p.length == 1 ? 0.0 : 1.9e-16;
+    const Check c = find_check(real_model_findings(saturated), "lose rank with its length (pretrained)");
+    EXPECT_EQ(c.verdict, Verdict::NotComparable);
+    EXPECT_NE(c.criterion.find("already collapsed"), std::string::npos) << c.criterion;
 }
 
 TEST(FindingsE1, SkipRatioWeightingShiftsToShortPaths) {
@@ -168,6 +174,12 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     EXPECT_EQ(find_check(f, "Skip connections stop").verdict, Verdict::NotReproduced);
     EXPECT_EQ(find_check(f, "per-layer bound").verdict, Verdict::NotReproduced);
     EXPECT_NE(f.reading.find("3 of 10"), std::string::npos) << f.reading;
+    // A cubic step still above round-off at the last layer (theory --layers 4: exponent 3.02, r_L = 5e-11): too
+    // shallow to tell, not a contradiction.
+    result.variants[0].fitted_exponent = 3.02;
+    result.variants[0].final_relative_residual = 5e-11;
+    f = theory_findings(result, settings);
+    EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::NotComparable);
 }
 
 TEST(FindingsTheory, SummarizeCountsViolationsAboveRoundOffOnly) {
