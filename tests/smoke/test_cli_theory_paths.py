@@ -68,6 +68,15 @@ class TheoryAndPaths(unittest.TestCase):
         result = json.loads(run("paths", "check", "--layers", "3", "--heads", "2", "--skip", "--biases",
                                 "--format", "json").stdout)
         self.assertEqual(result["paths"], 27)
+        self.assertIsInstance(result["paths"], int)
+        check_out = os.path.join(self.directory, "check")
+        run("paths", "check", "--layers", "2", "--heads", "2", "--out", check_out)
+        with open(os.path.join(check_out, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["outputs"], ["paths_check.json"])
+        refused = run("paths", "check", "--layers", "12", "--heads", "16", "--d-model", "16", "--skip", check=False)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("5.826e+14 paths ((H + 1)^L with skips, else H^L) are more than the 1000000 that are enumerated "
+                      "(--layers, --heads)", refused.stderr)
         self.assertLess(result["max_abs_error"], 1e-12 * max(1.0, result["max_abs_output"]))
         table = json.loads(run("paths", "count", "--format", "json").stdout)
         by_name = {entry["architecture"]: entry for entry in table}

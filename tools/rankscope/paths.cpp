@@ -46,11 +46,13 @@ void run_check(PathsOptions options) {
     const PathCheck check = check_path_decomposition(network, x);
     nlohmann::json document = {{"layers", options.network.layers}, {"heads", options.network.heads},
                                {"skip", options.skip},             {"biases", options.network.biases},
-                               {"paths", check.paths},             {"max_abs_error", check.max_abs_error},
+                               {"paths", static_cast<std::int64_t>(check.paths)},  // at most 1e6: enumerated
+                               {"max_abs_error", check.max_abs_error},
                                {"max_abs_output", check.max_abs_output}};
     if (!options.common.out.empty()) {
         std::filesystem::create_directories(options.common.out);
         write_json_atomically(std::filesystem::path(options.common.out) / "paths_check.json", document, provenance);
+        write_manifest(options.common.out, provenance, {{"outputs", {"paths_check.json"}}});
     }
     print_json_or(options.common, document, [&] {
         fmt::print("{} paths (L={}, H={}, skip={}): max |sum over paths - forward| = {:.3e} (output scale {:.3e})\n",
