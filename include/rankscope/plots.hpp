@@ -42,12 +42,16 @@ public:
     void add_key_entry(const std::string& title, const std::string& style);
     // Room right of every panel for a colour box with its tick labels and label (heat maps), in canvas units.
     void reserve_colorbox(int units) { colorbox_ = units; }
+    // At most `entries` key entries a line (default: as many as the width seems to hold). For keys whose titles are too
+    // long for the estimate: six theory variants on one line overlapped in the PNG ("SAN+skip+MLP" over the next).
+    void limit_key_per_line(int entries) { key_per_line_ = entries; }
     Figure build() const;
 
 private:
     std::string stem_, title_, preface_;
     int rows_, cols_, panel_width_, panel_height_;
     int colorbox_ = 0;
+    int key_per_line_ = 0;  // 0: from the width
     std::vector<std::string> panels_;
     std::vector<KeyEntry> key_;
 };
