@@ -119,7 +119,12 @@ Findings real_model_findings(const RealModelResult& result) {
     std::string reading;
     for (const auto& run : result.runs) {
         const bool init = run.weights == "init";
-        const std::string settings = shape + ", " + run.weights + " weights";
+        // Every change to the network the run made, beside its size: a verdict row must say what it was judged on.
+        std::string settings = shape + ", " + run.weights + " weights";
+        if (result.settings.layer_norm != LayerNormSurgery::Keep)
+            settings += ", LayerNorm " + to_string(result.settings.layer_norm);
+        if (result.settings.official_compat) settings += ", official code's ALBERT no-MLP";
+        if (result.settings.bidirectional) settings += ", bidirectional mask";
         // ---- E1 ----
         std::string sentence = fmt::format("{}: relative residual from the embeddings to layer {} (mean over {} samples): ",
                                            init ? "At random init" : "Pretrained", L, result.samples);

@@ -101,6 +101,27 @@ class ModelCommand(unittest.TestCase):
         with open(os.path.join(out, "verdicts.csv")) as f:
             self.assertNotIn("E2,", f.read())
 
+    def test_network_changes_are_recorded_with_each_verdict(self):
+        # A LayerNorm surgery is in manifest.json and in every verdict row's settings (they judge that network, not
+        # the paper's); --compat official is for ALBERT only.
+        out = os.path.join(self.directory, "ln-remove")
+        run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--samples", "3", "--tokens", "16",
+            "--weights", "pretrained", "--draws", "0", "--layer-norm", "remove", "--out", out)
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual((manifest["layer_norm"], manifest["compat"], manifest["samples"], manifest["tokens"]),
+                         ("remove", "none", 3, 16))
+        rows = read_csv(os.path.join(out, "verdicts.csv"))
+        self.assertTrue(rows)
+        for row in rows:
+            self.assertIn("LayerNorm remove", row["settings"])
+        result = run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--samples", "3",
+                     "--tokens", "16", "--compat", "official", "--out", os.path.join(self.directory, "compat"),
+                     check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--compat official reproduces the official code's ALBERT no-MLP defect; ", result.stderr)
+        self.assertIn(" is bert", result.stderr)
+
     def test_manifest_records_peak_memory_and_malloc(self):
         # The reference for manifest.json's peak resident memory is the child's ru_maxrss as the parent reads it
         # (os.wait4): the manifest is written last, so it holds at most that and nearly all of it. Its malloc is the

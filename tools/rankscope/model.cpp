@@ -109,6 +109,9 @@ void run_model(const ModelOptions& options) {
         throw Error("--mask applies to decoders (gpt2, llama, mistral, qwen2); " + name +
                     " is an encoder, its attention is already bidirectional");
     settings.bidirectional = options.mask == "bidirectional";
+    const std::string model_type = use_lite ? "use_lite" : source.config.model_type;
+    if (settings.official_compat && model_type != "albert")
+        throw Error("--compat official reproduces the official code's ALBERT no-MLP defect; " + name + " is " + model_type);
     settings.sink_threshold = options.sink_threshold;
     settings.stream = parse_streaming(options.stream);
     Recorder recorder;
@@ -148,6 +151,7 @@ void run_model(const ModelOptions& options) {
     if (decoder) outputs.insert(outputs.end(), {"attention_heads.csv", "sink_rate.csv"});
     if (use_lite && options.iterate_steps > 0) {
         write_csv_atomically(out / "iterate.csv", iterate_table(result).to_csv(), provenance);
+        outputs.push_back("iterate.csv");
         auto iterate_figures = render_figure(out, iterate_figure(kinds, FloatFloor::float32),
                                              csv_provenance_lines(provenance));
         figures.insert(figures.end(), iterate_figures.begin(), iterate_figures.end());
@@ -156,10 +160,13 @@ void run_model(const ModelOptions& options) {
                    {{"inputs", {options.model, from_ids ? options.inputs : text_path}},
                     {"outputs", outputs},
                     {"figures", figures},
+                    {"dump", options.dump},  // "" without --dump
                     {"mask", decoder ? (settings.bidirectional ? "bidirectional" : "causal") : "bidirectional"},
+                    {"layer_norm", to_string(settings.layer_norm)},
+                    {"compat", options.compat},
                     {"streamed", std::any_of(result.runs.begin(), result.runs.end(), [](const WeightsRun& run) { return run.streamed; })},
-                   {"samples", options.samples},
-                    {"tokens", options.tokens}});
+                    {"samples", batch.input_ids.size(0)},  // as run: --samples/--tokens, or the --inputs file's shape
+                    {"tokens", batch.input_ids.size(1)}});
 
     fmt::print("{:<10} {:<12} {}\n", "weights", "variant", "relative residual by layer (mean over samples)");
     for (const auto& kind : kinds)
@@ -180,7 +187,8 @@ void run_model(const ModelOptions& options) {
         fmt::print("{:<10} sink rate (first-token share > {}) {:.3f} overall; by layer:{}\n", run.weights,
                    settings.sink_threshold, sink_rate(shares, settings.sink_threshold), line);
     }
-    fmt::print("wrote {}/{}, manifest.json{}\n", out.string(), fmt::join(outputs, ", "), figures.empty() ? "" : " and figures");
+    fmt::print("wrote {}/{}, manifest.json{}{}\n", out.string(), fmt::join(outputs, ", "), figures.empty() ? "" : " and figures",
+               options.dump.empty() ? "" : "; activations to " + options.dump);
 }
 
 }  // namespace
