@@ -32,6 +32,10 @@ class UseLite(unittest.TestCase):
         for i, j in [(0, 2), (0, 3), (1, 4), (2, 4), (3, 4)]:
             self.assertLess(cosine[i][j], 0.6, (sentences[i], sentences[j]))
 
+    def test_one_sentence_says_what_it_did(self):
+        # No pair to print: the table says so (it printed nothing and exited 0).
+        self.assertIn("1 sentence embedded (512 dimensions)", run("embed", "--model", USE_LITE, "Hello there.").stdout)
+
     def test_empty_text_is_an_error(self):
         result = run("embed", "--model", USE_LITE, "", check=False)
         self.assertEqual(result.returncode, 2)
