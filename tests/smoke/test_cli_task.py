@@ -146,6 +146,15 @@ class TaskCommand(unittest.TestCase):
         result = run("task", "sort", "--out", self.out, "--epochs", "many", check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("--epochs", result.stderr)
+        # A flag only another task reads is refused, not ignored.
+        for args, expected in [(["task", "sort", "--input-noise", "0.1"], "circle task only, not sort (--input-noise)"),
+                               (["task", "hull", "--text", RTE], "memorize task only, not hull (--text)"),
+                               (["width-depth", "--task", "sort", "--target-mse", "1e-3"],
+                                "circle task only, not sort (--target-mse)")]:
+            result = run(*args, "--out", self.out, check=False)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertIn(expected, result.stderr, args)
+        self.assertIn("--lr FLOAT:in (0, 1]", run("task", "--help").stdout)
 
 
 if __name__ == "__main__":

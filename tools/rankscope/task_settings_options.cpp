@@ -9,24 +9,28 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
     : command_(command), values_(std::make_shared<std::map<std::string, std::string>>()),
       skip_(std::make_shared<bool>(true)), mlp_(std::make_shared<bool>(false)), layer_norm_(std::make_shared<bool>(true)) {
     // Values are kept as (validated, canonical) text: the task's defaults are known only once the task is parsed.
-    auto add = [&](const std::string& flag, const std::string& help, const CLI::Validator& range) {
+    auto add = [&](const std::string& flag, const std::string& help, const CLI::Validator& range, const char* type) {
         command.add_option_function<std::string>(flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; },
                                                  help)
+            ->type_name(type)  // kept as text, shown as the number it is
             ->transform(range);  // transform: the validator's canonical decimal text is what is stored
     };
-    add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)", IntRange(1, 48));
-    add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)", IntRange(1, 64));
-    add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)", IntRange(1, 2048));
-    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50; circle at most 400, stopping at --target-mse)", IntRange(0, 100000));
-    add("--batch-size", "Sequences per step (30; memorize 8)", IntRange(1, 100000));
-    add("--lr", "Adam learning rate (1e-3; memorize 3e-4)", RealRange(0, 1, true));
-    add("--weight-decay", "Adam weight decay (0)", RealRange(0, 1));
+    add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)", IntRange(1, 48), "INT");
+    add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)", IntRange(1, 64), "INT");
+    add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)", IntRange(1, 2048), "INT");
+    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50; circle at most 400, stopping at --target-mse)",
+        IntRange(0, 100000), "INT");
+    add("--batch-size", "Sequences per step (30; memorize 8)", IntRange(1, 100000), "INT");
+    add("--lr", "Adam learning rate (1e-3; memorize 3e-4)", RealRange(0, 1, true), "FLOAT");
+    add("--weight-decay", "Adam weight decay (0)", RealRange(0, 1), "FLOAT");
     add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)",
-        IntRange(1, 1000000));
+        IntRange(1, 1000000), "INT");
     add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50; 0 = all)",
-        IntRange(0, 100000));
-    add("--input-noise", "Circle: std of the noise added to the training inputs, targets rotated with it (circle 0.03)", RealRange(0, 1));
-    add("--target-mse", "Stop training at this one-step training MSE (circle 3.5e-8; 0 = run all epochs)", RealRange(0, 1));
+        IntRange(0, 100000), "INT");
+    add("--input-noise", "Circle: std of the noise added to the training inputs, targets rotated with it (circle 0.03)",
+        RealRange(0, 1), "FLOAT");
+    add("--target-mse", "Circle: stop training at this one-step training MSE (circle 3.5e-8; 0 = run all epochs)",
+        RealRange(0, 1), "FLOAT");
     command.add_option_function<std::string>(
                "--lr-schedule", [values = values_](const std::string& v) { (*values)["--lr-schedule"] = v; },
                "Learning rate over the epochs: constant or cosine (circle cosine, others constant)")
@@ -84,6 +88,13 @@ TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64
             throw Error(flag + ": not a number: '" + value + "'");
         }
     }
+    // Flags only one task reads: given for another, they were accepted and ignored.
+    for (const auto& [flag, only] : {std::pair<const char*, const char*>{"--input-noise", "circle"},
+                                     {"--target-mse", "circle"},
+                                     {"--embedding-layer-norm", "circle"},
+                                     {"--text", "memorize"}})
+        if (values_->count(flag) && task != only)
+            throw Error(std::string("applies to the ") + only + " task only, not " + task, flag);
     // The flags' ranges hold already (CLI11 checks); these combinations are checked here, before anything is written.
     if (s.eval_count < 1 && task != "memorize") throw Error("--eval-count must be at least 1 for " + task, "--eval-count");
     if (s.d_model % s.heads != 0)
