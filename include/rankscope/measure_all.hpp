@@ -25,8 +25,8 @@ struct MeasureRecord {
 
 struct MeasureAllOptions {
     std::vector<Center> centers = all_centers();
-    double rank_tolerance = -1;      // relative to σ1; < 0 = numpy's default for the input dtype
-    double input_epsilon = 0x1p-52;  // the input dtype's machine epsilon (sets the default rank tolerance)
+    double rank_tolerance = -1;       // relative to σ1; < 0 = default_rank_tolerance (measures.hpp)
+    double stored_epsilon = 0x1p-52;  // machine epsilon of the dtype the values were stored in (the default tolerance)
 };
 
 // Norms; residual and relative residual for each norm × centre; how far `exact` is below `mean` (1 − exact/mean);
@@ -40,7 +40,8 @@ constexpr std::int64_t kExactDefaultLimit = 64 * 64;
 
 struct MeasureArrayOptions {
     std::vector<Center> centers;   // empty = all (without `exact` above kExactDefaultLimit entries)
-    double rank_tolerance = -1;    // relative to σ1; < 0 = numpy's default for the input dtype
+    double rank_tolerance = -1;    // relative to σ1; < 0 = default_rank_tolerance for the stored dtype
+    double stored_epsilon = -1;    // <= 0: the array's dtype's; else the caller's (a bfloat16 tensor converted to float32)
     bool allow_nonfinite = false;  // a NaN/Inf result is an error unless set
 };
 

@@ -87,10 +87,15 @@ double effective_rank(const Vector& singular_values);
 double stable_rank(const Vector& singular_values);
 // #{ s_i > tolerance · s_1 }.
 int numerical_rank(const Vector& singular_values, double relative_tolerance);
-// numpy.linalg.matrix_rank's default: max(n, d) · `machine_epsilon`, the input dtype's (dtype_epsilon, array.hpp). For
-// float16 and bfloat16 that is their own epsilon, the precision the values were stored with (numpy computes float16 in
-// float32 and would use float32's 2^-23, by which a low-rank matrix stored in half precision has full rank).
-double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, double machine_epsilon);
+// numerical_rank's default tolerance, relative to s_1, for values stored with machine epsilon `stored_epsilon`
+// (dtype_epsilon, array.hpp):
+// - float32, float64: numpy.linalg.matrix_rank's, max(n, d) · eps.
+// - float16, bfloat16: the bound of their rounding. Rounding to nearest moves each entry by at most u·|x_ij|
+//   (u = eps / 2), so the matrix by at most u·||X||_F in the spectral norm and every singular value as much (Weyl): a
+//   singular value above u·||X||_F is not rounding. Relative to s_1: u·||X||_F / s_1 = u·sqrt(stable rank), never below
+//   the float32 default. (numpy computes float16 in float32 and uses float32's eps, so rounding counts as rank; and
+//   max(n, d)·eps of the stored dtype passes 1 at max(n, d) = 128 in bfloat16: rank 0.)
+double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, const Vector& singular_values, double stored_epsilon);
 // Mean of cos(x_i, x_j) over pairs of distinct tokens i < j; zero rows are left out. NaN when fewer than 2 remain.
 double mean_pairwise_cosine(const Matrix& x);
 

@@ -11,6 +11,8 @@ import sys
 import warnings
 from typing import Any, Dict, NamedTuple, Optional, Sequence
 
+import numpy as np
+
 from . import _rankscope
 from ._arrays import check_range, from_engine, is_torch, to_engine
 from ._tables import as_table
@@ -83,23 +85,28 @@ def stable_rank(x: Any) -> Any:
     return from_engine(_rankscope.stable_rank(array), torch_out)
 
 
-def _engine_rank_tol(x: Any, array: Any, rank_tol: Optional[float]) -> float:
-    """rank_tol as the engine takes it: -1 for its default from the array's dtype, but a bfloat16 tensor reaches the
-    engine as float32, so its default (max(n, d) * bfloat16's eps) is given here."""
-    if rank_tol is not None:
-        check_range(rank_tol, 0, 1, "rank_tol")
-        return float(rank_tol)
-    if is_torch(x) and x.dtype == sys.modules["torch"].bfloat16 and array.ndim >= 2:
-        return _rankscope.default_rank_tolerance(array.shape[-2], array.shape[-1], 2.0 ** -7)
-    return -1.0
+def _rank_tol(rank_tol: Optional[float]) -> float:
+    """rank_tol as the engine takes it: -1 for its default."""
+    if rank_tol is None:
+        return -1.0
+    check_range(rank_tol, 0, 1, "rank_tol")
+    return float(rank_tol)
+
+
+def _stored_epsilon(x: Any, array: np.ndarray) -> float:
+    """The machine epsilon of the dtype x's values are stored in (a bfloat16 tensor reaches the engine as float32);
+    float64's for integers."""
+    if is_torch(x) and x.dtype.is_floating_point:
+        return float(sys.modules["torch"].finfo(x.dtype).eps)
+    return float(np.finfo(array.dtype if np.issubdtype(array.dtype, np.floating) else np.float64).eps)
 
 
 def numerical_rank(x: Any, rank_tol: Optional[float] = None) -> Any:
-    """#{s_i > rank_tol * s_1}; rank_tol=None is numpy.linalg.matrix_rank's default, max(n, d) * eps of the dtype the
-    values were stored in (float16 2^-10, bfloat16 2^-7, float32 2^-23, else 2^-52; numpy itself computes float16 in
-    float32 and uses float32's eps). [..., n, d] -> [...] int64."""
+    """#{s_i > rank_tol * s_1}. rank_tol=None: for float32/float64 numpy.linalg.matrix_rank's default, max(n, d) * eps;
+    for float16/bfloat16 the bound of their rounding, u * ||X||_F / s_1 (u = eps / 2: 2^-11, 2^-8), never below the
+    float32 default (numpy computes float16 in float32 and counts its rounding as rank). [..., n, d] -> [...] int64."""
     array, torch_out = to_engine(x)
-    return from_engine(_rankscope.numerical_rank(array, _engine_rank_tol(x, array, rank_tol)), torch_out)
+    return from_engine(_rankscope.numerical_rank(array, _rank_tol(rank_tol), _stored_epsilon(x, array)), torch_out)
 
 
 def mean_pairwise_cosine(x: Any) -> Any:
@@ -122,8 +129,8 @@ def measure(x: Any, centers: Optional[Sequence[str]] = None, rank_tol: Optional[
     leaving out the LP-based `exact` for matrices above 4096 entries (with a warning) as the command does.
     The default rank tolerance is numerical_rank's, from the dtype the values were stored in."""
     array, _ = to_engine(x)
-    columns, exact_skipped = _rankscope.measure(array, list(centers or []), _engine_rank_tol(x, array, rank_tol),
-                                                allow_nonfinite, "x")
+    columns, exact_skipped = _rankscope.measure(array, list(centers or []), _rank_tol(rank_tol),
+                                                _stored_epsilon(x, array), allow_nonfinite, "x")
     if exact_skipped:
         warnings.warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} entries; "
                       "ask for it with centers=['mean', 'median', 'exact', 'rank1']", stacklevel=2)

@@ -39,16 +39,6 @@ at::Tensor floating(const at::Tensor& x) {
     return x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
 }
 
-// The machine epsilon of x's dtype (dtype_epsilon, array.hpp): float16 2^-10, bfloat16 2^-7, float32 2^-23, else 2^-52.
-double input_epsilon(const at::Tensor& x) {
-    switch (x.scalar_type()) {
-        case at::kHalf: return dtype_epsilon(DType::F16);
-        case at::kBFloat16: return dtype_epsilon(DType::BF16);
-        case at::kFloat: return dtype_epsilon(DType::F32);
-        default: return dtype_epsilon(DType::F64);
-    }
-}
-
 // fn(const Matrix& item, double* out) on every n × d item of x [..., n, d], in parallel over the batch with the GIL
 // released, Ctrl-C polled between items; returns [..., item_shape...] float64.
 template <typename ItemFunction>
@@ -195,19 +185,18 @@ void bind_measures(py::module_& m) {
         "x"_a, "sum s^2 / s_1^2 -> [...].");
     m.def(
         "numerical_rank",
-        [](const py::array& array, double rank_tolerance) {
+        [](const py::array& array, double rank_tolerance, double stored_epsilon) {
             const at::Tensor x = checked_batch(array, "x");
-            const double tolerance = rank_tolerance >= 0 ? rank_tolerance
-                                                         : default_rank_tolerance(x.size(-2), x.size(-1), input_epsilon(x));
             return to_numpy(per_item(x, {}, [&](const Matrix& item, double* out) {
-                                *out = numerical_rank(singular_values(item), tolerance);
+                                const Vector s = singular_values(item);
+                                *out = numerical_rank(s, rank_tolerance >= 0 ? rank_tolerance
+                                                                             : default_rank_tolerance(item.rows(), item.cols(),
+                                                                                                      s, stored_epsilon));
                             }).to(at::kLong));
         },
-        "x"_a, "rank_tolerance"_a, "#{s_i > tolerance * s_1} (tolerance < 0: numpy's default for the dtype) -> [...] int64.");
-    m.def(
-        "default_rank_tolerance",
-        [](std::int64_t rows, std::int64_t cols, double epsilon) { return default_rank_tolerance(rows, cols, epsilon); },
-        "rows"_a, "cols"_a, "epsilon"_a, "numpy.linalg.matrix_rank's relative tolerance: max(n, d) * eps of the dtype.");
+        "x"_a, "rank_tolerance"_a, "stored_epsilon"_a,
+        "#{s_i > tolerance * s_1}; tolerance < 0: the default for values stored with machine epsilon stored_epsilon "
+        "(default_rank_tolerance, measures.hpp) -> [...] int64.");
     m.def(
         "mean_pairwise_cosine",
         [](const py::array& array) {
@@ -239,13 +228,14 @@ void bind_measures(py::module_& m) {
         "p"_a, "Row entropy (mean, max; nats), first-token share, sigma_2, spectral gap of row-stochastic [..., n, n].");
     m.def(
         "measure",
-        [](const py::array& array, const std::vector<std::string>& centers, double rank_tolerance, bool allow_nonfinite,
-           const std::string& where) {
+        [](const py::array& array, const std::vector<std::string>& centers, double rank_tolerance, double stored_epsilon,
+           bool allow_nonfinite, const std::string& where) {
             py::array contiguous;
             const ArrayView view = array_view_of(array, contiguous, where);
             MeasureArrayOptions options;
             options.centers = parse_centers(centers);
             options.rank_tolerance = rank_tolerance;
+            options.stored_epsilon = stored_epsilon;
             options.allow_nonfinite = allow_nonfinite;
             MeasureArrayResult result;
             {
@@ -254,7 +244,7 @@ void bind_measures(py::module_& m) {
             }
             return py::make_tuple(table_columns(measures_table(result)), result.exact_skipped);
         },
-        "x"_a, "centers"_a, "rank_tolerance"_a, "allow_nonfinite"_a, "where"_a,
+        "x"_a, "centers"_a, "rank_tolerance"_a, "stored_epsilon"_a, "allow_nonfinite"_a, "where"_a,
         "Every measure of every matrix, as `rankscope measure` (measures.csv's columns), and whether the exact centre "
         "was left out by default.");
 }

@@ -102,17 +102,21 @@ def test_rank_measures_match_their_definitions(batch, rng):
     assert (rs.numerical_rank(low_rank) == np.linalg.matrix_rank(low_rank)).all()
     assert (rs.numerical_rank(low_rank.astype(np.float32)) == np.linalg.matrix_rank(low_rank.astype(np.float32))).all()
     assert (rs.numerical_rank(low_rank, rank_tol=0.5) <= 2).all()
-    # Half precision: the default tolerance is max(n, d) * the stored dtype's eps (float16 2^-10, bfloat16 2^-7), as
-    # numpy.linalg.matrix_rank with that tol on the stored values; float32's eps would count the rounding as rank.
+    # Half precision: the default tolerance is the bound of the rounding, u * ||X||_F / s_1 (u = eps / 2 of the stored
+    # dtype), never below max(n, d) * 2^-23; numpy.linalg.matrix_rank with that tol on the stored values agrees, and
+    # float32's tolerance would count the rounding as rank.
     for stored, epsilon, given in [(low_rank.astype(np.float16), 2.0 ** -10, low_rank.astype(np.float16)),
                                    (torch.from_numpy(low_rank).to(torch.bfloat16).float().numpy(), 2.0 ** -7,
                                     torch.from_numpy(low_rank).to(torch.bfloat16))]:
         values = stored.astype(np.float64)
-        s_1 = np.linalg.svd(values, compute_uv=False)[..., 0]
-        expected = [np.linalg.matrix_rank(m, tol=10 * epsilon * s) for m, s in zip(values, s_1)]
+        s = np.linalg.svd(values, compute_uv=False)
+        tolerance = np.maximum(10 * 2.0 ** -23, epsilon / 2 * np.sqrt((s ** 2).sum(-1)) / s[..., 0])
+        expected = [np.linalg.matrix_rank(m, tol=t * s_m[0]) for m, t, s_m in zip(values, tolerance, s)]
         assert np.asarray(rs.numerical_rank(given)).tolist() == expected == [2] * 4
+        assert (s[..., 2] > 10 * 2.0 ** -23 * s[..., 0]).all()  # float32's tolerance would count it
         table = rs.measure(given[0])
-        assert list(table["value"])[list(table["measure"]).index("numerical_rank_tolerance")] == 10 * epsilon
+        got = list(table["value"])[list(table["measure"]).index("numerical_rank_tolerance")]
+        assert abs(got - tolerance[0]) <= 1e-12 * tolerance[0]
     unit = batch / np.linalg.norm(batch, axis=-1, keepdims=True)
     gram = unit @ np.swapaxes(unit, -1, -2)
     n = batch.shape[-2]
@@ -236,7 +240,7 @@ def test_an_array_that_cannot_be_copied_raises_instead_of_crashing_python():
     with pytest.raises(MemoryError):
         rs.measure(huge)
     with pytest.raises(MemoryError):
-        rs._rankscope.measure(huge, [], -1.0, False, "x")
+        rs._rankscope.measure(huge, [], -1.0, -1.0, False, "x")
     # Objects numpy cannot make an array of reach Python as numpy's exception, not a crash.
     net = rs.San(rs.SanConfig(layers=1, heads=1, d_model=4), seed=0)
     with pytest.raises(ValueError):

@@ -36,7 +36,7 @@ std::vector<MeasureRecord> measure_all(const Matrix& x, const MeasureAllOptions&
     add("stable_rank", "", "", stable_rank(s));
     const double tolerance = options.rank_tolerance >= 0
                                  ? options.rank_tolerance
-                                 : default_rank_tolerance(x.rows(), x.cols(), options.input_epsilon);
+                                 : default_rank_tolerance(x.rows(), x.cols(), s, options.stored_epsilon);
     add("numerical_rank", "", "", numerical_rank(s, tolerance));
     add("numerical_rank_tolerance", "", "", tolerance);
     add("mean_pairwise_cosine", "", "", mean_pairwise_cosine(x));
@@ -68,7 +68,7 @@ MeasureArrayResult measure_array(const ArrayView& array, const MeasureArrayOptio
     result.rows = n;
     result.cols = d;
     MeasureAllOptions measure_options;
-    measure_options.input_epsilon = dtype_epsilon(array.dtype);
+    measure_options.stored_epsilon = options.stored_epsilon > 0 ? options.stored_epsilon : dtype_epsilon(array.dtype);
     measure_options.rank_tolerance = options.rank_tolerance;
     if (!options.centers.empty()) {
         measure_options.centers = options.centers;

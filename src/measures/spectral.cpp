@@ -145,8 +145,11 @@ int numerical_rank(const Vector& s, double relative_tolerance) {
     return rank;
 }
 
-double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, double machine_epsilon) {
-    return static_cast<double>(std::max(rows, cols)) * machine_epsilon;
+double default_rank_tolerance(Eigen::Index rows, Eigen::Index cols, const Vector& singular_values, double stored_epsilon) {
+    constexpr double kFloat32Epsilon = 0x1p-23;
+    const double numpy = static_cast<double>(std::max(rows, cols)) * std::min(stored_epsilon, kFloat32Epsilon);
+    if (stored_epsilon <= kFloat32Epsilon || singular_values.size() == 0 || !(singular_values(0) > 0)) return numpy;
+    return std::max(numpy, stored_epsilon / 2 * singular_values.norm() / singular_values(0));
 }
 
 // Σ_{i≠j} ŷ_i·ŷ_j = |Σ ŷ_i|² − Σ |ŷ_i|² for unit rows ŷ, so the mean over pairs needs one pass.

@@ -83,25 +83,34 @@ class MeasuresAgainstReference(unittest.TestCase):
         self.assertEqual(got[("numerical_rank", "", "", -1)], np.linalg.matrix_rank(x))
         self.assertEqual(got[("numerical_rank", "", "", -1)], 3)
 
-    def test_half_precision_rank_tolerance_is_the_stored_dtypes(self):
-        # A rank-3 matrix stored in float16 (.npy) and in bfloat16 (safetensors): rounding to 11 or 8 significant bits
-        # lifts the other singular values to ~1e-3 of s_1, far above float32's max(n, d) * 2^-23. The default
-        # tolerance is max(n, d) * the stored dtype's eps, and the rank counts against it (numpy with that tol).
+    def test_half_precision_rank_tolerance_is_the_bound_of_their_rounding(self):
+        # Matrices stored in float16 (.npy) and bfloat16 (safetensors). Rounding moves each singular value by at most
+        # u * ||X||_F (u = eps / 2): the default tolerance relative to s_1 is u * ||X||_F / s_1, never below
+        # max(n, d) * 2^-23. Rank-3 matrices stay rank 3 (float32's tolerance counted the rounding as rank: 8), and a
+        # full-rank 768 x 768 bfloat16 matrix keeps most of its rank (max(n, d) * eps would be 6: rank 0).
         from common import Bf16
-        x = self.rng.normal(size=(20, 3)) @ self.rng.normal(size=(3, 8))
-        half = x.astype(np.float16)
-        np.save(os.path.join(self.directory, "half.npy"), half)
-        brain = Bf16(x.astype(np.float32))
-        write_safetensors(os.path.join(self.directory, "brain.safetensors"), {"h": brain})
-        for path, stored, epsilon in [("half.npy", half.astype(np.float64), 2.0 ** -10),
-                                      ("brain.safetensors:h", brain.values.astype(np.float64), 2.0 ** -7)]:
-            got = records(measure_json(os.path.join(self.directory, path)))
-            tolerance = 20 * epsilon
-            self.assertEqual(got[("numerical_rank_tolerance", "", "", -1)], tolerance, path)
-            s = np.linalg.svd(stored, compute_uv=False)
-            self.assertGreater(s[3], 20 * 2.0 ** -23 * s[0], path)  # float32's tolerance would count it
-            self.assertEqual(got[("numerical_rank", "", "", -1)], np.linalg.matrix_rank(stored, tol=tolerance * s[0]))
-            self.assertEqual(got[("numerical_rank", "", "", -1)], 3, path)
+        low = self.rng.normal(size=(20, 3)) @ self.rng.normal(size=(3, 8))
+        tall = self.rng.normal(size=(256, 3)) @ self.rng.normal(size=(3, 64))
+        full = self.rng.normal(size=(768, 768))
+        cases = [("half.npy", low.astype(np.float16), 2.0 ** -10, 3)]
+        for name, x, expected in [("low", low, 3), ("tall", tall, 3), ("full", full, None)]:
+            brain = Bf16(x.astype(np.float32))
+            write_safetensors(os.path.join(self.directory, name + ".safetensors"), {"h": brain})
+            cases.append((name + ".safetensors:h", brain, 2.0 ** -7, expected))
+        np.save(os.path.join(self.directory, "half.npy"), cases[0][1])
+        for path, stored, epsilon, expected in cases:
+            values = (stored.values if isinstance(stored, Bf16) else stored).astype(np.float64)
+            got = records(measure_json(os.path.join(self.directory, path), "--centers", "mean"))
+            s = np.linalg.svd(values, compute_uv=False)
+            tolerance = max(max(values.shape) * 2.0 ** -23, epsilon / 2 * np.sqrt((s ** 2).sum()) / s[0])
+            close(path + " tolerance", got[("numerical_rank_tolerance", "", "", -1)], tolerance, 1e-12)
+            rank = got[("numerical_rank", "", "", -1)]
+            self.assertEqual(rank, np.linalg.matrix_rank(values, tol=tolerance * s[0]), path)
+            if expected is not None:
+                self.assertEqual(rank, expected, path)
+                self.assertGreater(s[expected], max(values.shape) * 2.0 ** -23 * s[0], path)  # float32's would count it
+            else:
+                self.assertGreater(rank, 650, path)
 
     def test_attention_measures_of_softmax_matrices(self):
         logits = torch.from_numpy(self.rng.normal(size=(9, 9)) * 2)

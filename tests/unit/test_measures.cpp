@@ -113,7 +113,7 @@ TEST(RankMeasures, ClosedForms) {
 TEST(RankMeasures, NumericalRankOfLowRankProduct) {
     const Matrix x = random_matrix(20, 3, 1) * random_matrix(3, 12, 2);
     const Vector s = singular_values(x);
-    EXPECT_EQ(numerical_rank(s, default_rank_tolerance(20, 12, 0x1p-52)), 3);
+    EXPECT_EQ(numerical_rank(s, default_rank_tolerance(20, 12, s, 0x1p-52)), 3);
 }
 
 TEST(RankMeasures, MeanPairwiseCosineByBruteForce) {

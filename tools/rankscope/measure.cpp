@@ -126,8 +126,8 @@ std::function<void()> setup_measure(CLI::App& command) {
         ->delimiter(',')
         ->check(OneOf({"mean", "median", "exact", "rank1"}, "centre"));
     command.add_option("--rank-tol", options->rank_tolerance,
-                       "Numerical-rank tolerance relative to sigma_1 (default: numpy's, max(n,d)*eps of the stored dtype; "
-                       "F16 2^-10, BF16 2^-7, F32 2^-23, else 2^-52)")
+                       "Numerical-rank tolerance relative to sigma_1 (default: F32/F64 numpy's, max(n,d)*eps; F16/BF16 the "
+                       "bound of their rounding, u*||X||_F/sigma_1 with u = eps/2)")
         ->check(RealRange(0, 1));
     add_common_options(command, options->common, false, {"csv", "json"});
     return [options] { run_measure(*options); };
