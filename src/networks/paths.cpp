@@ -33,8 +33,7 @@ PathCheck check_path_decomposition(San& network, const at::Tensor& x, double max
     for (int l = 0; l < L; ++l) check.paths *= H + (config.block_at(l).attention_skip ? 1 : 0);
     if (check.paths > max_paths)
         throw Error(fmt::format("{:.4g} paths ((H + 1)^L with skips, else H^L) are more than the {:.0f} that are enumerated",
-                                check.paths, max_paths),
-                    "--layers, --heads");
+                                check.paths, max_paths));
 
     Recorder recorder;
     const at::Tensor output = network->forward(x, &recorder);  // [B, n, d]

@@ -32,8 +32,7 @@ void SanConfig::validate() const {
         throw Error("network sizes must be positive (layers, heads, d_model, tokens)");
     if ((d_qk <= 0 || d_v <= 0) && d_model % heads != 0)
         throw Error("d_model (" + std::to_string(d_model) + ") is not divisible by heads (" + std::to_string(heads) +
-                        ") and the per-head widths d_qk and d_v are not both given (theory and paths: --d-qk, --d-v)",
-                    "--d-model, --heads");
+                    ") and the per-head widths d_qk and d_v are not both given");
     if (!(init_scale >= 0 && std::isfinite(init_scale)) || !(query_key_scale >= 0 && std::isfinite(query_key_scale)))
         throw Error("init_scale and query_key_scale must be finite and non-negative");
     for (const BlockConfig& b : per_layer.empty() ? std::vector<BlockConfig>{block} : per_layer)

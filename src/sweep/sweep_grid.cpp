@@ -22,7 +22,8 @@
 namespace rankscope {
 namespace {
 
-// The flags a sweep sets for every cell itself.
+// The flags a grid may not set: the sweep sets --out and --threads for every cell; --format only changes a cell's
+// standard output, which the sweep does not keep, and --help computes nothing.
 const std::set<std::string> kReservedSettings = {"out", "threads", "format", "help"};
 
 void check_setting_name(const std::string& name, const std::string& path) {

@@ -115,12 +115,24 @@ class ModelCommand(unittest.TestCase):
         self.assertTrue(rows)
         for row in rows:
             self.assertIn("LayerNorm remove", row["settings"])
+        compat_out = os.path.join(self.directory, "compat")
         result = run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--samples", "3",
-                     "--tokens", "16", "--compat", "official", "--out", os.path.join(self.directory, "compat"),
-                     check=False)
+                     "--tokens", "16", "--compat", "official", "--out", compat_out, check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("--compat official reproduces the official code's ALBERT no-MLP defect; ", result.stderr)
         self.assertIn(" is bert", result.stderr)
+        self.assertFalse(os.path.exists(compat_out))
+        # The batch shape as run: an --inputs file of 2 x 6 ids (the --samples/--tokens defaults are 32 x 128), and the
+        # --dump file named.
+        ids = os.path.join(self.directory, "ids.safetensors")
+        write_safetensors(ids, {"input_ids": np.arange(12, dtype=np.int64).reshape(2, 6) + 5})
+        inputs_out = os.path.join(self.directory, "inputs")
+        dump = os.path.join(inputs_out, "acts.safetensors")
+        run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--inputs", ids, "--weights", "pretrained",
+            "--draws", "0", "--dump", dump, "--out", inputs_out)
+        with open(os.path.join(inputs_out, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual((manifest["samples"], manifest["tokens"], manifest["dump"]), (2, 6, dump))
 
     def test_manifest_records_peak_memory_and_malloc(self):
         # The reference for manifest.json's peak resident memory is the child's ru_maxrss as the parent reads it

@@ -75,8 +75,8 @@ class TheoryAndPaths(unittest.TestCase):
             self.assertEqual(json.load(f)["outputs"], ["paths_check.json"])
         refused = run("paths", "check", "--layers", "12", "--heads", "16", "--d-model", "16", "--skip", check=False)
         self.assertEqual(refused.returncode, 2)
-        self.assertIn("5.826e+14 paths ((H + 1)^L with skips, else H^L) are more than the 1000000 that are enumerated "
-                      "(--layers, --heads)", refused.stderr)
+        self.assertIn("5.826e+14 paths ((H + 1)^L with skips, else H^L) are more than the 1000000 that are enumerated",
+                      refused.stderr)
         self.assertLess(result["max_abs_error"], 1e-12 * max(1.0, result["max_abs_output"]))
         table = json.loads(run("paths", "count", "--format", "json").stdout)
         by_name = {entry["architecture"]: entry for entry in table}
@@ -136,6 +136,12 @@ class TheoryAndPaths(unittest.TestCase):
         result = run("paths", "sample", "--patterns", path, "--out", out, check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("padded.safetensors:attention_mask", result.stderr)
+        # ...and so are layers of different shapes.
+        write_safetensors(path, {**patterns, "blocks.1.attn.hook_pattern": patterns["blocks.1.attn.hook_pattern"][:1]})
+        result = run("paths", "sample", "--patterns", path, "--out", out, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("shape differs from blocks.0.attn.hook_pattern's (", result.stderr)
+        self.assertIn("padded.safetensors:blocks.1.attn.hook_pattern)", result.stderr)
 
     def test_errors(self):
         result = run("paths", "count", "--layers", "3", "--heads", "2", "--alpha", "0.5", check=False)

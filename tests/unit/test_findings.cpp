@@ -180,6 +180,11 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     result.variants[0].final_relative_residual = 5e-11;
     f = theory_findings(result, settings);
     EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::NotComparable);
+    // ...but far from it (two more steps: 0.3 -> 0.049 -> 5e-4), a contradiction whatever the depth.
+    result.variants[0].fitted_exponent = 2.5;
+    result.variants[0].final_relative_residual = 0.3;
+    f = theory_findings(result, settings);
+    EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::NotReproduced);
 }
 
 TEST(FindingsTheory, SummarizeCountsViolationsAboveRoundOffOnly) {

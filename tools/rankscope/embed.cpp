@@ -65,9 +65,11 @@ void run_embed(const EmbedOptions& options) {
         return;
     }
     if (n == 1)  // no pair to print: say what was done and where the vector is
-        fmt::print("1 sentence embedded ({} dimensions); the table shows cosines of pairs: give two or more, or "
-                   "--format json / --out for the vector\n",
-                   embeddings.size(1));
+        fmt::print("1 sentence embedded ({} dimensions); the table shows cosines of pairs: give two or more. The vector: "
+                   "{}\n",
+                   embeddings.size(1),
+                   options.common.out.empty() ? std::string("--format json or --out")
+                                              : (std::filesystem::path(options.common.out) / "embeddings.csv").string());
     for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t j = i + 1; j < n; ++j)
             fmt::print("{:.4f}  {} | {}\n", cosine[i][j].item<double>(), options.sentences[i], options.sentences[j]);

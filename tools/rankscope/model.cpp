@@ -86,6 +86,9 @@ void run_model(const ModelOptions& options) {
     const ModelSource source = resolve_model_source(options.model);
     const std::vector<std::string> kinds = weight_kinds(source, options.weights);
     const bool use_lite = source.kind == ModelSource::UseLite;
+    if (options.compat == "official" && (use_lite || source.config.model_type != "albert"))
+        throw Error("--compat official reproduces the official code's ALBERT no-MLP defect; " + source.name + " is " +
+                    (use_lite ? "use_lite" : source.config.model_type));
     // The batch: the user's token ids (--inputs), or --text packed to --samples × --tokens real tokens.
     const bool from_ids = !options.inputs.empty();
     const std::string text_path = from_ids ? "" : options.text.empty() ? default_text() : options.text;
@@ -109,9 +112,6 @@ void run_model(const ModelOptions& options) {
         throw Error("--mask applies to decoders (gpt2, llama, mistral, qwen2); " + name +
                     " is an encoder, its attention is already bidirectional");
     settings.bidirectional = options.mask == "bidirectional";
-    const std::string model_type = use_lite ? "use_lite" : source.config.model_type;
-    if (settings.official_compat && model_type != "albert")
-        throw Error("--compat official reproduces the official code's ALBERT no-MLP defect; " + name + " is " + model_type);
     settings.sink_threshold = options.sink_threshold;
     settings.stream = parse_streaming(options.stream);
     Recorder recorder;
