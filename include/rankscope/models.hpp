@@ -21,6 +21,8 @@
 
 namespace rankscope {
 
+class SafetensorsFile;  // rankscope/io.hpp
+
 // The fields of config.json that the architectures use (Hugging Face's field names and defaults; see hf_config.cpp).
 struct HfConfig {
     std::string model_type;       // "bert", "albert", "xlnet", "gpt2", "llama", "mistral", "qwen2"
@@ -113,7 +115,7 @@ constexpr std::int64_t kMinRealTokens = 2;
 ModelBatch read_model_batch(const std::string& path, const HfConfig& config);
 // The `attention_mask` a file holds beside other tensors (a `rankscope model --dump`), checked as read_model_batch checks
 // it: integers, `shape` [B, n], 0 or 1, at least kMinRealTokens real tokens a sample. Undefined when the file holds none.
-at::Tensor read_attention_mask(const std::string& path, const std::vector<std::int64_t>& shape);
+at::Tensor read_attention_mask(const SafetensorsFile& file, const std::vector<std::int64_t>& shape);
 // The same checks on token ids already in memory: input_ids a non-empty integer [B, n] tensor; attention_mask and
 // token_type_ids of the same shape, or undefined (all ones, zeros). Returns int64 copies; errors name
 // `where` + ":input_ids" (just "input_ids" when `where` is empty).

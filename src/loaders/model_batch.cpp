@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <limits>
 
 #include "rankscope/error.hpp"
@@ -18,9 +17,10 @@ bool is_integer(DType dtype) {
     return dtype == DType::I8 || dtype == DType::I16 || dtype == DType::I32 || dtype == DType::I64 || dtype == DType::U8;
 }
 
-// The [B, n] integer tensor `name` as int64, or `fallback` filled when the file does not hold it.
+// The [B, n] integer tensor `name` as int64, or `fallback` filled when the file does not hold it. A given `shape` is
+// checked; `shape_of` names where it comes from.
 at::Tensor read_ids(const SafetensorsFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
-                    std::int64_t fallback) {
+                    std::int64_t fallback, const std::string& shape_of = "input_ids'") {
     const std::string where = file.path() + ":" + name;
     if (!file.contains(name)) {
         if (shape.empty()) throw Error("no tensor named '" + name + "' (a [batch, tokens] integer tensor)", file.path());
@@ -31,7 +31,7 @@ at::Tensor read_ids(const SafetensorsFile& file, const std::string& name, const 
     if (view.shape.size() != 2 || view.shape[0] == 0 || view.shape[1] == 0)
         throw Error("must be a non-empty [batch, tokens] tensor", where);
     if (!shape.empty() && view.shape != shape)
-        throw Error(fmt::format("shape [{}] differs from input_ids' [{}]", fmt::join(view.shape, ", "), fmt::join(shape, ", ")),
+        throw Error(fmt::format("shape [{}] differs from {} [{}]", fmt::join(view.shape, ", "), shape_of, fmt::join(shape, ", ")),
                     where);
     return read_tensor(file, name).to(torch::kLong);
 }
@@ -73,15 +73,11 @@ ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
                                read_ids(file, "token_type_ids", shape, 0), config, path);
 }
 
-at::Tensor read_attention_mask(const std::string& path, const std::vector<std::int64_t>& shape) {
-    const SafetensorsFile file(path);
+at::Tensor read_attention_mask(const SafetensorsFile& file, const std::vector<std::int64_t>& shape) {
     if (!file.contains("attention_mask")) return {};
-    const at::Tensor mask = read_ids(file, "attention_mask", {}, 1);  // a non-empty [B, n] integer tensor
-    const std::string where = path + ":attention_mask";
-    if (!std::equal(shape.begin(), shape.end(), mask.sizes().begin(), mask.sizes().end()))
-        throw Error(fmt::format("shape [{}] differs from the [batch, tokens] [{}] of the file's other tensors",
-                                fmt::join(mask.sizes(), ", "), fmt::join(shape, ", ")),
-                    where);
+    const at::Tensor mask =
+        read_ids(file, "attention_mask", shape, 1, "the [batch, tokens] of the file's other tensors,");
+    const std::string where = file.path() + ":attention_mask";
     check_mask(mask, where, where);
     return mask;
 }

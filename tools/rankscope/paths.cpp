@@ -123,7 +123,7 @@ StoredPatterns load_patterns(const std::string& path) {
     }
     if (stored.patterns.empty()) throw Error("no blocks.{l}.attn.hook_pattern tensors", path);
     const auto& first = stored.patterns[0];
-    stored.attention_mask = read_attention_mask(path, {first.size(0), first.size(2)});
+    stored.attention_mask = read_attention_mask(file, {first.size(0), first.size(2)});
     return stored;
 }
 
