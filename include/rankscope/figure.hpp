@@ -12,14 +12,14 @@ struct Figure {
     std::string title;
     std::string body;     // gnuplot commands after the terminal/output lines and the style preamble: set ..., plot ...
     // Canvas size in SVG user units (the SVG keeps a viewBox and no fixed size, so it scales to its container); the PNG
-    // is drawn at twice this size, the PDF at 1/100 inch per unit. Fonts are kFigureFontSize units at every size, so a
-    // builder that knows its panels sizes the canvas to them (include/rankscope/plots.hpp).
+    // is drawn at twice this size, the PDF at 1/100 inch per unit. Text is kFigureFontSize units high in all three, so
+    // a builder that knows its panels sizes the canvas to them (include/rankscope/plots.hpp).
     int width = 900;
     int height = 560;
 };
 
-// Font size of every figure, in canvas units: large enough that a one-panel figure (640 units wide) shown 420 px wide
-// keeps 10 px text.
+// Font size of every figure, in canvas units (the SVG's px): a one-panel figure (800 units wide) shown 480 px wide keeps
+// 9.6 px text; its PDF, 8 inches wide, has 11.5 pt text (matplotlib's default proportions: 10 pt on 6.4 inches).
 inline constexpr int kFigureFontSize = 16;
 
 // The gnuplot commands every figure starts with (after `reset`, before its body): the CSV layout (',' separated, '#'
@@ -38,14 +38,19 @@ const std::string& figure_palette_colour(int i);
 std::string inline_svg(const std::string& svg_text, const std::string& id_prefix);
 
 // The narrowest width in CSS px at which the figure's text stays legible (kFigureFontSize units shown at >= 9.6 px):
-// 0.6 x the viewBox width. A one-panel figure (640 units) fits a 420 px screen; wider ones should sit in a container
-// that scrolls, e.g. <div style="overflow-x:auto"><div style="min-width:NNNpx">SVG</div></div>. 0 when the SVG has
-// no viewBox.
+// 9.6 / kFigureFontSize x the viewBox width. A one-panel figure (800 units) needs 480 px; wider ones should sit in a
+// container that scrolls, e.g. <div style="overflow-x:auto"><div style="min-width:NNNpx">SVG</div></div>. 0 when the
+// SVG has no viewBox.
 int svg_min_display_width(const std::string& svg_text);
 // `text` as a gnuplot single-quoted string literal, quotes included: ' doubled, control characters (a newline would end
 // the command and start another, e.g. system(...)) replaced by spaces. Every piece of user text in a figure body (a
 // model folder's name, a label) goes through it.
 std::string gnuplot_quote(const std::string& text);
+// `text` drawn as it is by gnuplot's enhanced text (every figure's terminal): the characters that are markup there
+// (_ ^ @ & ~ { }, and the backslash, which starts an escape or an octal code) each preceded by a backslash, for a
+// single-quoted string (gnuplot_quote). Figure titles go through it: they hold model names, and a folder "bert_base"
+// was drawn as "bert" with the subscript "b".
+std::string enhanced_text_literal(const std::string& text);
 
 // Writes the script and runs gnuplot. Returns the files produced; warns on stderr (does not throw) when gnuplot is
 // missing or fails, since the CSV data are the primary result.

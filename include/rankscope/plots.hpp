@@ -42,8 +42,8 @@ public:
     void add_key_entry(const std::string& title, const std::string& style);
     // Room right of every panel for a colour box with its tick labels and label (heat maps), in canvas units.
     void reserve_colorbox(int units) { colorbox_ = units; }
-    // At most `entries` key entries a line (default: as many as the width seems to hold). For keys whose titles are too
-    // long for the estimate: six theory variants on one line overlapped in the PNG ("SAN+skip+MLP" over the next).
+    // At most `entries` key entries a line (default: as many as the widest title leaves room for, from an upper bound
+    // of its width in the font). For a grouping of the builder's choice: theory's six variants in two lines of three.
     void limit_key_per_line(int entries) { key_per_line_ = entries; }
     Figure build() const;
 

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "rankscope/error.hpp"
@@ -23,6 +24,15 @@ std::string gnuplot_quote(const std::string& text) {
         else quoted += c;
     }
     return quoted + "'";
+}
+
+std::string enhanced_text_literal(const std::string& text) {
+    std::string literal;
+    for (char c : text) {
+        if (c != '\0' && std::strchr("_^@&~{}\\", c) != nullptr) literal += '\\';
+        literal += c;
+    }
+    return literal;
 }
 
 namespace {
@@ -77,21 +87,23 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
                           "strcol('name')), never by position.\n"
                           "if (!exists(\"rankscope_suffix\")) rankscope_suffix = ''\n",
                           figure.title, figure.stem);
-    // The cairo terminals scale every font (also those a body sets, e.g. ',18') by `fontscale`: the PNG is drawn at
-    // twice the canvas size, so its fonts are doubled; the PDF's point is 1/72 inch on a canvas of 1/100 inch per
-    // unit, hence 0.72.
-    constexpr double kPngFontScale = 2.0;
+    // The cairo terminals scale every font (also those a body sets, e.g. ',23') by `fontscale`, and draw a font of
+    // size s at 4/3 s (measured: 16 at fontscale 0.72 is 15.36 pt in the PDF, not 11.52; 'MobileBERT' is as wide in
+    // a 1600-pixel PNG at 16 and fontscale 1.5 as in the 800-unit SVG at 16 shown 1600 px wide, 183 px). The PNG is
+    // drawn at twice the canvas size: fontscale 2 * 3/4. The PDF has 1/100 inch per canvas unit and 1/72 inch per
+    // point: 0.72 * 3/4.
+    constexpr double kPngFontScale = 1.5, kPdfFontScale = 0.54;
     // The SVG keeps gnuplot's viewBox and no fixed width/height ("dynamic"): it scales to its container. The PNG is
-    // drawn at twice the canvas size (fonts and lines doubled), the PDF at 1/100 inch per canvas unit (fonts in points,
-    // 0.72 per unit), so all three have the same proportions.
+    // drawn at twice the canvas size (fonts and lines doubled), the PDF at 1/100 inch per canvas unit, so all three
+    // have the same proportions.
     const int font = kFigureFontSize;
     const std::string terminals[] = {
         fmt::format("svg size {},{} dynamic enhanced font 'Helvetica,{}' background '#ffffff'", figure.width,
                     figure.height, font),
         fmt::format("pngcairo size {},{} enhanced font 'Helvetica,{}' fontscale {} linewidth 2 pointscale 2 background '#ffffff'",
                     2 * figure.width, 2 * figure.height, font, kPngFontScale),
-        fmt::format("pdfcairo size {:.2f}in,{:.2f}in enhanced font 'Helvetica,{}' fontscale 0.72 linewidth 1",
-                    figure.width / 100.0, figure.height / 100.0, font)};
+        fmt::format("pdfcairo size {:.2f}in,{:.2f}in enhanced font 'Helvetica,{}' fontscale {} linewidth 1",
+                    figure.width / 100.0, figure.height / 100.0, font, kPdfFontScale)};
     const struct {
         const std::string& terminal;
         const char* extension;
@@ -173,7 +185,7 @@ int svg_min_display_width(const std::string& svg_text) {
     if (at == std::string::npos || at + 9 >= svg_text.size()) return 0;
     double x = 0, y = 0, width = 0;
     if (std::sscanf(svg_text.c_str() + at + 9, "%lf %lf %lf", &x, &y, &width) != 3 || !(width > 0)) return 0;
-    return static_cast<int>(std::lround(0.6 * width * kFigureFontSize / 16.0));
+    return static_cast<int>(std::lround(9.6 * width / kFigureFontSize));
 }
 
 std::string inline_svg(const std::string& svg_text, const std::string& id_prefix) {

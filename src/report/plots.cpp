@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "rankscope/error.hpp"
@@ -46,7 +47,42 @@ constexpr int kRight = 28;
 constexpr int kPanelTitle = 40;    // above each panel
 constexpr int kBelowPanel = 92;    // x tick labels and x label (clear of the next row's panel title)
 constexpr int kFigureTitle = 52;   // the overall title
+// The key's row pitch in every output (build() sets gnuplot's spacing to it); more when a title has a subscript or a
+// superscript (enhanced text's _ and ^), whose smaller text sits 0.3 em below or above the line: a subscript over a
+// superscript in the next row needs 1.6 em between the baselines, 33 units, for their line boxes to stay apart.
 constexpr int kKeyLine = 30;
+constexpr int kKeyLineWithScripts = 36;
+// The key's columns together span this share of the figure's width (the key strip spans 0.98 of it).
+constexpr double kKeyColumnsShare = 0.95;
+// Besides its title, a key entry needs 5 of gnuplot's characters (a column's title has its column less the sample of
+// 2.5 characters and a character either side, and build() makes a column 1.5 characters narrower than its share) of
+// at most 0.70 em (gnuplot's character in the SVG; 0.64 em in the PNG and PDF): 3.5 em, and 0.5 em to spare.
+constexpr double kKeySampleAndGapsEm = 4.0;
+
+// An upper bound of a text's width in em in DejaVu Sans, the font that fontconfig gives gnuplot's and Chromium's
+// "Helvetica" on Debian (wider than Helvetica or Arial, so a bound for them too): each character at the widest advance
+// width of its class, measured in the font: 0.46 em for the narrow ones, 0.79 for capitals, 1.0 for m, w, M, W, %, @,
+// the mathematical signs and every non-ASCII character, 0.65 for the rest (lower case, digits, E F L P S T Y).
+// Enhanced-text markup (_ ^ { }) counts as if drawn: an overestimate.
+double text_width_em(const std::string& text) {
+    double em = 0;
+    for (const char character : text) {
+        const auto c = static_cast<unsigned char>(character);
+        if ((c & 0xC0) == 0x80) continue;  // a UTF-8 continuation byte: counted with its lead byte
+        const auto in = [c](const char* set) { return c < 0x80 && c != 0 && std::strchr(set, c) != nullptr; };
+        if (c >= 0x80 || in("mwMW%@#+<=>^~")) em += 1.0;
+        else if (in("ABCDGHKNOQRUVXZ&")) em += 0.79;
+        else if (in("'\"ijlIJ,. /:;\\|f-()[]t!r")) em += 0.46;
+        else em += 0.65;
+    }
+    return em;
+}
+
+// Characters (UTF-8 code points) of a text: gnuplot's length of a key title, markup included, is at most this.
+std::size_t character_count(const std::string& text) {
+    return static_cast<std::size_t>(
+        std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
 
 }  // namespace
 
@@ -109,20 +145,27 @@ Figure PanelFigure::build() const {
     const int cell_width = kLeft + panel_width_ + colorbox_ + kRight;
     const int cell_height = kPanelTitle + panel_height_ + kBelowPanel;
     const int width = cols_ * cell_width;
-    // The key: entries side by side, as many per line as fit the width (estimated from the longest title).
-    std::size_t longest = 0;
-    for (const auto& entry : key_) longest = std::max(longest, entry.title.size());
-    const double entry_width = 0.55 * kFigureFontSize * static_cast<double>(longest) + 90;
-    int per_line = std::max(1, static_cast<int>((width - 40) / entry_width));
+    // The key: entries in equal columns across the width, as many per line as the widest title leaves room for.
+    double widest_em = 0;
+    std::size_t longest = 0;  // in characters, as gnuplot counts them (markup included: at least gnuplot's count)
+    bool scripts = false;
+    for (const auto& entry : key_) {
+        widest_em = std::max(widest_em, text_width_em(entry.title));
+        longest = std::max(longest, character_count(entry.title));
+        scripts = scripts || entry.title.find_first_of("_^") != std::string::npos;
+    }
+    const int key_line = scripts ? kKeyLineWithScripts : kKeyLine;
+    const double entry_width = kFigureFontSize * (widest_em + kKeySampleAndGapsEm);
+    int per_line = std::max(1, static_cast<int>(kKeyColumnsShare * width / entry_width));
     if (key_per_line_ > 0) per_line = std::min(per_line, key_per_line_);
     const int key_lines = key_.empty() ? 0 : (static_cast<int>(key_.size()) + per_line - 1) / per_line;
-    const int key_height = key_lines == 0 ? 0 : key_lines * kKeyLine + 26;
+    const int key_height = key_lines == 0 ? 0 : key_lines * key_line + 26;
     const int height = kFigureTitle + rows_ * cell_height + key_height;
     auto x = [&](double units) { return fmt::format("{:.4f}", units / width); };
     auto y = [&](double units) { return fmt::format("{:.4f}", 1.0 - units / height); };  // units from the top
 
     std::string body = preface_;
-    body += "set multiplot title " + gnuplot_quote(title_) + fmt::format(" font ',{}'\n", kFigureFontSize + 2);
+    body += "set multiplot title " + gnuplot_quote(enhanced_text_literal(title_)) + fmt::format(" font ',{}'\n", kFigureFontSize + 2);
     body += "unset key\n";
     for (std::size_t p = 0; p < panels_.size(); ++p) {
         const int row = static_cast<int>(p) / cols_, col = static_cast<int>(p) % cols_;
@@ -132,18 +175,26 @@ Figure PanelFigure::build() const {
                             p + 1, x(left), x(left + panel_width_), y(top), y(top + panel_height_), panels_[p]);
     }
     if (!key_.empty()) {
-        // The key in a strip of its own across the whole width: an empty plot whose only content is the key. gnuplot
-        // overestimates the width of a key column: at "width 1" the E4 figure's four entries (5 and 20 paths) came out
-        // as one column of four rows in a strip of two, the last row cut off; "width -4" gives the two columns the
-        // strip's height was made for (checked on the E4, E1 and dynamics figures). With fewer than four entries on a
-        // line that shrinking made neighbours overlap (E2's two box entries), so it applies from four on.
+        // The key in a strip of its own across the whole width: an empty plot whose only content is the key, in
+        // per_line columns of kKeyColumnsShare * width / per_line each. gnuplot sizes a column by its own character
+        // width (h_char, which differs per terminal: 0.70 em in the SVG, 0.84 em in the PNG and PDF) times the longest
+        // title's character count plus `width`; left to itself it put E4's two long entries in one column of four rows
+        // (a strip of two rows, the last cut off), and the fixed "width -4" that mended that made E6's short names
+        // overlap. So `width` is computed at plot time from the terminal's own h_char, making each column at most
+        // (kKeyColumnsShare * width / per_line) whatever the terminal, and maxcols keeps gnuplot from adding columns.
+        // A column is h_char * (longest + key_width + 4.5) plus the point: 6 characters more than `longest` is room
+        // to spare. Likewise the row pitch, gnuplot's v_char times `spacing`, is set to key_line units in every output
+        // (v_char is 1.5 em in the SVG, 1.17 em in the PNG and PDF).
         body += fmt::format("# ---- key\nset lmargin at screen 0.01\nset rmargin at screen 0.99\nset tmargin at screen {}\n"
                             "set bmargin at screen 0.005\n"
                             "unset title\nunset xlabel\nunset ylabel\nunset x2label\nunset y2label\nunset border\nunset tics\n"
                             "unset grid\nunset logscale\nunset arrow\nunset label\nunset object\nset xrange [0:1]\n"
-                            "set yrange [0:1]\nset key inside center center horizontal Left reverse samplen 2.5 width {} "
-                            "spacing 1.0 maxrows {}\nplot NaN notitle",
-                            y(height - key_height + 6), std::min<std::size_t>(key_.size(), per_line) >= 4 ? -4 : 0, key_lines);
+                            "set yrange [0:1]\nkey_width = floor({:.4f} * GPVAL_TERM_XSIZE / GPVAL_TERM_HCHAR) - {}\n"
+                            "key_spacing = {:.5f} * GPVAL_TERM_YSIZE / GPVAL_TERM_VCHAR\n"
+                            "set key inside center center horizontal Left reverse samplen 2.5 width key_width "
+                            "spacing key_spacing maxcols {} maxrows {}\nplot NaN notitle",
+                            y(height - key_height + 6), kKeyColumnsShare / per_line, longest + 6,
+                            static_cast<double>(key_line) / height, per_line, key_lines);
         for (const auto& entry : key_) body += ", \\\n     keyentry " + entry.style + " title " + gnuplot_quote(entry.title);
         body += "\n";
     }

@@ -3,6 +3,7 @@ file exists and parses, the report's links resolve, a second run reuses the fini
 hashes, tampered cells are recomputed with a message, SIGINT midway stops the whole run and leaves it marked
 incomplete, a re-run completes it, and headless Chromium renders report.html."""
 import csv
+import html
 import json
 import hashlib
 import os
@@ -16,6 +17,9 @@ import tempfile
 import time
 import unittest
 import xml.etree.ElementTree as ElementTree
+
+import numpy
+from PIL import Image
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
@@ -200,23 +204,100 @@ class Reproduce(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(self.out, "e6_path_counts", "path_counts.json")))
 
     def test_chromium_renders_the_report(self):
-        # scripts/install-deps.sh installs chromium: its absence is a failure, not a skip.
-        self.assertIsNotNone(shutil.which("chromium"), "Debian's chromium package is not installed")
-        profile = tempfile.mkdtemp(prefix="rankscope-chromium-")
         screenshot = os.path.join(self.out, "report-screenshot.png")
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={profile}", "--window-size=1280,2400", "--enable-logging=stderr", "--v=0"]
         url = pathlib.Path(self.out, "report.html").as_uri()
-        shot = subprocess.run(["chromium", *flags, f"--screenshot={screenshot}", url], capture_output=True, text=True,
-                              timeout=120)
+        shot = chromium(self, f"--screenshot={screenshot}", url)
         self.assertTrue(os.path.exists(screenshot), shot.stderr[-2000:])
         self.assertGreater(os.path.getsize(screenshot), 50_000)  # a blank page is a few kB
         self.assertNotIn("Uncaught", shot.stderr)
         self.assertNotIn(":CONSOLE(", shot.stderr)
-        dom = subprocess.run(["chromium", *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+        dom = chromium(self, "--dump-dom", url)
         self.assertIn("rank collapse in attention networks", dom.stdout)
         self.assertIn("<svg", dom.stdout)
+
+    def test_figure_text_stays_inside_and_apart(self):
+        # Every figure of the report as Chromium lays it out, with the fonts this machine has (DejaVu Sans for
+        # gnuplot's Helvetica, wider than Helvetica itself): no text outside its figure, no two texts over each other,
+        # no key entry (sample and title) over another. E6's key once drew "BERT-base" over MobileBERT's sample.
+        page = pathlib.Path(tempfile.mkdtemp(prefix="rankscope-layout-"), "report.html")
+        with open(os.path.join(self.out, "report.html")) as f:
+            page.write_text(f.read().replace("</body>", LAYOUT_SCRIPT + "</body>"))
+        dom = chromium(self, "--dump-dom", page.as_uri())
+        found = re.search(r'<pre id="figure-layout">(.*?)</pre>', dom.stdout, re.S)
+        self.assertIsNotNone(found, dom.stderr[-2000:])
+        figures = json.loads(html.unescape(found.group(1)))
+        self.assertEqual(len(figures), len(re.findall(r"<svg", page.read_text())))
+        self.assertGreater(sum(len(figure["entries"]) for figure in figures), 40)  # the keys were found
+        problems = []
+        for figure in figures:
+            for box in figure["texts"]:
+                if box["x0"] < -0.5 or box["y0"] < -0.5 or box["x1"] > figure["width"] + 0.5 or \
+                        box["y1"] > figure["height"] + 0.5:
+                    problems.append(f"{figure['title']}: {box['text']!r} outside the figure")
+            for kind in ("texts", "entries"):
+                boxes = figure[kind]
+                for i, a in enumerate(boxes):
+                    for b in boxes[i + 1:]:
+                        if a == b:
+                            continue  # gnuplot draws a boxed label's text twice, in one place
+                        # A text's box is its line box, 0.2 em above the capitals and below the descenders: boxes
+                        # that meet by less than 5 units (0.3 em of the 16-unit font) leave the glyphs apart.
+                        if overlap(a, b, "x") > 0.5 and overlap(a, b, "y") > 5:
+                            problems.append(f"{figure['title']}: {a['text']!r} over {b['text']!r}")
+        self.assertEqual(problems, [])
+        # The PNG (drawn at twice the size) has the SVG's proportions: its title's ink is as wide as the title's box
+        # in Chromium, within 3% (the side bearings). Cairo draws a font of size s at 4/3 s; before the PNG's fontscale
+        # allowed for it, the PNG's text was 4/3 the SVG's, and a key laid out for one overlapped in the other.
+        titles = {figure["title"]: figure["texts"][0] for figure in figures}
+        for png, title in [("e6_path_counts/path_counts.png", "Distribution of path lengths"),
+                           ("theory/theory.png", "Rank collapse of random SAN variants (mean over seeds, float64)")]:
+            ink = numpy.asarray(Image.open(os.path.join(self.out, png)).convert("L"))[:80] < 128  # the title's rows
+            columns = numpy.flatnonzero(ink.any(axis=0))
+            svg_width = titles[title]["x1"] - titles[title]["x0"]
+            self.assertAlmostEqual((columns[-1] - columns[0] + 1) / 2 / svg_width, 1.0, delta=0.03, msg=png)
+
+
+def chromium(test, *arguments):
+    # scripts/install-deps.sh installs chromium: its absence is a failure, not a skip.
+    test.assertIsNotNone(shutil.which("chromium"), "Debian's chromium package is not installed")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tempfile.mkdtemp(prefix='rankscope-chromium-')}", "--window-size=1280,2400",
+             "--enable-logging=stderr", "--v=0"]
+    return subprocess.run(["chromium", *flags, *arguments], capture_output=True, text=True, timeout=120)
+
+
+# Appended to a copy of report.html: for each inlined figure, the boxes (in the figure's own viewBox units) of every
+# text and of every key entry (gnuplot's group of sample and title, the groups whose <title> is the entry's title).
+LAYOUT_SCRIPT = """<script>
+(() => {
+  const figures = [];
+  document.querySelectorAll('svg').forEach(svg => {
+    const view = svg.viewBox.baseVal, frame = svg.getBoundingClientRect(), scale = view.width / frame.width;
+    const boxOf = (element, text) => {
+      const r = element.getBoundingClientRect();
+      return {text, x0: (r.left - frame.left) * scale, y0: (r.top - frame.top) * scale,
+              x1: (r.right - frame.left) * scale, y1: (r.bottom - frame.top) * scale};
+    };
+    const texts = [...svg.querySelectorAll('text')].filter(t => t.getBoundingClientRect().width > 0)
+                                                   .map(t => boxOf(t, t.textContent));
+    const entries = [];
+    svg.querySelectorAll('g[id*="gnuplot_plot_"]').forEach(group => {
+      const title = group.querySelector(':scope > title');
+      if (title && !title.textContent.startsWith('gnuplot_plot_')) entries.push(boxOf(group, title.textContent));
+    });
+    figures.push({title: texts.length ? texts[0].text : '', width: view.width, height: view.height, texts, entries});
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'figure-layout';
+  pre.textContent = JSON.stringify(figures);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def overlap(a, b, axis):
+    return min(a[axis + "1"], b[axis + "1"]) - max(a[axis + "0"], b[axis + "0"])
 
 
 def read_rows(path):

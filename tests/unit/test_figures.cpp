@@ -137,6 +137,18 @@ TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
     // The y range comes from the data: the 1.18 point (+ std) is inside the plot, so the axis reaches 1.2.
     EXPECT_NE(svg_a.find(">1.2<"), std::string::npos);
 
+    // A model name is drawn as it is, though gnuplot's enhanced text reads _ ^ @ & ~ { } and \ as markup (a folder
+    // "bert_base" was drawn as "bert" with the subscript "b").
+    const std::string name = "bert_base^2 {x} @a&b~c \\101";
+    const fs::path named = fresh_dir("residual-named");
+    write_csv(named / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
+    ASSERT_EQ(render_figure(named, residual_figure(name, {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"}),
+                            "# test\n").size(), 3u);
+    EXPECT_NE(read_all(named / "residual.svg").find(">Rank collapse under the paper's surgery (E1), bert_base^2 {x} @a&amp;b~c "
+                                                     "\\101</tspan>"),
+              std::string::npos);
+    EXPECT_EQ(enhanced_text_literal(name), "bert\\_base\\^2 \\{x\\} \\@a\\&b\\~c \\\\101");
+
     // E2 box plots with two metric panels, columns permuted.
     const std::vector<std::string> columns = {"model", "weights", "length", "draw", "sample", "layers", "heads",
                                               "relative_residual", "relative_residual_frobenius"};
@@ -233,8 +245,8 @@ TEST(Figures, InlineSvgPrefixesEveryIdAndReference) {
     EXPECT_THROW(inline_svg(small, "1bad"), Error);
     EXPECT_THROW(inline_svg(small, "a\"b"), Error);
     EXPECT_THROW(inline_svg("<html/>", "p"), Error);
-    EXPECT_EQ(svg_min_display_width(small), 6);
-    EXPECT_EQ(svg_min_display_width(svg), static_cast<int>(std::lround(0.6 * figure.width)));
+    EXPECT_EQ(svg_min_display_width(small), static_cast<int>(std::lround(9.6 * 10 / kFigureFontSize)));  // viewBox 10 wide
+    EXPECT_EQ(svg_min_display_width(svg), static_cast<int>(std::lround(9.6 * figure.width / kFigureFontSize)));
     EXPECT_EQ(svg_min_display_width("<svg/>"), 0);
 }
 
