@@ -63,14 +63,15 @@ std::string figure_style_preamble() {
         "set datafile separator ','\nset datafile commentschars '#'\nset datafile columnheaders\n"
         "set datafile missing NaN\nset encoding utf8\n";
     int n = 0;
+    // ps 0.8: markers 9.6 units across, 0.6 of the font (matplotlib's default proportions: 6 pt markers, 10 pt text).
     for (const auto& style : kStyles)
-        preamble += fmt::format("set linetype {} lc rgb '{}' lw 2 pt {} ps 1.1 dt solid\n", ++n, style.colour,
+        preamble += fmt::format("set linetype {} lc rgb '{}' lw 2 pt {} ps 0.8 dt solid\n", ++n, style.colour,
                                 style.point_type);
     // Series 9-16: the same colours, dashed, with other point types (open ones, plus, cross, star), so that up to 16
     // series keep a distinct line and marker.
     const int second_round_points[] = {12, 10, 1, 2, 3, 14, 15, 4};
     for (int i = 0; i < n; ++i)
-        preamble += fmt::format("set linetype {} lc rgb '{}' lw 2 pt {} ps 1.1 dt 2\n", n + i + 1, kStyles[i].colour,
+        preamble += fmt::format("set linetype {} lc rgb '{}' lw 2 pt {} ps 0.8 dt 2\n", n + i + 1, kStyles[i].colour,
                                 second_round_points[i]);
     preamble += fmt::format("set linetype cycle {}\n", 2 * n);
     preamble += "set grid lc rgb '#dddddd' lw 1 dt solid\nset border lw 1\nset tics nomirror out scale 0.6\n"
@@ -93,17 +94,23 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
     // drawn at twice the canvas size: fontscale 2 * 3/4. The PDF has 1/100 inch per canvas unit and 1/72 inch per
     // point: 0.72 * 3/4.
     constexpr double kPngFontScale = 1.5, kPdfFontScale = 0.54;
+    // Lines and points to the SVG's sizes too (the SVG has no scale options: its lines are lw units wide, its points
+    // 6 * ps units in radius at a 16-unit font). Measured on one line of lw 2 and one filled circle of ps 1.1, in
+    // canvas units: the PNG's line at linewidth 2 is 2.0 wide (the SVG's 2), its circle at pointscale 4 is 14.5
+    // across (the SVG's 14.0, ink measured in Chromium at 1600 px), hence 3.85; the PDF's line at linewidth 1 is 1 pt,
+    // 1.39 units, and its circle at pointscale 1.44 is 13.2 across plus its outline, 13.9.
+    constexpr double kPngPointScale = 3.85, kPdfLineScale = 1.44, kPdfPointScale = 1.44;
     // The SVG keeps gnuplot's viewBox and no fixed width/height ("dynamic"): it scales to its container. The PNG is
-    // drawn at twice the canvas size (fonts and lines doubled), the PDF at 1/100 inch per canvas unit, so all three
-    // have the same proportions.
+    // drawn at twice the canvas size, the PDF at 1/100 inch per canvas unit, so all three have the same proportions.
     const int font = kFigureFontSize;
     const std::string terminals[] = {
         fmt::format("svg size {},{} dynamic enhanced font 'Helvetica,{}' background '#ffffff'", figure.width,
                     figure.height, font),
-        fmt::format("pngcairo size {},{} enhanced font 'Helvetica,{}' fontscale {} linewidth 2 pointscale 2 background '#ffffff'",
-                    2 * figure.width, 2 * figure.height, font, kPngFontScale),
-        fmt::format("pdfcairo size {:.2f}in,{:.2f}in enhanced font 'Helvetica,{}' fontscale {} linewidth 1",
-                    figure.width / 100.0, figure.height / 100.0, font, kPdfFontScale)};
+        fmt::format("pngcairo size {},{} enhanced font 'Helvetica,{}' fontscale {} linewidth 2 pointscale {} "
+                    "background '#ffffff'",
+                    2 * figure.width, 2 * figure.height, font, kPngFontScale, kPngPointScale),
+        fmt::format("pdfcairo size {:.2f}in,{:.2f}in enhanced font 'Helvetica,{}' fontscale {} linewidth {} pointscale {}",
+                    figure.width / 100.0, figure.height / 100.0, font, kPdfFontScale, kPdfLineScale, kPdfPointScale)};
     const struct {
         const std::string& terminal;
         const char* extension;

@@ -248,13 +248,25 @@ class Reproduce(unittest.TestCase):
         # The PNG (drawn at twice the size) has the SVG's proportions: its title's ink is as wide as the title's box
         # in Chromium, within 3% (the side bearings). Cairo draws a font of size s at 4/3 s; before the PNG's fontscale
         # allowed for it, the PNG's text was 4/3 the SVG's, and a key laid out for one overlapped in the other.
-        titles = {figure["title"]: figure["texts"][0] for figure in figures}
+        by_title = {figure["title"]: figure for figure in figures}
         for png, title in [("e6_path_counts/path_counts.png", "Distribution of path lengths"),
                            ("theory/theory.png", "Rank collapse of random SAN variants (mean over seeds, float64)")]:
-            ink = numpy.asarray(Image.open(os.path.join(self.out, png)).convert("L"))[:80] < 128  # the title's rows
+            image = numpy.asarray(Image.open(os.path.join(self.out, png)).convert("RGB")).astype(int)
+            ink = image[:80].sum(axis=2) < 3 * 128  # the title's rows
             columns = numpy.flatnonzero(ink.any(axis=0))
-            svg_width = titles[title]["x1"] - titles[title]["x0"]
-            self.assertAlmostEqual((columns[-1] - columns[0] + 1) / 2 / svg_width, 1.0, delta=0.03, msg=png)
+            box = by_title[title]["texts"][0]
+            self.assertAlmostEqual((columns[-1] - columns[0] + 1) / 2 / (box["x1"] - box["x0"]), 1.0, delta=0.03,
+                                   msg=png)
+            # Likewise the key's first marker (a filled circle in the first colour, 9.6 units across in the SVG): the
+            # pixels of its colour in the key's rows around it (only the first entry's sample has that colour there)
+            # span as many rows as its box within 15% (the PNG's and PDF's points were 0.53 and 0.66 of the SVG's
+            # before their pointscale allowed for it).
+            marker = by_title[title]["entries"][0]["marker"]
+            around = image[int(2 * marker["y0"]) - 8:int(2 * marker["y1"]) + 8]
+            first_colour = numpy.abs(around - numpy.array([0x00, 0x72, 0xB2])).sum(axis=2) < 60
+            ink_rows = numpy.flatnonzero(first_colour.any(axis=1))
+            self.assertAlmostEqual((ink_rows[-1] - ink_rows[0] + 1) / 2 / (marker["y1"] - marker["y0"]), 1.0,
+                                   delta=0.15, msg=png)
 
 
 def chromium(test, *arguments):
@@ -268,7 +280,8 @@ def chromium(test, *arguments):
 
 
 # Appended to a copy of report.html: for each inlined figure, the boxes (in the figure's own viewBox units) of every
-# text and of every key entry (gnuplot's group of sample and title, the groups whose <title> is the entry's title).
+# text and of every key entry (gnuplot's group of sample and title, the groups whose <title> is the entry's title), with
+# the box of the entry's marker if it has one.
 LAYOUT_SCRIPT = """<script>
 (() => {
   const figures = [];
@@ -284,7 +297,10 @@ LAYOUT_SCRIPT = """<script>
     const entries = [];
     svg.querySelectorAll('g[id*="gnuplot_plot_"]').forEach(group => {
       const title = group.querySelector(':scope > title');
-      if (title && !title.textContent.startsWith('gnuplot_plot_')) entries.push(boxOf(group, title.textContent));
+      if (!title || title.textContent.startsWith('gnuplot_plot_')) return;
+      const entry = boxOf(group, title.textContent), marker = group.querySelector('use');
+      if (marker) entry.marker = boxOf(marker, '');
+      entries.push(entry);
     });
     figures.push({title: texts.length ? texts[0].text : '', width: view.width, height: view.height, texts, entries});
   });
