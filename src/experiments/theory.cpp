@@ -57,16 +57,18 @@ std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t se
                                   const at::Device& device) {
     torch::NoGradGuard no_grad;
     // The network and its input come from torch's global generator: draw them under a lock so that runs on several
-    // threads are each exactly what a serial run with this seed gives.
+    // threads are each exactly what a serial run with this seed gives. The input first, then the blocks in order: a
+    // seed gives every variant of one width the same input, and a deeper network the same first blocks (the first
+    // layers of --layers 12 are those of --layers 4).
     static std::mutex generator_mutex;
     San network(nullptr);
     at::Tensor x;
     {
         std::lock_guard<std::mutex> lock(generator_mutex);
         torch::manual_seed(seed);
-        network = San(variant.config);
         x = input ? input->to(torch::kDouble).reshape({1, input->size(-2), input->size(-1)})
                   : random_input(variant.config, 1, torch::kFloat).to(torch::kDouble);
+        network = San(variant.config);
     }
     network->to(torch::kDouble);
     // The forward on `device` (network and input moved once, explicitly); then everything is read back: the measures

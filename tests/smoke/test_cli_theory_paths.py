@@ -42,6 +42,15 @@ class TheoryAndPaths(unittest.TestCase):
         run("theory", "--layers", "5", "--seeds", "2", "--tokens", "12", "--d-model", "16", "--out", again,
             "--threads", "1")
         self.assertEqual(read_csv(os.path.join(again, "theory.csv")), rows)
+        # A deeper run with the same seed extends this one: its first layers are these (the input is drawn before the
+        # blocks, which are drawn in order), and every variant of one width starts from the same input.
+        deeper = os.path.join(self.directory, "deeper")
+        run("theory", "--layers", "8", "--seeds", "2", "--tokens", "12", "--d-model", "16", "--out", deeper)
+        self.assertEqual([row for row in read_csv(os.path.join(deeper, "theory.csv")) if int(row["layer"]) <= 5],
+                         rows)
+        for seed in ("0", "1"):
+            first = {row["relative_residual"] for row in rows if row["layer"] == "0" and row["seed"] == seed}
+            self.assertEqual(len(first), 1, first)
 
     def test_theory_on_a_given_input(self):
         import numpy as np
