@@ -158,14 +158,17 @@ Figure PanelFigure::build() const {
     const double entry_width = kFigureFontSize * (widest_em + kKeySampleAndGapsEm);
     int per_line = std::max(1, static_cast<int>(kKeyColumnsShare * width / entry_width));
     if (key_per_line_ > 0) per_line = std::min(per_line, key_per_line_);
-    const int key_lines = key_.empty() ? 0 : (static_cast<int>(key_.size()) + per_line - 1) / per_line;
+    // A key only below panels: its layout reads the terminal's GPVAL_TERM_* values, which a plot sets.
+    const bool has_key = !key_.empty() && !panels_.empty();
+    const int key_lines = has_key ? (static_cast<int>(key_.size()) + per_line - 1) / per_line : 0;
     const int key_height = key_lines == 0 ? 0 : key_lines * key_line + 26;
     const int height = kFigureTitle + rows_ * cell_height + key_height;
     auto x = [&](double units) { return fmt::format("{:.4f}", units / width); };
     auto y = [&](double units) { return fmt::format("{:.4f}", 1.0 - units / height); };  // units from the top
 
     std::string body = preface_;
-    body += "set multiplot title " + gnuplot_quote(enhanced_text_literal(title_)) + fmt::format(" font ',{}'\n", kFigureFontSize + 2);
+    body += "set multiplot title " + gnuplot_quote(enhanced_text_literal(title_)) +
+            fmt::format(" font ',{}'\n", kFigureFontSize + 2);
     body += "unset key\n";
     for (std::size_t p = 0; p < panels_.size(); ++p) {
         const int row = static_cast<int>(p) / cols_, col = static_cast<int>(p) % cols_;
@@ -174,10 +177,10 @@ Figure PanelFigure::build() const {
                             "set bmargin at screen {}\n{}\n",
                             p + 1, x(left), x(left + panel_width_), y(top), y(top + panel_height_), panels_[p]);
     }
-    if (!key_.empty()) {
+    if (has_key) {
         // The key in a strip of its own across the whole width: an empty plot whose only content is the key, in
         // per_line columns of kKeyColumnsShare * width / per_line each. gnuplot sizes a column by its own character
-        // width (h_char, which differs per terminal: 0.70 em in the SVG, 0.84 em in the PNG and PDF) times the longest
+        // width (h_char, which differs per terminal: 0.70 em in the SVG, 0.64 em in the PNG and PDF) times the longest
         // title's character count plus `width`; left to itself it put E4's two long entries in one column of four rows
         // (a strip of two rows, the last cut off), and the fixed "width -4" that mended that made E6's short names
         // overlap. So `width` is computed at plot time from the terminal's own h_char, making each column at most
