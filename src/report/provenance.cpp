@@ -45,7 +45,10 @@ std::string version_string() { return fmt::format("rankscope {} (git {})", RANKS
 Provenance make_provenance(int argc, const char* const* argv, std::uint64_t seed, int threads) {
     Provenance p;
     for (int i = 0; i < argc; ++i) p.argv.emplace_back(argv[i]);
-    for (const auto& word : p.argv) p.command += (p.command.empty() ? "" : " ") + shell_quote(word);
+    for (const auto& word : p.argv) {
+        if (!p.command.empty()) p.command += ' ';
+        p.command += shell_quote(word);
+    }
     p.seed = seed;
     p.threads = threads;
     p.version = RANKSCOPE_VERSION;
@@ -79,7 +82,10 @@ std::string CsvTable::to_string() const {
     };
     std::string out;
     auto emit = [&](const std::vector<std::string>& row) {
-        for (std::size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + cell(row[i]);
+        for (std::size_t i = 0; i < row.size(); ++i) {
+            if (i) out += ',';
+            out += cell(row[i]);
+        }
         out += '\n';
     };
     emit(columns);
