@@ -49,16 +49,17 @@ std::string step_tics(const std::vector<long>& steps) {
 
 
 // One heat-map panel: cells (checkpoint, layer) coloured by `value` of the rows where `condition` holds.
-// Layers first_layer..last_layer on y.
+// Layers first_layer..last_layer on y, labelled `y_label`.
 std::string heatmap_panel(const std::string& csv, const std::string& condition, const std::string& value,
                           const std::string& title, const std::vector<long>& steps, const std::string& cb_label,
-                          int first_layer, int last_layer) {
+                          const std::string& y_label, int first_layer, int last_layer) {
     const int stride = std::max(1, (last_layer - first_layer + 1 + 7) / 8);
     return fmt::format(
-        "set title {}\nset xlabel 'training step (checkpoints, log-spaced)'\nset ylabel 'layer'\n{}set xrange [-0.5:{}]\n"
+        "set title {}\nset xlabel 'training step (checkpoints, log-spaced)'\nset ylabel {}\n{}set xrange [-0.5:{}]\n"
         "set yrange [{}:{}]\nset ytics {}\nset cblabel {}\nset style fill solid 1.0 noborder\n"
         "plot '{}' using {}:({}):(0.5):(0.5):({}) with boxxyerror fc palette notitle\n",
-        gnuplot_quote(title), step_tics(steps), steps.size() - 0.5, first_layer - 0.5, last_layer + 0.5, stride,
+        gnuplot_quote(title), gnuplot_quote(y_label), step_tics(steps), steps.size() - 0.5, first_layer - 0.5,
+        last_layer + 0.5, stride,
         gnuplot_quote(cb_label), csv, only_if(condition, csv_number("checkpoint")), csv_number("layer"), value);
 }
 
@@ -185,7 +186,9 @@ Table dynamics_attention_table(const DynamicsResult& result) {
                 share += h.first_token_share[i] / static_cast<double>(h.entropy.size());
                 share_max = std::max(share_max, h.first_token_share[i]);
             }
-            table.add({result.model, result.steps[c], static_cast<long>(c), static_cast<long>(l + 1), entropy, share, share_max, uniform});
+            // `layer`: the block index from 0, as in attention_heads.csv and TransformerLens's blocks.{l}.
+            table.add({result.model, result.steps[c], static_cast<long>(c), static_cast<long>(l), entropy, share, share_max,
+                       uniform});
         }
     return table;
 }
@@ -201,7 +204,8 @@ Figure dynamics_heatmap_figure(const std::string& model, const std::vector<std::
     const std::string clamped = fmt::format("({0} < {1} ? {1} : {0})", csv_number("log10_mean"), kHeatmapFloor);
     for (const auto& variant : variants)
         figure.add_panel(heatmap_panel("dynamics_residual.csv", text_is("variant", variant), clamped, variant, steps,
-                                       fmt::format("log10 relative residual (≤ {}: round-off)", kHeatmapFloor), 0, layers));
+                                       fmt::format("log10 relative residual (≤ {}: round-off)", kHeatmapFloor),
+                                       "layer (0 = embeddings)", 0, layers));
     return figure.build();
 }
 
@@ -230,10 +234,11 @@ Figure dynamics_attention_figure(const std::string& model, const std::vector<lon
     figure.reserve_colorbox(kColorbox);
     figure.add_preface(heatmap_palette());
     figure.add_panel("set cbrange [*:*]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("entropy_mean"),
-                                                          "entropy, mean over heads (uniform head: ln n)", steps, "nats", 1,
-                                                          layers));
+                                                          "entropy, mean over heads (uniform head: ln n)", steps, "nats",
+                                                          "block (0 = first)", 0, layers - 1));
     figure.add_panel("set cbrange [0:1]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("first_token_share_mean"),
-                                                           "share to the first token ([CLS])", steps, "share", 1, layers));
+                                                           "share to the first token ([CLS])", steps, "share",
+                                                           "block (0 = first)", 0, layers - 1));
     return figure.build();
 }
 

@@ -331,6 +331,9 @@ TEST(Dynamics, FindingsFollowTheNumbers) {
     EXPECT_DOUBLE_EQ(attention.column("first_token_share_max").reals[6], 0.9);
     EXPECT_DOUBLE_EQ(attention.column("first_token_share_mean").reals[6], 0.5);
     EXPECT_DOUBLE_EQ(attention.column("uniform_entropy").reals[0], std::log(10.0));
+    // Blocks from 0, as attention_heads.csv, paths.csv's layers and --dump's blocks.{l} (it counted from 1).
+    EXPECT_EQ(attention.column("layer").integers,
+              (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}));
 }
 
 TEST(Dynamics, TinyRunTablesAgreeWithOneModelRun) {
