@@ -134,6 +134,10 @@ struct ModelSource {
 };
 // Throws Error naming the argument when it is none of the three.
 ModelSource resolve_model_source(const std::string& argument);
+// The name a folder argument gives a model in tables, figure titles and cell names: its last non-empty component
+// ("models/bert/" and "models/bert/." name "bert", where filename() gave ""; "." names the working directory),
+// control characters (a newline in a folder's name) replaced by spaces.
+std::string model_display_name(const std::string& folder);
 // `weights`: "pretrained" (read from the folder) or "init" (the library's from_config init from `seed`). A built-in
 // configuration has no pretrained weights: an Error saying so.
 // `stream` decides how pretrained decoder weights are read (Streaming; On for anything else is an Error).

@@ -113,7 +113,7 @@ DynamicsResult run_dynamics(const std::vector<DynamicsCheckpoint>& checkpoints, 
     const fs::path run_dir = checkpoints.front().path.parent_path().filename() == "checkpoints"
                                  ? checkpoints.front().path.parent_path().parent_path()
                                  : checkpoints.front().path.parent_path();
-    result.model = run_dir.filename().string();
+    result.model = model_display_name(run_dir.string());
     result.model_type = first.config.model_type;
     result.layers = first.config.layers;
     result.heads = first.config.heads;

@@ -15,6 +15,16 @@
 
 namespace rankscope {
 
+std::string model_display_name(const std::string& folder) {
+    // Absolute and normal: "." and ".." name the folders they stand for.
+    std::filesystem::path path = std::filesystem::absolute(folder).lexically_normal();
+    if (path.filename().empty()) path = path.parent_path();  // a trailing separator
+    std::string name = path.filename().string();
+    for (char& c : name)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    return name;
+}
+
 ModelSource resolve_model_source(const std::string& argument) {
     ModelSource source;
     source.argument = argument;
@@ -29,7 +39,7 @@ ModelSource resolve_model_source(const std::string& argument) {
         source.config = builtin_hf_config(argument);
     } else {
         source.kind = ModelSource::HuggingFace;
-        source.name = std::filesystem::path(argument).filename().string();
+        source.name = model_display_name(argument);
         source.directory = argument;
         source.config = read_hf_config((std::filesystem::path(argument) / "config.json").string());
     }

@@ -151,3 +151,12 @@ TEST(E1Shortcuts, PathProductsInParallelEqualTheSerialProductsAndDoNotDependOnTh
         EXPECT_NEAR(s.relative_residual_frobenius, relative_residual(matrix, Norm::Frobenius, Center::Rank1), 1e-12);
     }
 }
+
+TEST(ModelSource, AFoldersNameIsItsLastComponentOnOneLine) {
+    // A trailing separator (tab completion's) once gave the empty name, in residual.csv and every figure title.
+    EXPECT_EQ(resolve_model_source(kFixtures + "/bert-tiny/").name, "bert-tiny");
+    EXPECT_EQ(resolve_model_source(kFixtures + "/bert-tiny/.").name, "bert-tiny");
+    EXPECT_EQ(model_display_name("models/bert"), "bert");
+    EXPECT_EQ(model_display_name("/runs/a\nb\tc/"), "a b c");
+    EXPECT_EQ(model_display_name("."), std::filesystem::current_path().filename().string());
+}

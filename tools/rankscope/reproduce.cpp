@@ -133,7 +133,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     for (const auto& model : models) {
         const bool use_lite = model == "use-lite";
         const bool builtin = !use_lite && !std::filesystem::exists(model);
-        const std::string name = use_lite ? model : std::filesystem::path(model).filename().string();
+        const std::string name = use_lite ? model : model_display_name(model);
         const bool from_pypi = !minilm.empty() && model == minilm;
         Cell cell{"e1_" + name, "E1/E2: " + name + (builtin ? " (random init)" : use_lite ? " (pretrained, npm)"
                                                             : from_pypi ? " (pretrained, PyPI; init beside it)" : ""),
