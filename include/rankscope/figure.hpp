@@ -48,8 +48,9 @@ int svg_min_display_width(const std::string& svg_text);
 std::string gnuplot_quote(const std::string& text);
 // `text` drawn as it is by gnuplot's enhanced text (every figure's terminal): the characters that are markup there
 // (_ ^ @ & ~ { }, and the backslash, which starts an escape or an octal code) each preceded by a backslash, for a
-// single-quoted string (gnuplot_quote). Figure titles go through it: they hold model names, and a folder "bert_base"
-// was drawn as "bert" with the subscript "b".
+// single-quoted string (gnuplot_quote), the whole in braces: the cairo terminals (PNG, PDF) parse enhanced text only
+// when a string holds a markup character, and drew an escaped backslash as two without them. Figure titles go
+// through it: they hold model names, and a folder "bert_base" was drawn as "bert" with the subscript "b".
 std::string enhanced_text_literal(const std::string& text);
 
 // Writes the script and runs gnuplot. Returns the files produced; warns on stderr (does not throw) when gnuplot is

@@ -48,21 +48,25 @@ constexpr int kPanelTitle = 40;    // above each panel
 constexpr int kBelowPanel = 92;    // x tick labels and x label (clear of the next row's panel title)
 constexpr int kFigureTitle = 52;   // the overall title
 // The key's row pitch in every output (build() sets gnuplot's spacing to it); more when a title has a subscript or a
-// superscript (enhanced text's _ and ^), whose smaller text sits 0.3 em below or above the line: a subscript over a
-// superscript in the next row needs 1.6 em between the baselines, 33 units, for their line boxes to stay apart.
+// superscript (enhanced text's _ and ^, at 0.8 size, 0.3 em below or 0.5 em above the line): measured in Chromium,
+// the line boxes of theory_bounds' subscript row and the superscript row below it overlap by 4.3 units at a pitch of
+// 36, by none from 41.
 constexpr int kKeyLine = 30;
-constexpr int kKeyLineWithScripts = 36;
+constexpr int kKeyLineWithScripts = 40;
 // The key's columns together span this share of the figure's width (the key strip spans 0.98 of it).
 constexpr double kKeyColumnsShare = 0.95;
-// Besides its title, a key entry needs 5 of gnuplot's characters (a column's title has its column less the sample of
-// 2.5 characters and a character either side, and build() makes a column 1.5 characters narrower than its share) of
-// at most 0.70 em (gnuplot's character in the SVG; 0.64 em in the PNG and PDF): 3.5 em, and 0.5 em to spare.
-constexpr double kKeySampleAndGapsEm = 4.0;
+// Besides its title, a key entry needs 6 of gnuplot's characters: a title's room is h * (floor(share / h) - 5) (its
+// column less the sample of 2.5 characters, a character either side, and build()'s 1.5 characters; the floor costs up
+// to one more), with h at most 0.70 em (gnuplot's character in the SVG; 0.63 em in the PNG and PDF): 4.2 em, and 0.3
+// em to spare.
+constexpr double kKeySampleAndGapsEm = 4.5;
 
-// An upper bound of a text's width in em in DejaVu Sans, the font that fontconfig gives gnuplot's and Chromium's
-// "Helvetica" on Debian (wider than Helvetica or Arial, so a bound for them too): each character at the widest advance
-// width of its class, measured in the font: 0.46 em for the narrow ones, 0.79 for capitals, 1.0 for m, w, M, W, %, @,
-// the mathematical signs and every non-ASCII character, 0.65 for the rest (lower case, digits, E F L P S T Y).
+// An upper bound of a printable ASCII text's width in em in DejaVu Sans, the font that fontconfig gives gnuplot's and
+// Chromium's "Helvetica" on a Debian machine without URW's Nimbus Sans (which has Helvetica's own, narrower widths),
+// and in Helvetica and Arial: each character at the widest advance width of its class (DejaVu's read with FreeType,
+// Helvetica's from Adobe's metrics, which Arial shares): 0.46 em for the narrow ones, 0.79 for capitals, 1.02 for m,
+// w, M, W, %, @ (Helvetica's @) and the mathematical signs, 0.65 for the rest (lower case, digits, $ * ? _ { }).
+// Other characters count 1.02 too: most are narrower (α 0.66, ± 0.84, ∞ 0.83, CJK 1.0), a few wider (‰ 1.34).
 // Enhanced-text markup (_ ^ { }) counts as if drawn: an overestimate.
 double text_width_em(const std::string& text) {
     double em = 0;
@@ -70,18 +74,23 @@ double text_width_em(const std::string& text) {
         const auto c = static_cast<unsigned char>(character);
         if ((c & 0xC0) == 0x80) continue;  // a UTF-8 continuation byte: counted with its lead byte
         const auto in = [c](const char* set) { return c < 0x80 && c != 0 && std::strchr(set, c) != nullptr; };
-        if (c >= 0x80 || in("mwMW%@#+<=>^~")) em += 1.0;
-        else if (in("ABCDGHKNOQRUVXZ&")) em += 0.79;
+        if (c >= 0x80 || in("mwMW%@#+<=>^~")) em += 1.02;
+        else if (in("ABCDEFGHKLNOPQRSTUVXYZ&")) em += 0.79;
         else if (in("'\"ijlIJ,. /:;\\|f-()[]t!r")) em += 0.46;
         else em += 0.65;
     }
     return em;
 }
 
-// Characters (UTF-8 code points) of a text: gnuplot's length of a key title, markup included, is at most this.
+// A text's length as gnuplot counts a key title's, or more (markup included): UTF-8 code points, those from U+3000 on
+// (CJK; lead byte 0xE3 and up) twice, as gnuplot's strwidth_utf8 does.
 std::size_t character_count(const std::string& text) {
-    return static_cast<std::size_t>(
-        std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+    std::size_t count = 0;
+    for (const char character : text) {
+        const auto c = static_cast<unsigned char>(character);
+        if ((c & 0xC0) != 0x80) count += c >= 0xE3 ? 2 : 1;
+    }
+    return count;
 }
 
 }  // namespace
@@ -180,13 +189,13 @@ Figure PanelFigure::build() const {
     if (has_key) {
         // The key in a strip of its own across the whole width: an empty plot whose only content is the key, in
         // per_line columns of kKeyColumnsShare * width / per_line each. gnuplot sizes a column by its own character
-        // width (h_char, which differs per terminal: 0.70 em in the SVG, 0.64 em in the PNG and PDF) times the longest
+        // width (h_char, which differs per terminal: 0.70 em in the SVG, 0.63 em in the PNG and PDF) times the longest
         // title's character count plus `width`; left to itself it put E4's two long entries in one column of four rows
         // (a strip of two rows, the last cut off), and the fixed "width -4" that mended that made E6's short names
         // overlap. So `width` is computed at plot time from the terminal's own h_char, making each column at most
         // (kKeyColumnsShare * width / per_line) whatever the terminal, and maxcols keeps gnuplot from adding columns.
-        // A column is h_char * (longest + key_width + 4.5) plus the point: 6 characters more than `longest` is room
-        // to spare. Likewise the row pitch, gnuplot's v_char times `spacing`, is set to key_line units in every output
+        // A column is h_char * (longest + key_width + 4.5) plus h_tic: 6 characters more than `longest` is room to
+        // spare. Likewise the row pitch, gnuplot's v_char times `spacing`, is set to key_line units in every output
         // (v_char is 1.5 em in the SVG, 1.17 em in the PNG and PDF).
         body += fmt::format("# ---- key\nset lmargin at screen 0.01\nset rmargin at screen 0.99\nset tmargin at screen {}\n"
                             "set bmargin at screen 0.005\n"
@@ -439,7 +448,7 @@ Figure paths_effectiveness_figure(const std::string& task, const std::vector<std
     // Short enough for the panel's width: "random path ensembles, mean ± std over repeats" is the longest that fits.
     const std::string title = seeds > 1 ? fmt::format("path ensembles, mean ± std over {} seeds × repeats", seeds)
                                         : std::string("random path ensembles, mean ± std over repeats");
-    figure.add_panel("set title '" + title + "'\nset xlabel 'path length k'\n" +
+    figure.add_panel("set title " + gnuplot_quote(title) + "\nset xlabel 'path length k'\n" +
                      ylabel("token accuracy", true) + join_plots(plots));
     return figure.build();
 }

@@ -33,6 +33,10 @@ class HostilePaths(unittest.TestCase):
         shutil.copy(RTE, cls.text)
         cls.model = os.path.join(cls.weird, "bert-tiny '; system('touch PWNED8') #")
         shutil.copytree(os.path.join(FIXTURES, "bert-tiny"), cls.model)
+        # The model's own name with a newline: it reaches the figure titles, and a figure script's '#' comment line
+        # once ended there and ran the next line ('!' is gnuplot's shell escape).
+        cls.model_newline = os.path.join(cls.weird, "bert-tiny\n!touch PWNED11 #")
+        shutil.copytree(os.path.join(FIXTURES, "bert-tiny"), cls.model_newline)
 
     @classmethod
     def tearDownClass(cls):
@@ -83,6 +87,10 @@ class HostilePaths(unittest.TestCase):
                             "--draws", "5", "--dump", dump, "--out", out)
         self.assert_files(out, "residual.csv", "paths.csv", "residual.svg", "paths.svg", "manifest.json")
         self.assert_files(self.weird, os.path.basename(dump))
+        newline_out = os.path.join(self.weird, "model newline")
+        self.run_in_sandbox("model", "--model", self.model_newline, "--text", self.text, "--samples", "2", "--tokens",
+                            "8", "--draws", "2", "--out", newline_out)
+        self.assert_files(newline_out, "residual.svg", "paths.svg")
         sample = os.path.join(self.weird, "sample")
         self.run_in_sandbox("paths", "sample", "--patterns", dump, "--draws", "5", "--out", sample)
         self.assert_files(sample, "paths.csv", "paths.svg")

@@ -240,9 +240,10 @@ class Reproduce(unittest.TestCase):
                     for b in boxes[i + 1:]:
                         if a == b:
                             continue  # gnuplot draws a boxed label's text twice, in one place
-                        # A text's box is its line box, 0.2 em above the capitals and below the descenders: boxes
-                        # that meet by less than 5 units (0.3 em of the 16-unit font) leave the glyphs apart.
-                        if overlap(a, b, "x") > 0.5 and overlap(a, b, "y") > 5:
+                        # A text's box is its line box, which pads DejaVu Sans's glyphs by 2.7 units above the
+                        # ascenders and 0.45 below the descenders at the 16-unit font: boxes that meet by less than 3
+                        # units leave the glyphs apart.
+                        if overlap(a, b, "x") > 0.5 and overlap(a, b, "y") > 3:
                             problems.append(f"{figure['title']}: {a['text']!r} over {b['text']!r}")
         self.assertEqual(problems, [])
         # The PNG (drawn at twice the size) has the SVG's proportions: its title's ink is as wide as the title's box
@@ -254,6 +255,7 @@ class Reproduce(unittest.TestCase):
             image = numpy.asarray(Image.open(os.path.join(self.out, png)).convert("RGB")).astype(int)
             ink = image[:80].sum(axis=2) < 3 * 128  # the title's rows
             columns = numpy.flatnonzero(ink.any(axis=0))
+            self.assertGreater(len(columns), 0, f"{png}: no title ink")
             box = by_title[title]["texts"][0]
             self.assertAlmostEqual((columns[-1] - columns[0] + 1) / 2 / (box["x1"] - box["x0"]), 1.0, delta=0.03,
                                    msg=png)
@@ -263,8 +265,9 @@ class Reproduce(unittest.TestCase):
             # before their pointscale allowed for it).
             marker = by_title[title]["entries"][0]["marker"]
             around = image[int(2 * marker["y0"]) - 8:int(2 * marker["y1"]) + 8]
-            first_colour = numpy.abs(around - numpy.array([0x00, 0x72, 0xB2])).sum(axis=2) < 60
+            first_colour = numpy.abs(around - numpy.array([0x00, 0x72, 0xB2])).sum(axis=2) < 60  # the palette's first
             ink_rows = numpy.flatnonzero(first_colour.any(axis=1))
+            self.assertGreater(len(ink_rows), 0, f"{png}: no marker of the first colour in the key's rows")
             self.assertAlmostEqual((ink_rows[-1] - ink_rows[0] + 1) / 2 / (marker["y1"] - marker["y0"]), 1.0,
                                    delta=0.15, msg=png)
 

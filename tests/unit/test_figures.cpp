@@ -147,7 +147,19 @@ TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
     EXPECT_NE(read_all(named / "residual.svg").find(">Rank collapse under the paper's surgery (E1), bert_base^2 {x} @a&amp;b~c "
                                                      "\\101</tspan>"),
               std::string::npos);
-    EXPECT_EQ(enhanced_text_literal(name), "bert\\_base\\^2 \\{x\\} \\@a\\&b\\~c \\\\101");
+    // A title with a newline: the script's '#' comment line holding the title once ended there, and gnuplot ran the
+    // next line ('!' is its shell escape).
+    const fs::path injected = fresh_dir("residual-injected");
+    write_csv(injected / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
+    render_figure(injected, residual_figure("m\n!touch PWNED #", {"init", "pretrained"}, {"SAN", "SAN+skip"},
+                                            {"SAN", "SAN+skip"}),
+                  "# test\n");
+    EXPECT_FALSE(fs::exists(injected / "PWNED"));
+    EXPECT_EQ(read_all(injected / "residual.gp").find("\n!"), std::string::npos);
+    EXPECT_EQ(enhanced_text_literal(name), "{bert\\_base\\^2 \\{x\\} \\@a\\&b\\~c \\\\101}");
+    // Braces around the whole, so that a title with a backslash and no other markup is parsed by the cairo terminals
+    // too (without them the PNG drew C:\\models: 111 pixels wide against 104 for C:\models).
+    EXPECT_EQ(enhanced_text_literal("C:\\models"), "{C:\\\\models}");
 
     // E2 box plots with two metric panels, columns permuted.
     const std::vector<std::string> columns = {"model", "weights", "length", "draw", "sample", "layers", "heads",
