@@ -15,6 +15,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import RTE, read_csv, read_safetensors, require, run  # noqa: E402
+from figure_layout import figure_layout, layout_problems, svg_page  # noqa: E402
 from test_models_torch_reference import ALBERT_NAMES, BERT_NAMES, encoder_layer  # noqa: E402
 
 
@@ -97,6 +98,10 @@ class PretrainAgainstTorch(unittest.TestCase):
         for r in attention:
             self.assertGreater(float(r["entropy_mean"]), 0.0)
             self.assertLessEqual(float(r["entropy_mean"]), float(r["uniform_entropy"]) + 1e-9)
+        self.assertEqual([int(r["layer"]) for r in attention[:2]], [0, 1])  # blocks from 0, as attention_heads.csv
+        figures = [os.path.join(dynamics_out, name + ".svg")
+                   for name in ("dynamics_heatmap", "dynamics_curves", "dynamics_attention")]
+        self.assertEqual(layout_problems(figure_layout(svg_page(figures))), [])
 
     def test_bert(self):
         self.check("bert")

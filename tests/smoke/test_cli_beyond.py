@@ -10,6 +10,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from common import load_json, read_csv, run  # noqa: E402
+from figure_layout import figure_layout, layout_problems, svg_page  # noqa: E402
 
 SMALL_TRAINABILITY = ["--depths", "2,8", "--d-model", "16", "--heads", "2", "--tokens", "6", "--samples", "2", "--seeds", "2"]
 SMALL_FAILURE = ["--query-key-scales", "0.25,4", "--layers", "6", "--d-model", "16", "--heads", "2", "--tokens", "8",
@@ -94,6 +95,7 @@ class BeyondThePaper(unittest.TestCase):
             self.assertEqual(check["verdict"], "not comparable at these settings")
         manifest = load_json(os.path.join(out, "manifest.json"))
         self.assertEqual([r["input_noise"] for r in manifest["regimes"]], [0, 0, 0.005, 0.005])
+        self.assertEqual(layout_problems(figure_layout(svg_page([os.path.join(out, "circle_regimes.svg")]))), [])
         self.assertNotIn("input_noise", manifest["training"])
         self.assertEqual(manifest["training"]["init"], "uniform")  # the command's default draw
 

@@ -3,7 +3,6 @@ file exists and parses, the report's links resolve, a second run reuses the fini
 hashes, tampered cells are recomputed with a message, SIGINT midway stops the whole run and leaves it marked
 incomplete, a re-run completes it, and headless Chromium renders report.html."""
 import csv
-import html
 import json
 import hashlib
 import os
@@ -24,6 +23,7 @@ from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from common import RTE, require  # noqa: E402
+from figure_layout import chromium, figure_layout, layout_problems  # noqa: E402
 
 
 # The default model cell (use-lite) and a decoder, whose causal and bidirectional cells the report compares.
@@ -206,12 +206,12 @@ class Reproduce(unittest.TestCase):
     def test_chromium_renders_the_report(self):
         screenshot = os.path.join(self.out, "report-screenshot.png")
         url = pathlib.Path(self.out, "report.html").as_uri()
-        shot = chromium(self, f"--screenshot={screenshot}", url)
+        shot = chromium(f"--screenshot={screenshot}", url)
         self.assertTrue(os.path.exists(screenshot), shot.stderr[-2000:])
         self.assertGreater(os.path.getsize(screenshot), 50_000)  # a blank page is a few kB
         self.assertNotIn("Uncaught", shot.stderr)
         self.assertNotIn(":CONSOLE(", shot.stderr)
-        dom = chromium(self, "--dump-dom", url)
+        dom = chromium("--dump-dom", url)
         self.assertIn("rank collapse in attention networks", dom.stdout)
         self.assertIn("<svg", dom.stdout)
 
@@ -219,33 +219,12 @@ class Reproduce(unittest.TestCase):
         # Every figure of the report as Chromium lays it out, with the fonts this machine has (DejaVu Sans for
         # gnuplot's Helvetica, wider than Helvetica itself): no text outside its figure, no two texts over each other,
         # no key entry (sample and title) over another. E6's key once drew "BERT-base" over MobileBERT's sample.
-        page = pathlib.Path(tempfile.mkdtemp(prefix="rankscope-layout-"), "report.html")
         with open(os.path.join(self.out, "report.html")) as f:
-            page.write_text(f.read().replace("</body>", LAYOUT_SCRIPT + "</body>"))
-        dom = chromium(self, "--dump-dom", page.as_uri())
-        found = re.search(r'<pre id="figure-layout">(.*?)</pre>', dom.stdout, re.S)
-        self.assertIsNotNone(found, dom.stderr[-2000:])
-        figures = json.loads(html.unescape(found.group(1)))
-        self.assertEqual(len(figures), len(re.findall(r"<svg", page.read_text())))
+            report = f.read()
+        figures = figure_layout(report)
+        self.assertEqual(len(figures), len(re.findall(r"<svg", report)))
         self.assertGreater(sum(len(figure["entries"]) for figure in figures), 40)  # the keys were found
-        problems = []
-        for figure in figures:
-            for box in figure["texts"]:
-                if box["x0"] < -0.5 or box["y0"] < -0.5 or box["x1"] > figure["width"] + 0.5 or \
-                        box["y1"] > figure["height"] + 0.5:
-                    problems.append(f"{figure['title']}: {box['text']!r} outside the figure")
-            for kind in ("texts", "entries"):
-                boxes = figure[kind]
-                for i, a in enumerate(boxes):
-                    for b in boxes[i + 1:]:
-                        if a == b:
-                            continue  # gnuplot draws a boxed label's text twice, in one place
-                        # A text's box is its line box, which pads DejaVu Sans's glyphs by 2.7 units above the
-                        # ascenders and 0.45 below the descenders at the 16-unit font: boxes that meet by less than 3
-                        # units leave the glyphs apart.
-                        if overlap(a, b, "x") > 0.5 and overlap(a, b, "y") > 3:
-                            problems.append(f"{figure['title']}: {a['text']!r} over {b['text']!r}")
-        self.assertEqual(problems, [])
+        self.assertEqual(layout_problems(figures), [])
         # The PNG (drawn at twice the size) has the SVG's proportions: its title's ink is as wide as the title's box
         # in Chromium, within 3% (the side bearings). Cairo draws a font of size s at 4/3 s; before the PNG's fontscale
         # allowed for it, the PNG's text was 4/3 the SVG's, and a key laid out for one overlapped in the other.
@@ -270,53 +249,6 @@ class Reproduce(unittest.TestCase):
             self.assertGreater(len(ink_rows), 0, f"{png}: no marker of the first colour in the key's rows")
             self.assertAlmostEqual((ink_rows[-1] - ink_rows[0] + 1) / 2 / (marker["y1"] - marker["y0"]), 1.0,
                                    delta=0.15, msg=png)
-
-
-def chromium(test, *arguments):
-    # scripts/install-deps.sh installs chromium: its absence is a failure, not a skip.
-    test.assertIsNotNone(shutil.which("chromium"), "Debian's chromium package is not installed")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tempfile.mkdtemp(prefix='rankscope-chromium-')}", "--window-size=1280,2400",
-             "--enable-logging=stderr", "--v=0"]
-    return subprocess.run(["chromium", *flags, *arguments], capture_output=True, text=True, timeout=120)
-
-
-# Appended to a copy of report.html: for each inlined figure, the boxes (in the figure's own viewBox units) of every
-# text and of every key entry (gnuplot's group of sample and title, the groups whose <title> is the entry's title), with
-# the box of the entry's marker if it has one.
-LAYOUT_SCRIPT = """<script>
-(() => {
-  const figures = [];
-  document.querySelectorAll('svg').forEach(svg => {
-    const view = svg.viewBox.baseVal, frame = svg.getBoundingClientRect(), scale = view.width / frame.width;
-    const boxOf = (element, text) => {
-      const r = element.getBoundingClientRect();
-      return {text, x0: (r.left - frame.left) * scale, y0: (r.top - frame.top) * scale,
-              x1: (r.right - frame.left) * scale, y1: (r.bottom - frame.top) * scale};
-    };
-    const texts = [...svg.querySelectorAll('text')].filter(t => t.getBoundingClientRect().width > 0)
-                                                   .map(t => boxOf(t, t.textContent));
-    const entries = [];
-    svg.querySelectorAll('g[id*="gnuplot_plot_"]').forEach(group => {
-      const title = group.querySelector(':scope > title');
-      if (!title || title.textContent.startsWith('gnuplot_plot_')) return;
-      const entry = boxOf(group, title.textContent), marker = group.querySelector('use');
-      if (marker) entry.marker = boxOf(marker, '');
-      entries.push(entry);
-    });
-    figures.push({title: texts.length ? texts[0].text : '', width: view.width, height: view.height, texts, entries});
-  });
-  const pre = document.createElement('pre');
-  pre.id = 'figure-layout';
-  pre.textContent = JSON.stringify(figures);
-  document.body.appendChild(pre);
-})();
-</script>"""
-
-
-def overlap(a, b, axis):
-    return min(a[axis + "1"], b[axis + "1"]) - max(a[axis + "0"], b[axis + "0"])
 
 
 def read_rows(path):

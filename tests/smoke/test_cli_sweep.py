@@ -15,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from common import BINARY, load_json, read_csv, run  # noqa: E402
+from figure_layout import figure_layout, layout_problems, svg_page  # noqa: E402
 
 GRID_TOML = """# a small theory sweep
 experiment = "theory"
@@ -105,6 +106,7 @@ class Sweep(unittest.TestCase):
         # The single-head SAN runs in every cell of width 8 (heads 1 and 2) for both seeds.
         self.assertEqual(int(san[0]["runs"]), 2 * 2)
         self.assertTrue(os.path.getsize(os.path.join(self.local, "collapse_depth.svg")) > 1000)
+        self.assertEqual(layout_problems(figure_layout(svg_page([os.path.join(self.local, "collapse_depth.svg")]))), [])
 
     def test_json_grid_gives_the_same_cells_and_keys(self):
         path = os.path.join(self.directory, "grid.json")

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from common import read_csv, run  # noqa: E402
+from figure_layout import figure_layout, layout_problems, svg_page  # noqa: E402
 
 
 class TheoryAndPaths(unittest.TestCase):
@@ -102,6 +103,9 @@ class TheoryAndPaths(unittest.TestCase):
         rows = read_csv(os.path.join(sample_out, "paths.csv"))
         self.assertEqual(len(rows), 40)
         self.assertTrue(os.path.exists(os.path.join(sample_out, "paths.svg")))
+        # Figures the report does not draw (E6 with the alpha-weighted series, paths sample), laid out by Chromium.
+        figures = [os.path.join(out, "path_counts.svg"), os.path.join(sample_out, "paths.svg")]
+        self.assertEqual(layout_problems(figure_layout(svg_page(figures))), [])
 
     def test_paths_sample_leaves_padding_out(self):
         # A recorded run as `model --dump` writes it: sample 1 padded (3 of 5 tokens real), its padded rows and
