@@ -62,6 +62,9 @@ constexpr std::uint64_t kMaxSentencePieceModelBytes = 64ull << 20;
 
 // `text` for an error message: control characters as \xNN, cut to about `max_length` characters with "...".
 std::string printable(const std::string& text, std::size_t max_length = 80);
+// `text` on one line: every control character (a newline would end a script's command or comment line and start
+// another) replaced by a space. For names shown in tables, titles and scripts.
+std::string control_characters_as_spaces(const std::string& text);
 
 // ---- .npy (NumPy format versions 1.0, 2.0, 3.0) -----------------------------------------------------------------
 // The header must be numpy's dict literal with exactly the keys 'descr', 'fortran_order' and 'shape' (strict grammar,

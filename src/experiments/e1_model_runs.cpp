@@ -9,6 +9,7 @@
 
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/progress.hpp"
 #include "rankscope/tokenizer.hpp"
 #include "rankscope/use_lite.hpp"
@@ -19,10 +20,7 @@ std::string model_display_name(const std::string& folder) {
     // Absolute and normal: "." and ".." name the folders they stand for.
     std::filesystem::path path = std::filesystem::absolute(folder).lexically_normal();
     if (path.filename().empty()) path = path.parent_path();  // a trailing separator
-    std::string name = path.filename().string();
-    for (char& c : name)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-    return name;
+    return control_characters_as_spaces(path.filename().string());
 }
 
 ModelSource resolve_model_source(const std::string& argument) {

@@ -100,6 +100,13 @@ std::string read_file_if_present(const std::string& path, std::uint64_t limit, c
     return read_file_limited(path, limit, what);
 }
 
+std::string control_characters_as_spaces(const std::string& text) {
+    std::string line = text;
+    for (char& c : line)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    return line;
+}
+
 std::string printable(const std::string& text, std::size_t max_length) {
     std::string out;
     for (std::size_t i = 0; i < text.size(); ++i) {

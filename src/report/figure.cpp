@@ -16,20 +16,9 @@
 
 namespace rankscope {
 
-namespace {
-// `text` with every control character (a newline would end a gnuplot command or comment and start another) replaced
-// by a space.
-std::string one_line(const std::string& text) {
-    std::string line = text;
-    for (char& c : line)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-    return line;
-}
-}  // namespace
-
 std::string gnuplot_quote(const std::string& text) {
     std::string quoted = "'";
-    for (char c : one_line(text)) {
+    for (char c : control_characters_as_spaces(text)) {
         if (c == '\'') quoted += "''";
         else quoted += c;
     }
@@ -99,7 +88,7 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
     script += fmt::format("# {} — re-run with: gnuplot {}.gp\n# Data are selected by CSV column name (column('name'), "
                           "strcol('name')), never by position.\n"
                           "if (!exists(\"rankscope_suffix\")) rankscope_suffix = ''\n",
-                          one_line(figure.title), figure.stem);
+                          control_characters_as_spaces(figure.title), figure.stem);
     // The cairo terminals scale every font (also those a body sets, e.g. ',23') by `fontscale`, and draw a font of
     // size s at 4/3 s (measured: 16 at fontscale 0.72 is 15.36 pt in the PDF, not 11.52; 'MobileBERT' is as wide in
     // a 1600-pixel PNG at 16 and fontscale 1.5 as in the 800-unit SVG at 16 shown 1600 px wide, 183 px). The PNG is

@@ -83,13 +83,25 @@ std::vector<std::vector<std::string>> residual_rows() {
     return rows;
 }
 
+// A fresh folder `name` holding residual_rows() as residual.csv (columns in their order).
+fs::path residual_folder(const std::string& name) {
+    const fs::path dir = fresh_dir(name);
+    write_csv(dir / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
+    return dir;
+}
+
+// E1's figure of model `model` for those rows: both weight kinds, SAN and SAN+skip.
+Figure two_variant_residual_figure(const std::string& model) {
+    return residual_figure(model, {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"});
+}
+
 }  // namespace
 
 TEST(Figures, EveryBuilderSelectsColumnsByName) {
     const std::vector<std::pair<std::string, Figure>> figures = {
         {"theory", theory_figure({"SAN", "SAN+skip", "SAN/H=4", "SAN+skip/H=4"})},
         {"theory_bounds", theory_bounds_figure({"SAN", "SAN/H=4"})},
-        {"residual", residual_figure("m", {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"})},
+        {"residual", two_variant_residual_figure("m")},
         {"paths", paths_figure("E2", {"relative_residual", "relative_residual_frobenius"}, {"init", "pretrained"},
                                FloatFloor::float32)},
         {"paths sample", paths_figure("E2", {"relative_residual"}, {}, FloatFloor::float64)},
@@ -125,9 +137,8 @@ TEST(Figures, PathsFigureDrawsOnePanelPerMetricColumn) {
 
 // The decisive check: the same data with the CSV columns in another order draw the identical figure.
 TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
-    const Figure figure = residual_figure("m", {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"});
-    const fs::path a = fresh_dir("residual-a"), b = fresh_dir("residual-b");
-    write_csv(a / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
+    const Figure figure = two_variant_residual_figure("m");
+    const fs::path a = residual_folder("residual-a"), b = fresh_dir("residual-b");
     write_csv(b / "residual.csv", kResidualColumns, residual_rows(), {10, 7, 3, 0, 9, 6, 2, 5, 1, 8, 4});
     ASSERT_EQ(render_figure(a, figure, "# test\n").size(), 3u) << "gnuplot must be installed and draw the figure";
     ASSERT_EQ(render_figure(b, figure, "# test\n").size(), 3u);
@@ -140,20 +151,15 @@ TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
     // A model name is drawn as it is, though gnuplot's enhanced text reads _ ^ @ & ~ { } and \ as markup (a folder
     // "bert_base" was drawn as "bert" with the subscript "b").
     const std::string name = "bert_base^2 {x} @a&b~c \\101";
-    const fs::path named = fresh_dir("residual-named");
-    write_csv(named / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
-    ASSERT_EQ(render_figure(named, residual_figure(name, {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"}),
-                            "# test\n").size(), 3u);
+    const fs::path named = residual_folder("residual-named");
+    ASSERT_EQ(render_figure(named, two_variant_residual_figure(name), "# test\n").size(), 3u);
     EXPECT_NE(read_all(named / "residual.svg").find(">Rank collapse under the paper's surgery (E1), bert_base^2 {x} @a&amp;b~c "
                                                      "\\101</tspan>"),
               std::string::npos);
     // A title with a newline: the script's '#' comment line holding the title once ended there, and gnuplot ran the
     // next line ('!' is its shell escape).
-    const fs::path injected = fresh_dir("residual-injected");
-    write_csv(injected / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
-    render_figure(injected, residual_figure("m\n!touch PWNED #", {"init", "pretrained"}, {"SAN", "SAN+skip"},
-                                            {"SAN", "SAN+skip"}),
-                  "# test\n");
+    const fs::path injected = residual_folder("residual-injected");
+    render_figure(injected, two_variant_residual_figure("m\n!touch PWNED #"), "# test\n");
     EXPECT_FALSE(fs::exists(injected / "PWNED"));
     EXPECT_EQ(read_all(injected / "residual.gp").find("\n!"), std::string::npos);
     EXPECT_EQ(enhanced_text_literal(name), "{bert\\_base\\^2 \\{x\\} \\@a\\&b\\~c \\\\101}");
@@ -197,9 +203,8 @@ TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
 }
 
 TEST(Figures, InlineSvgPrefixesEveryIdAndReference) {
-    const Figure figure = residual_figure("m", {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"});
-    const fs::path dir = fresh_dir("inline");
-    write_csv(dir / "residual.csv", kResidualColumns, residual_rows(), identity(kResidualColumns.size()));
+    const Figure figure = two_variant_residual_figure("m");
+    const fs::path dir = residual_folder("inline");
     ASSERT_EQ(render_figure(dir, figure, "# test\n").size(), 3u);
     const std::string svg = read_all(dir / "residual.svg");
     const std::regex id_pattern(R"(\sid\s*=\s*["']([^"']*)["'])");
