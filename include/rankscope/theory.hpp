@@ -57,10 +57,15 @@ std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t se
 // log 3 ≈ 1.0986 means doubly exponential with base 3. NaN with fewer than 2 usable layers.
 double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
 
-// Least-squares slope a of log r_l = a · log r_{l−1} + b over consecutive layers in the collapsing regime
-// (relative residual of layer l−1 below 0.5, both above round-off); a = 3 is the theorems' cubic step. Uses the
-// exact-centre residual r. NaN with fewer than 2 pairs.
-double fitted_collapse_exponent(const std::vector<TheoryRow>& rows);
+// The step exponent a of log r_l = a · log r_(l−1) + b_s (a = 3 is the theorems' cubic step), fitted by least squares
+// within each seed s (its own intercept: the constant c differs between networks) over that seed's collapsing steps:
+// consecutive layers whose relative residual falls, neither at round-off. Uses the exact-centre residual r. A seed
+// with fewer than 2 such steps is not fitted; median, min and max over the fitted seeds (NaN when none is).
+struct StepExponentFit {
+    double median = NAN, min = NAN, max = NAN;
+    int seeds_fitted = 0, seeds = 0;
+};
+StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows);
 
 // ---- the experiment: every variant × seed, summarised ---------------------------------------------------------
 struct TheorySettings {
@@ -84,7 +89,7 @@ struct TheoryVariantSummary {
     bool has_bound = false;
     double fitted_slope = NAN;     // fitted_collapse_rate
     double fitted_base = NAN;      // exp(fitted_slope): 3 for the theorems' doubly exponential collapse
-    double fitted_exponent = NAN;  // fitted_collapse_exponent
+    StepExponentFit exponent;      // fitted_collapse_exponent
     double final_relative_residual = NAN;  // mean over seeds at the last layer
     double bound_over_measured_log10_mean = NAN;  // mean log10(bound_step / residual) over checked rows
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <mutex>
 
 #include "rankscope/measures.hpp"
@@ -176,24 +177,43 @@ double fitted_collapse_rate(const std::vector<TheoryRow>& rows) {
 
 namespace rankscope {
 
-double fitted_collapse_exponent(const std::vector<TheoryRow>& rows) {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    int count = 0;
-    for (std::size_t i = 1; i < rows.size(); ++i) {
-        const TheoryRow& before = rows[i - 1];
-        const TheoryRow& after = rows[i];
-        if (after.layer != before.layer + 1 || after.seed != before.seed || after.variant != before.variant) continue;
-        if (before.at_round_off || after.at_round_off || before.relative_residual >= 0.5) continue;
-        const double x = std::log(before.residual), y = std::log(after.residual);
-        sx += x;
-        sy += y;
-        sxx += x * x;
-        sxy += x * y;
-        ++count;
+// Seeds are never pooled into one regression: with one step per seed (reproduce --quick's theory cell under the
+// earlier rule) a pooled slope compares seeds, whose constants c differ, not layers; it read 23.7.
+StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows) {
+    std::map<std::pair<std::string, std::uint64_t>, std::vector<const TheoryRow*>> by_seed;
+    for (const auto& row : rows) by_seed[{row.variant, row.seed}].push_back(&row);
+    StepExponentFit fit;
+    std::vector<double> exponents;
+    for (auto& [key, seed_rows] : by_seed) {
+        ++fit.seeds;
+        std::sort(seed_rows.begin(), seed_rows.end(),
+                  [](const TheoryRow* a, const TheoryRow* b) { return a->layer < b->layer; });
+        double sx = 0, sy = 0, sxx = 0, sxy = 0;
+        int count = 0;
+        for (std::size_t i = 1; i < seed_rows.size(); ++i) {
+            const TheoryRow& before = *seed_rows[i - 1];
+            const TheoryRow& after = *seed_rows[i];
+            if (after.layer != before.layer + 1 || before.at_round_off || after.at_round_off) continue;
+            if (!(after.relative_residual < before.relative_residual)) continue;
+            const double x = std::log(before.residual), y = std::log(after.residual);
+            sx += x;
+            sy += y;
+            sxx += x * x;
+            sxy += x * y;
+            ++count;
+        }
+        const double denominator = count * sxx - sx * sx;
+        if (count < 2 || !(denominator > 1e-12)) continue;
+        exponents.push_back((count * sxy - sx * sy) / denominator);
     }
-    const double denominator = count * sxx - sx * sx;
-    if (count < 2 || denominator <= 1e-12) return NAN;
-    return (count * sxy - sx * sy) / denominator;
+    fit.seeds_fitted = int(exponents.size());
+    if (exponents.empty()) return fit;
+    std::sort(exponents.begin(), exponents.end());
+    const std::size_t middle = exponents.size() / 2;
+    fit.median = exponents.size() % 2 ? exponents[middle] : (exponents[middle - 1] + exponents[middle]) / 2;
+    fit.min = exponents.front();
+    fit.max = exponents.back();
+    return fit;
 }
 
 }  // namespace rankscope

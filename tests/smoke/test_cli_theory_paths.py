@@ -1,6 +1,8 @@
 """`rankscope theory` and `rankscope paths` end to end: files, columns, figures, reproducibility, errors."""
 import json
+import math
 import os
+import statistics
 import sys
 import tempfile
 import unittest
@@ -32,6 +34,7 @@ class TheoryAndPaths(unittest.TestCase):
         self.assertIn("gamma", document["bound_definition"])
         self.assertEqual(document["bound_violations"], 0)
         self.assertIn("--layers", document["provenance"]["command"])
+        self.assert_step_exponents_follow_their_definition(rows, document["variants"])
         for figure in ["theory.svg", "theory_bounds.svg"]:
             root = ElementTree.parse(os.path.join(out, figure)).getroot()
             self.assertTrue(root.tag.endswith("svg"))
@@ -52,6 +55,33 @@ class TheoryAndPaths(unittest.TestCase):
         for seed in ("0", "1"):
             first = {row["relative_residual"] for row in rows if row["layer"] == "0" and row["seed"] == seed}
             self.assertEqual(len(first), 1, first)
+
+    def assert_step_exponents_follow_their_definition(self, rows, variants):
+        """theory.json's step exponent, recomputed from theory.csv: per seed, the least-squares slope of log r_l on
+        log r_(l-1) over the steps whose relative residual falls, neither layer at round-off (2 or more steps);
+        median, min and max over the seeds fitted."""
+        fitted_somewhere = False
+        for variant in variants:
+            exponents = []
+            seeds = sorted({row["seed"] for row in rows if row["variant"] == variant["variant"]})
+            for seed in seeds:
+                layers = sorted((row for row in rows if row["variant"] == variant["variant"] and row["seed"] == seed),
+                                key=lambda row: int(row["layer"]))
+                steps = [(math.log(float(before["residual"])), math.log(float(after["residual"])))
+                         for before, after in zip(layers, layers[1:])
+                         if before["at_round_off"] == "0" and after["at_round_off"] == "0"
+                         and float(after["relative_residual"]) < float(before["relative_residual"])]
+                if len(steps) >= 2:
+                    exponents.append(statistics.linear_regression(*zip(*steps)).slope)
+            self.assertEqual(variant["exponent_seeds_fitted"], len(exponents), variant)
+            if not exponents:
+                self.assertIsNone(variant["fitted_exponent"], variant)
+                continue
+            fitted_somewhere = True
+            for key, expected in (("fitted_exponent", statistics.median(exponents)),
+                                  ("fitted_exponent_min", min(exponents)), ("fitted_exponent_max", max(exponents))):
+                self.assertAlmostEqual(variant[key], expected, delta=1e-9 * abs(expected), msg=(variant, key))
+        self.assertTrue(fitted_somewhere)
 
     def test_theory_on_a_given_input(self):
         import numpy as np

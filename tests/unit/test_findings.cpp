@@ -158,14 +158,22 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     settings.heads = 1;
     settings.seeds = 1;
     TheoryResult result;
-    result.variants.push_back({"SAN", 1, true, 1.1, 3.0, 3.0, 1e-15, 2.0});
-    result.variants.push_back({"SAN+skip", 1, false, NAN, NAN, NAN, 0.3, NAN});
+    result.variants.push_back({"SAN", 1, true, 1.1, 3.0, {3.0, 2.9, 3.1, 3, 3}, 1e-15, 2.0});
+    result.variants.push_back({"SAN+skip", 1, false, NAN, NAN, {}, 0.3, NAN});
     result.bound_rows_checked = 10;
     Findings f = theory_findings(result, settings);
     EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::Reproduced);
     EXPECT_EQ(find_check(f, "Skip connections stop").verdict, Verdict::Reproduced);
     EXPECT_EQ(find_check(f, "per-layer bound").verdict, Verdict::Reproduced);
-    result.variants[0].fitted_exponent = 1.0;  // merely exponential
+    EXPECT_NE(find_check(f, "doubly exponentially").measured.find("fitted per seed): median 3.00 over 3 seeds (2.90–3.10)"),
+              std::string::npos) << find_check(f, "doubly exponentially").measured;
+    // No seed with two collapsing steps: nothing to judge, and the words say so.
+    result.variants[0].exponent = {NAN, NAN, NAN, 0, 3};
+    f = theory_findings(result, settings);
+    EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::NotComparable);
+    EXPECT_NE(find_check(f, "doubly exponentially").measured.find("not fitted (no seed of 3 has 2 collapsing steps"),
+              std::string::npos) << find_check(f, "doubly exponentially").measured;
+    result.variants[0].exponent = {1.0, 0.9, 1.1, 3, 3};  // merely exponential
     result.variants[0].final_relative_residual = 0.2;
     result.variants[1].final_relative_residual = 1e-14;
     result.bound_violations = 3;
@@ -174,14 +182,14 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     EXPECT_EQ(find_check(f, "Skip connections stop").verdict, Verdict::NotReproduced);
     EXPECT_EQ(find_check(f, "per-layer bound").verdict, Verdict::NotReproduced);
     EXPECT_NE(f.reading.find("3 of 10"), std::string::npos) << f.reading;
-    // A cubic step still above round-off at the last layer (theory --layers 4: exponent 3.02, r_L = 5e-11): too
+    // A cubic step still above round-off at the last layer (theory --layers 3: exponent 3.05, r_L = 1.6e-5): too
     // shallow to tell, not a contradiction.
-    result.variants[0].fitted_exponent = 3.02;
-    result.variants[0].final_relative_residual = 5e-11;
+    result.variants[0].exponent.median = 3.05;
+    result.variants[0].final_relative_residual = 1.6e-5;
     f = theory_findings(result, settings);
     EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::NotComparable);
     // ...but far from it (two more steps: 0.3 -> 0.049 -> 5e-4), a contradiction whatever the depth.
-    result.variants[0].fitted_exponent = 2.5;
+    result.variants[0].exponent.median = 2.5;
     result.variants[0].final_relative_residual = 0.3;
     f = theory_findings(result, settings);
     EXPECT_EQ(find_check(f, "doubly exponentially").verdict, Verdict::NotReproduced);
