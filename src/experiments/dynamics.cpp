@@ -233,9 +233,13 @@ Figure dynamics_attention_figure(const std::string& model, const std::vector<lon
     PanelFigure figure("dynamics_attention", model + ": attention through pretraining (unmodified model)", 1, 2, 480, 330);
     figure.reserve_colorbox(kColorbox);
     figure.add_preface(heatmap_palette());
-    figure.add_panel("set cbrange [*:*]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("entropy_mean"),
-                                                          "entropy, mean over heads (uniform head: ln n)", steps, "nats",
-                                                          "block (0 = first)", 0, layers - 1));
+    // Entropy over its own maximum ln n, on a fixed [0, 1] as failure_modes draws it: comparable between runs, and a
+    // nearly uniform run is one colour instead of a colour bar stretched over 1e-5 nats (repeated tick labels).
+    figure.add_panel("set cbrange [0:1]\n" +
+                     heatmap_panel("dynamics_attention.csv", "1",
+                                   csv_number("entropy_mean") + " / " + csv_number("uniform_entropy"),
+                                   "attention entropy / ln n, mean over heads (1 = uniform)", steps, "entropy / ln n",
+                                   "block (0 = first)", 0, layers - 1));
     figure.add_panel("set cbrange [0:1]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("first_token_share_mean"),
                                                            "share to the first token ([CLS])", steps, "share",
                                                            "block (0 = first)", 0, layers - 1));
