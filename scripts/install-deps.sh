@@ -17,7 +17,7 @@ DEBIAN_PACKAGES=(
   libtomlplusplus-dev libopenmpi-dev openmpi-bin
   gnuplot-nox zlib1g-dev libgoogle-perftools-dev
   wordnet-base fortunes dict-gcide
-  chromium python3-pil
+  chromium python3-pil poppler-utils
   python3-torch python3-numpy python3-regex python3-sentencepiece
   pybind11-dev python3-pytest python3-matplotlib python3-pandas python3-venv
 )

@@ -225,31 +225,35 @@ class Reproduce(unittest.TestCase):
         self.assertEqual(len(figures), len(re.findall(r"<svg", report)))
         self.assertGreater(sum(len(figure["entries"]) for figure in figures), 40)  # the keys were found
         self.assertEqual(layout_problems(figures), [])
-        # The PNG (drawn at twice the size) has the SVG's proportions: its title's ink is as wide as the title's box
-        # in Chromium, within 3% (the side bearings). Cairo draws a font of size s at 4/3 s; before the PNG's fontscale
-        # allowed for it, the PNG's text was 4/3 the SVG's, and a key laid out for one overlapped in the other.
+        # The PNG (drawn at twice the size) and the PDF (rasterised by poppler at 200 dpi: 2 pixels per unit, as the
+        # PNG) have the SVG's proportions: a title's ink is as wide as the title's box in Chromium, within 3% (the
+        # side bearings). Cairo draws a font of size s at 4/3 s; before the PNG's fontscale allowed for it, the PNG's
+        # text was 4/3 the SVG's, and a key laid out for one overlapped in the other.
         by_title = {figure["title"]: figure for figure in figures}
-        for png, title in [("e6_path_counts/path_counts.png", "Distribution of path lengths"),
-                           ("theory/theory.png", "Rank collapse of random SAN variants (mean over seeds, float64)")]:
-            image = numpy.asarray(Image.open(os.path.join(self.out, png)).convert("RGB")).astype(int)
-            ink = image[:80].sum(axis=2) < 3 * 128  # the title's rows
-            columns = numpy.flatnonzero(ink.any(axis=0))
-            self.assertGreater(len(columns), 0, f"{png}: no title ink")
-            box = by_title[title]["texts"][0]
-            self.assertAlmostEqual((columns[-1] - columns[0] + 1) / 2 / (box["x1"] - box["x0"]), 1.0, delta=0.03,
-                                   msg=png)
-            # Likewise the key's first marker (a filled circle in the first colour, 9.6 units across in the SVG): the
-            # pixels of its colour in the key's rows around it (only the first entry's sample has that colour there)
-            # span as many rows as its box within 15% (the PNG's and PDF's points were 0.53 and 0.66 of the SVG's
-            # before their pointscale allowed for it).
-            marker = by_title[title]["entries"][0]["marker"]
-            around = image[int(2 * marker["y0"]) - 8:int(2 * marker["y1"]) + 8]
-            first_colour = numpy.abs(around - numpy.array([0x00, 0x72, 0xB2])).sum(axis=2) < 60  # the palette's first
-            ink_rows = numpy.flatnonzero(first_colour.any(axis=1))
-            self.assertGreater(len(ink_rows), 0, f"{png}: no marker of the first colour in the key's rows")
-            self.assertAlmostEqual((ink_rows[-1] - ink_rows[0] + 1) / 2 / (marker["y1"] - marker["y0"]), 1.0,
-                                   delta=0.15, msg=png)
-
+        for figure, title in [("e6_path_counts/path_counts", "Distribution of path lengths"),
+                              ("theory/theory", "Rank collapse of random SAN variants (mean over seeds, float64)")]:
+            raster = os.path.join(self.sandbox, figure.replace("/", "-") + "-pdf")
+            subprocess.run(["pdftoppm", "-r", "200", "-png", "-singlefile", os.path.join(self.out, figure + ".pdf"),
+                            raster], check=True, capture_output=True, timeout=120)
+            for image_file in (os.path.join(self.out, figure + ".png"), raster + ".png"):
+                image = numpy.asarray(Image.open(image_file).convert("RGB")).astype(int)
+                ink = image[:80].sum(axis=2) < 3 * 128  # the title's rows
+                columns = numpy.flatnonzero(ink.any(axis=0))
+                self.assertGreater(len(columns), 0, f"{image_file}: no title ink")
+                box = by_title[title]["texts"][0]
+                self.assertAlmostEqual((columns[-1] - columns[0] + 1) / 2 / (box["x1"] - box["x0"]), 1.0, delta=0.03,
+                                       msg=image_file)
+                # Likewise the key's first marker (a filled circle in the first colour, 9.6 units across in the SVG):
+                # the pixels of its colour in the key's rows around it (only the first entry's sample has that colour
+                # there) span as many rows as its box within 15% (the PNG's and PDF's points were 0.53 and 0.66 of
+                # the SVG's before their pointscale allowed for it).
+                marker = by_title[title]["entries"][0]["marker"]
+                around = image[int(2 * marker["y0"]) - 8:int(2 * marker["y1"]) + 8]
+                first_colour = numpy.abs(around - numpy.array([0x00, 0x72, 0xB2])).sum(axis=2) < 60  # the palette's
+                ink_rows = numpy.flatnonzero(first_colour.any(axis=1))
+                self.assertGreater(len(ink_rows), 0, f"{image_file}: no marker of the first colour in the key's rows")
+                self.assertAlmostEqual((ink_rows[-1] - ink_rows[0] + 1) / 2 / (marker["y1"] - marker["y0"]), 1.0,
+                                       delta=0.15, msg=image_file)
 
 def read_rows(path):
     with open(path) as f:
