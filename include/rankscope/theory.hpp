@@ -92,6 +92,7 @@ struct TheoryVariantSummary {
     StepExponentFit exponent;      // fitted_collapse_exponent
     double final_relative_residual = NAN;  // mean over seeds at the last layer
     double bound_over_measured_log10_mean = NAN;  // mean log10(bound_step / residual) over checked rows
+    double final_relative_residual_min = NAN, final_relative_residual_max = NAN;  // over seeds at the last layer
 };
 struct TheoryResult {
     std::vector<TheoryRow> rows;  // every variant × seed × layer

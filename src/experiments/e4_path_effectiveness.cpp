@@ -67,7 +67,6 @@ double paper_whole_model(const std::string& task) {
 constexpr double kLevelTolerance = 0.05;   // the whole model within 0.05 below the paper's level
 constexpr double kMostOf = 0.5;            // "most of the accuracy": over half the whole model's gain above majority
 constexpr double kLittle = 0.05;           // "long paths add little": at most 0.05 above the best short ensemble
-constexpr double kLearned = 0.1;           // the whole model must beat the majority level by this for the claim to apply
 
 }  // namespace
 
@@ -122,8 +121,10 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
     if (!by_length.empty())
         f.key(fmt::format("{}-path ensembles by length k (mean over {}repeats)", largest, seeds > 1 ? "seeds and " : ""),
               fmt::format("{}", fmt::join(by_length, ", ")));
-    const bool learned = whole - majority >= kLearned;
-    const std::string learned_note = learned ? "" : fmt::format(" (needs the whole model ≥ {} above majority)", kLearned);
+    // Fig. 4 is about a model that solves the task: the path checks are judged only on one (the first check's
+    // criterion, on the lowest seed). A half-trained model's ensembles are all poor, which says nothing of paths.
+    const bool solves = lowest >= paper_level - kLevelTolerance;
+    const std::string solves_note = solves ? "" : "; judged only when the model solves the task";
     std::string reading =
         seeds > 1 ? fmt::format("Over {} seeds the whole model reaches token accuracy {} on average (lowest {}) on {} (majority "
                                 "level {}, the paper: ≈{}). ",
@@ -136,7 +137,7 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
         f.check({"E4", "Short paths (length 1–2) carry most of the accuracy", "Fig. 4: short paths ≈ most of the whole model's accuracy",
                  fmt::format("best {}-path ensemble of length {}: {}, i.e. {} of the whole model's gain over majority",
                              largest, best_short_k, quote_number(best_short), quote_number(share)),
-                 fmt::format("share ≥ {}{}", kMostOf, learned_note), judge(learned, share >= kMostOf), setting});
+                 fmt::format("share ≥ {}{}", kMostOf, solves_note), judge(solves, share >= kMostOf), setting});
         reading += fmt::format("Ensembles of {} paths of length 1–2 reach at best {} (k = {}): {} of the way from the majority "
                                "level to the whole model. ",
                                largest, quote_number(best_short), best_short_k, quote_number(share));
@@ -144,9 +145,10 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
             f.check({"E4", "Long paths add little", "Fig. 4: accuracy does not grow with path length beyond 2",
                      fmt::format("best ensemble of length ≥ 3: {} (k = {}), vs {} at length ≤ 2", quote_number(best_long),
                                  best_long_k, quote_number(best_short)),
-                     fmt::format("≤ best short + {}{}; needs the short ensembles ≥ {} above majority", kLittle, learned_note,
-                                 kLittle),
-                     judge(learned && best_short >= majority + kLittle, best_long <= best_short + kLittle), setting});
+                     fmt::format("≤ best short + {}; judged only when the model solves the task and short paths carry "
+                                 "most of its accuracy (share ≥ {})",
+                                 kLittle, kMostOf),
+                     judge(solves && share >= kMostOf, best_long <= best_short + kLittle), setting});
             reading += fmt::format("The best longer ensemble reaches {} (k = {}).", quote_number(best_long), best_long_k);
         }
     }

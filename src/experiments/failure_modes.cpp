@@ -253,8 +253,11 @@ Findings failure_modes_findings(const FailureModesResult& result, const FailureM
         f.check({"failure modes", "Larger query/key weights delay the rank collapse of pure attention",
                  "rankscope's reading of the §3 bound (its rate 4γβ/√d_qk grows with ‖W_Q W_Kᵀ‖): a hypothesis, not a stated claim",
                  fmt::format("first layer below {}: {}", quote_number(settings.rank_collapse_below), fmt::join(parts, "; ")),
-                 "never earlier at a larger scale, and later at the largest scale than at the smallest",
-                 judge(settings.query_key_scales.size() >= 2 && L >= 4, non_decreasing && last_depth > first_depth), setting});
+                 "never earlier at a larger scale, and later at the largest scale than at the smallest; judged only when "
+                 "the largest scale collapses within the network (later, not never: \"> L\" is not a depth)",
+                 judge(settings.query_key_scales.size() >= 2 && L >= 4 && last_depth <= L,
+                       non_decreasing && last_depth > first_depth),
+                 setting});
     }
     // 3. Where layer 1 freezes: near-uniform well below s_c, near one-hot well above it (factor 1.5 each side). The
     // crossing of 1/2 is reported, not judged: the small-s line 1 − s⁴/(2 ln n) would put it at (ln n)^{1/4}, and

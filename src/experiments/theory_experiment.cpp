@@ -73,9 +73,17 @@ TheoryResult summarize_theory(std::vector<TheoryRow> rows, const std::vector<The
                                      s[5] > 0 ? s[3] / s[5] : NAN});
         const auto& last = per_layer.rbegin()->second;
         const double slope = fitted_collapse_rate(v_rows);
-        result.variants.push_back({variant.name, variant.config.heads, variant.has_bound(), slope, std::exp(slope),
-                                   fitted_collapse_exponent(v_rows), last[0] / last[4],
-                                   tightness_count ? tightness_sum / tightness_count : NAN});
+        TheoryVariantSummary summary{variant.name, variant.config.heads, variant.has_bound(), slope, std::exp(slope),
+                                     fitted_collapse_exponent(v_rows), last[0] / last[4],
+                                     tightness_count ? tightness_sum / tightness_count : NAN};
+        summary.final_relative_residual_min = INFINITY;
+        summary.final_relative_residual_max = -INFINITY;
+        for (const auto& r : v_rows)
+            if (r.layer == per_layer.rbegin()->first) {
+                summary.final_relative_residual_min = std::min(summary.final_relative_residual_min, r.relative_residual);
+                summary.final_relative_residual_max = std::max(summary.final_relative_residual_max, r.relative_residual);
+            }
+        result.variants.push_back(summary);
     }
     return result;
 }
@@ -103,6 +111,33 @@ const TheoryVariantSummary* find_variant(const TheoryResult& result, const std::
     return nullptr;
 }
 
+// Has the variant reached round-off by layer L in every seed? And if not, is the network merely too shallow to tell:
+// at most two more steps r → r^a of its own fitted kind (median step exponent a ≥ 2) would get the seed furthest
+// from round-off there (theory --layers 3: SAN at exponent 3.05, r_L = 1.6e-5)? Further off, or collapsing at a
+// slower kind, the network is deep enough to have shown the collapse.
+struct CollapseByLastLayer {
+    bool reached = false;
+    bool too_shallow = false;
+};
+CollapseByLastLayer collapse_by_last_layer(const TheoryVariantSummary& v) {
+    CollapseByLastLayer c;
+    const double furthest = v.final_relative_residual_max;
+    c.reached = furthest <= kRoundOffLevel;
+    const double a = v.exponent.median;
+    if (c.reached || std::isnan(a) || a < kDoublyExponential) return c;
+    double extrapolated = furthest;
+    for (int step = 0; step < 2 && extrapolated < 1; ++step) extrapolated = std::pow(extrapolated, a);
+    c.too_shallow = extrapolated <= kRoundOffLevel;
+    return c;
+}
+
+// "mean 0.282 (seeds 0.21–0.35)", or the one value of a single seed.
+std::string final_residual_words(const TheoryVariantSummary& v) {
+    if (v.final_relative_residual_min == v.final_relative_residual_max) return quote_number(v.final_relative_residual);
+    return fmt::format("mean {} (seeds {}–{})", quote_number(v.final_relative_residual),
+                       quote_number(v.final_relative_residual_min), quote_number(v.final_relative_residual_max));
+}
+
 }  // namespace
 
 Findings theory_findings(const TheoryResult& result, const TheorySettings& settings) {
@@ -123,41 +158,45 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
         if (!san) continue;
         const StepExponentFit& fit = san->exponent;
         const bool fitted = !std::isnan(fit.median);
-        const bool faster_than_exponential = fitted && fit.median >= kDoublyExponential;
-        // Not yet at round-off by layer L, though at most two more steps of the fitted kind (r -> r^exponent) would
-        // get there: too few layers to tell (--layers 3: exponent 3.05, r_L = 1.6e-5), not a contradiction. Further
-        // off, or a step below the criterion, contradicts the claim.
-        const bool reached_round_off = san->final_relative_residual <= kRoundOffLevel;
-        double extrapolated = san->final_relative_residual;
-        for (int step = 0; step < 2 && faster_than_exponential && extrapolated < 1; ++step)
-            extrapolated = std::pow(extrapolated, fit.median);
-        const bool too_shallow = !reached_round_off && faster_than_exponential && extrapolated <= kRoundOffLevel;
+        const CollapseByLastLayer collapse = collapse_by_last_layer(*san);
         f.check({"theory", fmt::format("Pure self-attention{} loses rank doubly exponentially with depth",
                                        suffix.empty() ? " (1 head)" : " (" + suffix.substr(1) + ")"),
                  "Theorems 2.2/2.3: r_l ≤ c r_(l−1)^3, so log r falls like 3^l",
                  fmt::format("step exponent (log r_l against log r_(l−1), fitted per seed): {}; r_L = {}",
-                             step_exponent_words(fit),
-                             quote_number(san->final_relative_residual)),
-                 fmt::format("median exponent ≥ {} and r_L ≤ {} (float64 round-off; not comparable when two more steps "
-                             "r → r^exponent would reach it: too few layers)",
+                             step_exponent_words(fit), final_residual_words(*san)),
+                 fmt::format("median exponent ≥ {} and r_L ≤ {} in every seed (float64 round-off; not comparable when two "
+                             "more steps r → r^exponent would reach it: too few layers)",
                              kDoublyExponential, quote_number(kRoundOffLevel)),
-                 judge(deep_enough && fitted && !too_shallow, faster_than_exponential && reached_round_off), setting});
+                 judge(deep_enough && fitted && !collapse.too_shallow, fit.median >= kDoublyExponential && collapse.reached),
+                 setting});
         f.key("SAN" + suffix + ": step exponent, median over seeds (3 = the theorems' cubic step)", fit.median);
     }
     f.check({"theory", "The per-layer bound r_l ≤ c_l r_(l−1)^3 holds (c_l from γ, β, H, λ measured at each layer)",
              "Theorem 2.2/2.3, Corollary 3.2",
              fmt::format("{} violations in {} rows with a bound above round-off", result.bound_violations,
                          result.bound_rows_checked),
-             "no violation (relative tolerance 1e-9)",
+             "no violation (relative tolerance 1e-9); γ is measured from the layer's own attention, so the bound holds "
+             "by submultiplicativity when rankscope's decomposition and norms are right: this checks the computation, "
+             "not the theorem's estimate of γ",
              judge(result.bound_rows_checked > 0, result.bound_violations == 0), setting});
     f.key("bound violations / rows checked", fmt::format("{} / {}", result.bound_violations, result.bound_rows_checked));
+    // "Keeps its rank" is judged where pure attention (1 head) has collapsed by layer L in every seed: shallower, a
+    // variant that does collapse also stays above the threshold (--layers 3: SAN+affine-LN at 0.23). "Does not stop
+    // the collapse" is judged as SAN's: round-off by layer L in every seed, unless too few layers to tell.
+    const auto* pure = find_variant(result, "SAN");
+    const bool pure_collapsed = pure && collapse_by_last_layer(*pure).reached;
     auto final_check = [&](const std::string& variant, const std::string& claim, const std::string& paper, bool keeps) {
         const auto* v = find_variant(result, variant);
         if (!v) return;
-        const bool agrees = keeps ? v->final_relative_residual > kKeepsRank : v->final_relative_residual <= kRoundOffLevel;
-        f.check({"theory", claim, paper, fmt::format("{}: r_L = {}", variant, quote_number(v->final_relative_residual)),
-                 keeps ? fmt::format("r_L > {}", kKeepsRank) : fmt::format("r_L ≤ {}", quote_number(kRoundOffLevel)),
-                 judge(deep_enough, agrees), setting});
+        const CollapseByLastLayer collapse = collapse_by_last_layer(*v);
+        f.check({"theory", claim, paper, fmt::format("{}: r_L = {}", variant, final_residual_words(*v)),
+                 keeps ? fmt::format("r_L > {} in every seed; judged where SAN has reached round-off by layer L", kKeepsRank)
+                       : fmt::format("r_L ≤ {} in every seed (not comparable when two more steps r → r^exponent would "
+                                     "reach it: too few layers)",
+                                     quote_number(kRoundOffLevel)),
+                 keeps ? judge(deep_enough && pure_collapsed, v->final_relative_residual_min > kKeepsRank)
+                       : judge(deep_enough && !collapse.too_shallow, collapse.reached),
+                 setting});
     };
     final_check("SAN+skip", "Skip connections stop the collapse", "Claim 3.1: the length-0 path carries res(X)", true);
     final_check("SAN+MLP", "An MLP does not stop the collapse", "Corollary 3.2: MLPs change the base, not the rate", false);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -513,6 +514,11 @@ std::vector<TrainedTask> train_or_load_seeds(const std::vector<TaskSettings>& se
         mine.erase("seed");
         if (mine != shared) throw Error("models trained together must differ only in their seed");
     }
+    // ...and differ in it: a seed given twice is one model counted twice (8 copies of seed 0 would pass a "≥ 8 seeds"
+    // rate and a Fisher test on identical models).
+    std::set<std::uint64_t> seen;
+    for (const auto& s : settings)
+        if (!seen.insert(s.seed).second) throw Error(fmt::format("seed {} is given twice: each seed is one model", s.seed));
     std::filesystem::create_directories(checkpoint_dir);
     const at::Device device = parse_device(settings.front().device);
     std::vector<TrainedTask> results(settings.size());

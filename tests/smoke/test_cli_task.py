@@ -134,6 +134,10 @@ class TaskCommand(unittest.TestCase):
         residual = read_csv(os.path.join(self.out, "width_depth_residual.csv"))
         self.assertEqual(len(residual), 2 + 5)  # layers 0..L per model
         self.assert_svg(os.path.join(self.out, "width_depth.svg"))
+        # No verdict: the mean path length is the count L·H/(H+1), which grows with L by construction.
+        findings = load_json(os.path.join(self.out, "findings.json"))
+        self.assertEqual(findings["checks"], [])
+        self.assertTrue(any("not judged either" in note for note in findings["notes"]), findings["notes"])
 
     def test_bad_settings_fail_with_one_line(self):
         result = run("task", "sort", "--out", self.out, "--d-model", "7", "--heads", "2", check=False)
@@ -146,6 +150,12 @@ class TaskCommand(unittest.TestCase):
         result = run("task", "sort", "--out", self.out, "--epochs", "many", check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("--epochs", result.stderr)
+        # A seed given twice would be one model counted twice (in E3's rates, E4's means).
+        for command in (["task", "circle", "--seeds", "0,1,0"], ["circle-regimes", "--seeds", "0,0"]):
+            result = run(*command, "--epochs", "1", "--out", self.out, check=False)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("seed 0 is given twice", result.stderr)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
         # A flag only another task reads is refused, not ignored.
         for args, expected in [(["task", "sort", "--input-noise", "0.1"], "circle task only, not sort (--input-noise)"),
                                (["task", "hull", "--text", RTE], "memorize task only, not hull (--text)"),

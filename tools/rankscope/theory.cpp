@@ -59,7 +59,9 @@ void run_theory_command(TheoryOptions options) {
                                  {"fitted_exponent_min", json_number(v.exponent.min)},
                                  {"fitted_exponent_max", json_number(v.exponent.max)},
                                  {"exponent_seeds_fitted", v.exponent.seeds_fitted},
-                                 {"final_relative_residual", v.final_relative_residual},
+                                 {"final_relative_residual", v.final_relative_residual},  // mean over seeds
+                                 {"final_relative_residual_min", v.final_relative_residual_min},
+                                 {"final_relative_residual_max", v.final_relative_residual_max},
                                  {"bound_over_measured_log10_mean", json_number(v.bound_over_measured_log10_mean)}});
     const int violations = result.bound_violations;
     nlohmann::json document = {{"bound_definition", theory_bound_definition()},
