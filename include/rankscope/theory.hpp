@@ -53,7 +53,7 @@ constexpr double kRoundOff = 1e-12;
 std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t seed, const at::Tensor* input = nullptr,
                                   const at::Device& device = at::kCPU);
 
-// Slope of log(−log r_l) against l over layers with 1e-12 < r_l < 1 (relative residual, pooled over seeds):
+// Slope of log(−log r_l) against l over layers l ≥ 1 with 1e-12 < r_l < 1 (relative residual, pooled over seeds):
 // log 3 ≈ 1.0986 means doubly exponential with base 3. NaN with fewer than 2 usable layers.
 double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
 

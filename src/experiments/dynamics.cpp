@@ -284,11 +284,17 @@ Findings dynamics_findings(const DynamicsResult& result) {
         collapsed_from = result.steps[c];
     }
     const ResidualRow* san_last = row_at(last, "SAN", depth);
-    if (san_last)
+    const ResidualRow* san_last_first = row_at(last, "SAN", 1);
+    if (san_last && san_last_first)  // as E1's pretrained check: collapsed by layer 5, not already after layer 1 (init's)
         f.check({"dynamics", "Without skip connections the pretrained model collapses within 3–5 layers (E1, pretrained)",
                  "≈0 after 3–5 layers pretrained (Fig. 2)",
-                 fmt::format("SAN after layer {} at step {}: {:.3g}", depth, result.steps.back(), san_last->mean),
-                 fmt::format("≤ {} after layer {}", kCollapsedResidual, depth), judge(L >= kPretrainedCollapseDepth, san_last->mean <= kCollapsedResidual),
+                 fmt::format("SAN at step {} after layer 1: {:.3g}; after layer {}: {:.3g}", result.steps.back(),
+                             san_last_first->mean, depth, san_last->mean),
+                 fmt::format("≤ {} after layer {}, and above it after layer 1 (at init's speed the collapse is not the "
+                             "pretrained one)",
+                             kCollapsedResidual, depth),
+                 judge(L >= kPretrainedCollapseDepth,
+                       san_last->mean <= kCollapsedResidual && san_last_first->mean > kCollapsedResidual),
                  "final checkpoint"});
     std::string reading = fmt::format("Relative residual after the last layer ({}), from step {} to step {}: {}.",
                                       L, result.steps.front(), result.steps.back(), fmt::join(sentences, "; "));

@@ -105,6 +105,8 @@ Findings mask_comparison_findings(const std::vector<ResidualRow>& causal, const 
         std::string outcome;
         if (!b_depth && !c_depth) {
             outcome = "neither collapses within the model's depth, so a delay cannot show";
+        } else if (b_depth && c_depth && *b_depth == 1 && *c_depth == 1) {
+            outcome = "both collapse at the first layer, so a delay shorter than a layer cannot show";
         } else if (b_depth && (!c_depth || *c_depth > *b_depth)) {
             verdict = Verdict::Reproduced;
             outcome = c_depth ? fmt::format("the causal mask delays collapse by {} layer{}", *c_depth - *b_depth,
@@ -121,7 +123,8 @@ Findings mask_comparison_findings(const std::vector<ResidualRow>& causal, const 
                              "bidirectional {}",
                              kCollapsedResidual, depth_text(c_depth, L), depth_text(b_depth, L), layers_text, c_text, b_text),
                  fmt::format("reproduced when the bidirectional SAN falls below {} at an earlier layer than the "
-                             "causal one (or the causal one never does); not comparable when neither does",
+                             "causal one (or the causal one never does); not comparable when neither does, or both do "
+                             "at the first layer",
                              kCollapsedResidual),
                  verdict, fmt::format("{} layers, same weights and batch", L)});
         f.key(fmt::format("{}, SAN after {} layers, causal", weights, layers_text), c_text);

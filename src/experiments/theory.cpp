@@ -160,7 +160,9 @@ double fitted_collapse_rate(const std::vector<TheoryRow>& rows) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     int count = 0;
     for (const auto& row : rows) {
-        if (row.at_round_off || !(row.relative_residual < 1)) continue;
+        // Layer 0 is the input: its r_0 ≈ 1 makes log(−log r_0) arbitrary (seed 0's 1.0043 was left out, seed 1's
+        // 0.9698 was in at −3.4), so the fit starts at the first layer's output.
+        if (row.layer == 0 || row.at_round_off || !(row.relative_residual < 1)) continue;
         const double y = std::log(-std::log(row.relative_residual));
         sx += row.layer;
         sy += y;

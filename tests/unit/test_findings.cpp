@@ -114,13 +114,33 @@ TEST(FindingsE1, InitCollapseVerdictAndReadingFollowTheData) {
     EXPECT_NE(find_check(contradicts, "Without skip connections").measured.find("0.500"), std::string::npos);
 }
 
+// A decoder under its causal mask: the paper's encoder depths are not judged on it (gpt2 at init: 0.726 after layer
+// 1 read "not reproduced"); under --bidirectional they are.
+TEST(FindingsE1, CausalDecodersAreNotJudgedOnTheEncoderDepths) {
+    RealModelResult causal = synthetic_e1(4, "init", 0.726, 0.4);
+    causal.model_type = "gpt2";
+    Findings f = real_model_findings(causal);
+    EXPECT_EQ(find_check(f, "Without skip connections").verdict, Verdict::NotComparable);
+    EXPECT_EQ(find_check(f, "An MLP alone").verdict, Verdict::NotComparable);
+    EXPECT_NE(find_check(f, "Without skip connections").settings.find("causal mask"), std::string::npos);
+    causal.settings.bidirectional = true;
+    for (auto& row : causal.runs[0].residual) row.variant = variant_label(row.variant, LayerNormSurgery::Keep, true);
+    f = real_model_findings(causal);
+    EXPECT_EQ(find_check(f, "Without skip connections").verdict, Verdict::NotReproduced);
+}
+
 TEST(FindingsE1, TwoPretrainedLayersAreNotComparable) {
     const Findings f = real_model_findings(synthetic_e1(2, "pretrained", 0.001, 0.4));
     EXPECT_EQ(find_check(f, "Without skip connections").verdict, Verdict::NotComparable);
     EXPECT_EQ(find_check(f, "full pretrained transformer").verdict, Verdict::NotComparable);
-    const Findings deep = real_model_findings(synthetic_e1(12, "pretrained", 0.001, 0.4));
+    const Findings deep = real_model_findings(synthetic_e1(12, "pretrained", 0.2, 0.4));  // 0.2/l: 0.04 at layer 5
     EXPECT_EQ(find_check(deep, "Without skip connections").verdict, Verdict::Reproduced);
     EXPECT_EQ(find_check(deep, "full pretrained transformer").verdict, Verdict::Reproduced);
+    // Collapsed already after layer 1, as at init: not the pretrained shape (init weights would pass otherwise).
+    const Findings init_speed = real_model_findings(synthetic_e1(12, "pretrained", 0.001, 0.4));
+    EXPECT_EQ(find_check(init_speed, "Without skip connections").verdict, Verdict::NotReproduced);
+    EXPECT_NE(find_check(init_speed, "Without skip connections").measured.find("SAN after layer 1: 0.00100"),
+              std::string::npos) << find_check(init_speed, "Without skip connections").measured;
     const Findings high = real_model_findings(synthetic_e1(12, "pretrained", 0.001, 0.9));
     EXPECT_EQ(find_check(high, "full pretrained transformer").verdict, Verdict::NotReproduced);
     // A collapsing transformer whose mean over layers is in range (0.9 → 0.05 in six layers: mean 0.425).

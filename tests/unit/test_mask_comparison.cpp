@@ -51,6 +51,12 @@ TEST(MaskComparison, VerdictFollowsTheCollapseLayers) {
         mask_comparison_findings(rows("init", never, transformer, false), rows("init", never, transformer, true));
     EXPECT_EQ(neither.checks[0].verdict, Verdict::NotComparable);
     EXPECT_NE(neither.checks[0].measured.find("not within 5 layers"), std::string::npos);
+    // Both below the threshold at the first layer: a delay shorter than a layer cannot show.
+    const std::vector<double> at_once = {0.9, 0.01, 0.0, 0.0, 0.0, 0.0};
+    const Findings saturated =
+        mask_comparison_findings(rows("init", at_once, transformer, false), rows("init", at_once, transformer, true));
+    EXPECT_EQ(saturated.checks[0].verdict, Verdict::NotComparable);
+    EXPECT_NE(saturated.reading.find("both collapse at the first layer"), std::string::npos) << saturated.reading;
     // Two weights kinds: one check each.
     auto causal = rows("init", slow, transformer, false), bidirectional = rows("init", fast, transformer, true);
     for (const auto& r : rows("pretrained", fast, transformer, false)) causal.push_back(r);

@@ -325,6 +325,11 @@ TEST(Dynamics, FindingsFollowTheNumbers) {
     const Findings kept = dynamics_findings(hand_made_dynamics(0.2));
     EXPECT_EQ(kept.checks[0].verdict, Verdict::NotReproduced);
     EXPECT_NE(kept.reading.find("above 0.05 after layer 5 at the last checkpoint"), std::string::npos) << kept.reading;
+    // Collapsed already after layer 1, as at init: not the pretrained shape.
+    DynamicsResult init_speed = hand_made_dynamics(0.01);
+    for (auto& row : init_speed.runs.back().residual)
+        if (row.variant == "SAN" && row.layer >= 1) row.mean = 0.01;
+    EXPECT_EQ(dynamics_findings(init_speed).checks[0].verdict, Verdict::NotReproduced);
     const Table attention = dynamics_attention_table(hand_made_dynamics(0.01));
     ASSERT_EQ(attention.rows(), 12u);
     EXPECT_DOUBLE_EQ(attention.column("entropy_mean").reals[6], 1.5);

@@ -255,6 +255,8 @@ TEST(Theory, FittedExponentRecoversACubicRecursion) {
     for (int l = 0; l < 5; ++l) rows[l].relative_residual = std::exp(-0.5 * std::pow(3.0, l));
     rows.resize(4);
     EXPECT_NEAR(fitted_collapse_rate(rows), std::log(3.0), 1e-9);
+    rows[0].relative_residual = 0.9698;  // the input (layer 0) is not an attention output: left out of the fit
+    EXPECT_NEAR(fitted_collapse_rate(rows), std::log(3.0), 1e-9);
 }
 
 // Each seed is fitted with its own intercept: two seeds, both cubic, with constants 2 and 0.1. The rule before (one
