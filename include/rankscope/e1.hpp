@@ -18,6 +18,15 @@ namespace rankscope {
 // of a pretraining run's checkpoints (dynamics.cpp) and of the mask comparison (mask_comparison.cpp).
 inline constexpr double kCollapsedResidual = 0.05;    // "≈ 0"
 inline constexpr int kPretrainedCollapseDepth = 5;    // "after 3–5 layers pretrained"
+// The pretrained SAN's shape in Fig. 2: ≈0 by layer kPretrainedCollapseDepth, and not already after layer 1 (that is
+// the figure's init shape; init weights would pass a check of layer 5 alone). A threshold on the curve, not a
+// comparison with a measured init run.
+inline bool pretrained_san_shape(double after_first_layer, double after_collapse_depth) {
+    return after_collapse_depth <= kCollapsedResidual && after_first_layer > kCollapsedResidual;
+}
+inline constexpr const char* kPretrainedSanClaim =
+    "Without skip connections (SAN) the pretrained representation collapses to rank 1 after 3–5 layers, not after 1 "
+    "as at init";
 
 // "SAN" (no attention skip, no MLP), "SAN+MLP" (no attention skip), "SAN+skip" (no MLP), "transformer".
 Surgery surgery_for_variant(const std::string& variant, bool official_compat);

@@ -59,8 +59,11 @@ double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
 
 // The step exponent a of log r_l = a · log r_(l−1) + b_s (a = 3 is the theorems' cubic step), fitted by least squares
 // within each seed s (its own intercept: the constant c differs between networks) over that seed's collapsing steps:
-// consecutive layers whose relative residual falls, neither at round-off. Uses the exact-centre residual r. A seed
-// with fewer than 2 such steps is not fitted; median, min and max over the fitted seeds (NaN when none is).
+// consecutive layers whose residual r (the exact-centre one the theorems bound, the fitted quantity) falls, neither
+// at round-off. A seed with fewer than kStepsToFit such steps is not fitted (two points always lie on a line: three
+// test the power law); median, min and max over the fitted seeds (NaN when none is). A variant whose residual grows
+// (skips) has no collapsing step and no exponent.
+constexpr int kStepsToFit = 3;
 struct StepExponentFit {
     double median = NAN, min = NAN, max = NAN;
     int seeds_fitted = 0, seeds = 0;

@@ -146,21 +146,21 @@ Findings real_model_findings(const RealModelResult& result) {
         const std::string causal_note = bidirectional ? "" : "; not judged under a causal mask (the paper's encoders are "
                                                              "bidirectional)";
         if (const auto san = value_at(run, label("SAN"), std::min(depth, L))) {
-            // Pretrained: collapsed by layer 5, but not already after layer 1 as at init; otherwise init weights (and
-            // a checkpoint that learned nothing) would pass the pretrained claim too.
             const auto san_first = value_at(run, label("SAN"), 1);
-            const bool not_at_init_speed = init || (san_first && *san_first > kCollapsedResidual);
-            f.check({"E1", "Without skip connections (SAN) the representation collapses to rank 1",
+            const bool pretrained_shape = !init && san_first;
+            f.check({"E1",
+                     init ? "Without skip connections (SAN) the representation collapses to rank 1" : kPretrainedSanClaim,
                      init ? "≈0 after 1 layer at init (Fig. 2)" : "≈0 after 3–5 layers pretrained (Fig. 2)",
-                     init || !san_first ? fmt::format("SAN after layer {}: {}", std::min(depth, L), quote_number(*san))
-                                        : fmt::format("SAN after layer 1: {}; after layer {}: {}", quote_number(*san_first),
-                                                      std::min(depth, L), quote_number(*san)),
+                     pretrained_shape ? fmt::format("SAN after layer 1: {}; after layer {}: {}", quote_number(*san_first),
+                                                    std::min(depth, L), quote_number(*san))
+                                      : fmt::format("SAN after layer {}: {}", std::min(depth, L), quote_number(*san)),
                      fmt::format("≤ {} after layer {}{}{}{}", kCollapsedResidual, depth,
-                                 init ? "" : ", and above it after layer 1 (at init's speed the collapse is not the "
-                                             "pretrained one)",
+                                 init ? "" : ", and above it after layer 1",
                                  L < depth ? fmt::format(" (needs ≥ {} layers; this model has {})", depth, L) : "",
                                  causal_note),
-                     judge(deep_enough && bidirectional, *san <= kCollapsedResidual && not_at_init_speed), settings});
+                     judge(deep_enough && bidirectional,
+                           pretrained_shape ? pretrained_san_shape(*san_first, *san) : *san <= kCollapsedResidual),
+                     settings});
         }
         if (const auto san_mlp = value_at(run, label("SAN+MLP"), L)) {
             f.check({"E1", "An MLP alone does not stop the collapse (SAN+MLP)",

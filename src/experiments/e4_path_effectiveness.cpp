@@ -145,10 +145,15 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
             f.check({"E4", "Long paths add little", "Fig. 4: accuracy does not grow with path length beyond 2",
                      fmt::format("best ensemble of length ≥ 3: {} (k = {}), vs {} at length ≤ 2", quote_number(best_long),
                                  best_long_k, quote_number(best_short)),
-                     fmt::format("≤ best short + {}; judged only when the model solves the task and short paths carry "
-                                 "most of its accuracy (share ≥ {})",
+                     fmt::format("≤ best short + {}; on a model that solves the task, a longer ensemble beyond that "
+                                 "contradicts it, and within it is judged where short paths carry most of its accuracy "
+                                 "(share ≥ {})",
                                  kLittle, kMostOf),
-                     judge(solves && share >= kMostOf, best_long <= best_short + kLittle), setting});
+                     !solves                                ? Verdict::NotComparable
+                     : best_long > best_short + kLittle     ? Verdict::NotReproduced
+                     : share >= kMostOf                     ? Verdict::Reproduced
+                                                            : Verdict::NotComparable,
+                     setting});
             reading += fmt::format("The best longer ensemble reaches {} (k = {}).", quote_number(best_long), best_long_k);
         }
     }

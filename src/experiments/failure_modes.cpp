@@ -253,10 +253,13 @@ Findings failure_modes_findings(const FailureModesResult& result, const FailureM
         f.check({"failure modes", "Larger query/key weights delay the rank collapse of pure attention",
                  "rankscope's reading of the §3 bound (its rate 4γβ/√d_qk grows with ‖W_Q W_Kᵀ‖): a hypothesis, not a stated claim",
                  fmt::format("first layer below {}: {}", quote_number(settings.rank_collapse_below), fmt::join(parts, "; ")),
-                 "never earlier at a larger scale, and later at the largest scale than at the smallest; judged only when "
-                 "the largest scale collapses within the network (later, not never: \"> L\" is not a depth)",
-                 judge(settings.query_key_scales.size() >= 2 && L >= 4 && last_depth <= L,
-                       non_decreasing && last_depth > first_depth),
+                 "never earlier at a larger scale, and later at the largest scale than at the smallest; an earlier "
+                 "collapse at a larger scale contradicts it, and \"later\" needs the largest scale to collapse within the "
+                 "network (\"> L\" is not a depth)",
+                 settings.query_key_scales.size() < 2 || L < 4 ? Verdict::NotComparable
+                 : !non_decreasing                               ? Verdict::NotReproduced
+                 : last_depth > L                                ? Verdict::NotComparable
+                                                                 : judge(true, last_depth > first_depth),
                  setting});
     }
     // 3. Where layer 1 freezes: near-uniform well below s_c, near one-hot well above it (factor 1.5 each side). The

@@ -196,7 +196,7 @@ StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows) {
             const TheoryRow& before = *seed_rows[i - 1];
             const TheoryRow& after = *seed_rows[i];
             if (after.layer != before.layer + 1 || before.at_round_off || after.at_round_off) continue;
-            if (!(after.relative_residual < before.relative_residual)) continue;
+            if (!(after.residual < before.residual)) continue;  // the fitted quantity falls: a collapsing step
             const double x = std::log(before.residual), y = std::log(after.residual);
             sx += x;
             sy += y;
@@ -205,7 +205,7 @@ StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows) {
             ++count;
         }
         const double denominator = count * sxx - sx * sx;
-        if (count < 2 || !(denominator > 1e-12)) continue;
+        if (count < kStepsToFit || !(denominator > 1e-12)) continue;
         exponents.push_back((count * sxy - sx * sy) / denominator);
     }
     fit.seeds_fitted = int(exponents.size());

@@ -58,7 +58,7 @@ class TheoryAndPaths(unittest.TestCase):
 
     def assert_step_exponents_follow_their_definition(self, rows, variants):
         """theory.json's step exponent, recomputed from theory.csv: per seed, the least-squares slope of log r_l on
-        log r_(l-1) over the steps whose relative residual falls, neither layer at round-off (2 or more steps);
+        log r_(l-1) over the steps whose residual r falls, neither layer at round-off (3 or more steps);
         median, min and max over the seeds fitted."""
         fitted_somewhere = False
         for variant in variants:
@@ -70,8 +70,8 @@ class TheoryAndPaths(unittest.TestCase):
                 steps = [(math.log(float(before["residual"])), math.log(float(after["residual"])))
                          for before, after in zip(layers, layers[1:])
                          if before["at_round_off"] == "0" and after["at_round_off"] == "0"
-                         and float(after["relative_residual"]) < float(before["relative_residual"])]
-                if len(steps) >= 2:
+                         and float(after["residual"]) < float(before["residual"])]
+                if len(steps) >= 3:
                     exponents.append(statistics.linear_regression(*zip(*steps)).slope)
             self.assertEqual(variant["exponent_seeds_fitted"], len(exponents), variant)
             if not exponents:

@@ -122,6 +122,8 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
     SyntheticFailureModes never;  // the largest scale does not collapse within the network: "later" or "never"?
     never.san_collapse = [](double s) { return s < 1 ? 2 : s < 2 ? 3 : kLayers + 1; };
     EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(never, settings), settings), delay), Verdict::NotComparable);
+    never.san_collapse = [](double s) { return s < 1 ? 4 : s < 2 ? 2 : kLayers + 1; };  // earlier at s = 1: a contradiction
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(never, settings), settings), delay), Verdict::NotReproduced);
 
     SyntheticFailureModes early_freeze;  // near one-hot already at s = 1 < s_c / 1.5
     early_freeze.entropy1 = [](double s) { return s <= 0.5 ? first_layer_entropy_expansion(s, 32) : s < 2 ? 0.3 : 0.05; };

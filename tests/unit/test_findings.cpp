@@ -302,6 +302,11 @@ TEST(FindingsE4, ShortPathShareVerdictFollowsTheData) {
     EXPECT_EQ(find_check(f, "solves the task").verdict, Verdict::Reproduced);
     // Short paths do not carry most of it: "long paths add little" (every ensemble is poor) is not judged.
     EXPECT_EQ(find_check(f, "Long paths add little").verdict, Verdict::NotComparable);
+    // ...unless a longer ensemble beats the short ones by more than 0.05: that contradicts it whatever their share.
+    result.by_length[4].accuracy.mean = 0.6;
+    EXPECT_EQ(find_check(path_effectiveness_findings(result, settings), "Long paths add little").verdict,
+              Verdict::NotReproduced);
+    result.by_length[4].accuracy.mean = 0.2;
     result.by_length[1].accuracy.mean = 0.9;
     f = path_effectiveness_findings(result, settings);
     EXPECT_EQ(find_check(f, "Short paths").verdict, Verdict::Reproduced);

@@ -200,7 +200,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     };
     cells.push_back({"e3_circle", "E3: the circle, run recurrently for 300 steps",
                      "§4.2: pure attention collapses both trajectories to one point/line; skip and/or MLP let them follow the arcs.",
-                     task_cell("circle", {"--seeds", seed, "--epochs", "60"}, {}),
+                     task_cell("circle", {"--epochs", "60"}, {}),  // 3 seeds from --seed: E3 judges from 3
                      {"circle.svg"},
                      {"circle_summary.csv", "circle_trajectories.csv", "task.json"}});
     const std::vector<std::tuple<std::string, std::string, std::vector<std::string>, std::vector<std::string>>> tasks = {
