@@ -96,6 +96,7 @@ struct TheoryVariantSummary {
     double final_relative_residual = NAN;  // mean over seeds at the last layer
     double bound_over_measured_log10_mean = NAN;  // mean log10(bound_step / residual) over checked rows
     double final_relative_residual_min = NAN, final_relative_residual_max = NAN;  // over seeds at the last layer
+    bool still_collapsing = false;  // the mean residual r falls from the layer before the last into the last
 };
 struct TheoryResult {
     std::vector<TheoryRow> rows;  // every variant × seed × layer

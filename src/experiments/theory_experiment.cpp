@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -85,6 +86,10 @@ TheoryResult summarize_theory(std::vector<TheoryRow> rows, const std::vector<The
                                      fitted_collapse_exponent(v_rows), last[0] / last[4],
                                      tightness_count ? tightness_sum / tightness_count : NAN};
         std::tie(summary.final_relative_residual_min, summary.final_relative_residual_max) = range.rbegin()->second;
+        if (per_layer.size() >= 2) {  // the mean residual r falls into the last layer
+            const auto& before = std::next(per_layer.rbegin())->second;
+            summary.still_collapsing = last[1] / last[4] < before[1] / before[4];
+        }
         result.variants.push_back(summary);
     }
     return result;
@@ -99,7 +104,7 @@ constexpr double kKeepsRank = 0.05;       // a relative residual above this afte
 // "median 3.05 over 5 seeds (3.00–3.38)", or why there is none.
 std::string step_exponent_words(const StepExponentFit& fit) {
     if (std::isnan(fit.median))
-        return fmt::format("not fitted (no seed of {} has 2 collapsing steps above round-off)", fit.seeds);
+        return fmt::format("not fitted (no seed of {} has {} collapsing steps above round-off)", fit.seeds, kStepsToFit);
     if (fit.seeds_fitted == 1) return fmt::format("{} (fitted in 1 of {} seeds)", quote_number(fit.median), fit.seeds);
     const std::string of = fit.seeds_fitted == fit.seeds ? std::to_string(fit.seeds)
                                                          : fmt::format("{} of {}", fit.seeds_fitted, fit.seeds);
@@ -115,8 +120,9 @@ const TheoryVariantSummary* find_variant(const TheoryResult& result, const std::
 
 // Has the variant reached round-off by layer L in every seed? And if not, is the network merely too shallow to tell:
 // at most two more steps r → r^a of its own fitted kind (median step exponent a ≥ 2) would get the seed furthest
-// from round-off there (theory --layers 3: SAN at exponent 3.05, r_L = 1.6e-5)? Further off, or collapsing at a
-// slower kind, the network is deep enough to have shown the collapse.
+// from round-off there (theory --layers 3: SAN at exponent 3.05, r_L = 1.6e-5)? With too few collapsing steps to
+// fit a, too shallow while r still falls (--layers 3: SAN+affine-LN, whose first step rises). Further off, collapsing
+// at a slower kind, or not falling, the network is deep enough to have shown the collapse.
 struct CollapseByLastLayer {
     bool reached = false;
     bool too_shallow = false;
@@ -125,8 +131,13 @@ CollapseByLastLayer collapse_by_last_layer(const TheoryVariantSummary& v) {
     CollapseByLastLayer c;
     const double furthest = v.final_relative_residual_max;
     c.reached = furthest <= kRoundOffLevel;
+    if (c.reached) return c;
     const double a = v.exponent.median;
-    if (c.reached || std::isnan(a) || a < kDoublyExponential) return c;
+    if (std::isnan(a)) {  // too few collapsing steps to fit: too shallow while r still falls, else not collapsing
+        c.too_shallow = v.still_collapsing;
+        return c;
+    }
+    if (a < kDoublyExponential) return c;
     double extrapolated = furthest;
     for (int step = 0; step < 2 && extrapolated < 1; ++step) extrapolated = std::pow(extrapolated, a);
     c.too_shallow = extrapolated <= kRoundOffLevel;
@@ -135,7 +146,7 @@ CollapseByLastLayer collapse_by_last_layer(const TheoryVariantSummary& v) {
 
 constexpr const char* kTooShallowWords =
     "; not comparable when two more steps r → r^a (a the median step exponent, the constant left out) would reach it "
-    "from the seed furthest from it: too few layers";
+    "from the seed furthest from it, or when too few steps collapse to fit a and r still falls: too few layers";
 
 // "mean 0.282 (seeds 0.21–0.35)", or the one value of a single seed.
 std::string final_residual_words(const TheoryVariantSummary& v) {
@@ -172,10 +183,10 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
                              step_exponent_words(fit), final_residual_words(*san)),
                  fmt::format("median exponent ≥ {} and r_L ≤ {} in every seed (float64 round-off){}", kDoublyExponential,
                              quote_number(kRoundOffLevel), kTooShallowWords),
-                 // Not fitted: too fast to fit (at round-off within two steps) is not comparable; never collapsing in a
-                 // network deep enough to show it contradicts the claim.
+                 // Not fitted: too fast to fit (round-off within a few steps) or still falling is not comparable; not
+                 // collapsing in a network deep enough to show it contradicts the claim.
                  fitted ? judge(deep_enough && !collapse.too_shallow, fit.median >= kDoublyExponential && collapse.reached)
-                        : judge(deep_enough && !collapse.reached, false),
+                        : judge(deep_enough && !collapse.reached && !collapse.too_shallow, false),
                  setting});
         f.key("SAN" + suffix + ": step exponent, median over seeds (3 = the theorems' cubic step)", fit.median);
     }

@@ -211,11 +211,11 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
               std::string::npos) << find_check(f, doubly).measured;
     EXPECT_NE(find_check(f, skips).measured.find("r_L = mean 0.300 (seeds 0.200–0.400)"), std::string::npos)
         << find_check(f, skips).measured;
-    // No seed with two collapsing steps: nothing to judge, and the words say so.
+    // No seed with three collapsing steps, and at round-off (too fast to fit): nothing to judge, and the words say so.
     san.exponent = {NAN, NAN, NAN, 0, 3};
     f = theory_findings(result, settings);
     EXPECT_EQ(find_check(f, doubly).verdict, Verdict::NotComparable);
-    EXPECT_NE(find_check(f, doubly).measured.find("not fitted (no seed of 3 has 2 collapsing steps"), std::string::npos)
+    EXPECT_NE(find_check(f, doubly).measured.find("not fitted (no seed of 3 has 3 collapsing steps"), std::string::npos)
         << find_check(f, doubly).measured;
     san.exponent = {3.0, 2.9, 3.1, 3, 3};
     // Skips judged on every seed: one seed collapsed (the mean 0.3 would pass).
@@ -248,6 +248,19 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     EXPECT_EQ(verdict(mlps), Verdict::NotReproduced);
     set_final(mlp, 1e-15);
     EXPECT_EQ(verdict(mlps), Verdict::Reproduced);
+    // Too few collapsing steps to fit an exponent (--layers 3: SAN+affine-LN at 0.23 after a rising first step):
+    // not comparable while r still falls, a contradiction when it does not.
+    mlp.exponent = {};
+    set_final(mlp, 0.226, 0.183, 0.270);
+    mlp.still_collapsing = true;
+    EXPECT_EQ(verdict(mlps), Verdict::NotComparable);
+    mlp.still_collapsing = false;
+    EXPECT_EQ(verdict(mlps), Verdict::NotReproduced);
+    // A SAN that never collapses in a deep enough network: not fitted, and a contradiction (not "not comparable").
+    san.exponent = {NAN, NAN, NAN, 0, 3};
+    set_final(san, 0.9);
+    san.still_collapsing = false;
+    EXPECT_EQ(verdict(doubly), Verdict::NotReproduced);
 }
 
 TEST(FindingsTheory, SummarizeCountsViolationsAboveRoundOffOnly) {
