@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <thread>
 
@@ -102,4 +104,37 @@ TEST(ExactCenter, ThreadSafeUnderParallelSolves) {
         });
     for (auto& thread : threads) thread.join();
     EXPECT_EQ(serial, parallel);
+}
+
+// A hidden state on which GLPK's primal simplex reports "no feasible solution" (theory --init-scale 1.5 stopped with
+// "the linear program did not reach an optimum (GLPK status 4)"): solved, and nothing lower around it.
+TEST(ExactCenter, SolvesWhereThePrimalSimplexGivesUp) {
+    std::ifstream in(std::string(RANKSCOPE_FIXTURES_DIR) + "/exact_center/glpk_primal_reports_no_feasible_32x32.txt");
+    ASSERT_TRUE(in.good());
+    std::vector<std::vector<double>> rows;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream values(line);
+        rows.emplace_back();
+        for (double v; values >> v;) rows.back().push_back(v);
+    }
+    ASSERT_EQ(rows.size(), 32u);
+    Matrix x(32, 32);
+    for (int i = 0; i < 32; ++i)
+        for (int j = 0; j < 32; ++j) x(i, j) = rows[i].at(j);
+    std::mt19937_64 generator(11);
+    for (Norm norm : {Norm::LInf, Norm::Composite}) {
+        const ExactCenter best = exact_center(x, norm);
+        EXPECT_NEAR(best.residual, objective(x, best.center, norm), 1e-12);
+        EXPECT_LE(best.residual, objective(x, column_mean(x), norm) * (1 + 1e-9)) << to_string(norm);
+        EXPECT_LE(best.residual, objective(x, column_median(x), norm) * (1 + 1e-9)) << to_string(norm);
+        for (double radius : {0.1, 0.01, 1e-4}) {
+            std::normal_distribution<double> step(0, radius);
+            for (int probe = 0; probe < 200; ++probe) {
+                RowVector c = best.center;
+                for (Eigen::Index j = 0; j < c.size(); ++j) c(j) += step(generator);
+                ASSERT_GE(objective(x, c, norm), best.residual * (1 - 1e-9)) << to_string(norm);
+            }
+        }
+    }
 }
