@@ -5,6 +5,7 @@
 #include "rankscope/intra_op_threads.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,6 +155,21 @@ Provenance start_run(const CommonOptions& options) {
     Provenance provenance = make_provenance(static_cast<int>(argv.size()), argv.data(), options.seed, threads);
     provenance.device = device.str();
     return provenance;
+}
+
+nlohmann::json table_records(const Table& table) {
+    nlohmann::json records = nlohmann::json::array();
+    for (std::size_t r = 0; r < table.rows(); ++r) {
+        nlohmann::json record = nlohmann::json::object();
+        for (const auto& column : table.columns()) switch (column.kind) {
+                case Table::Integer: record[column.name] = column.integers[r]; break;
+                case Table::Unsigned: record[column.name] = column.unsigneds[r]; break;
+                case Table::Real: record[column.name] = column.reals[r]; break;  // NaN when missing: dumped as null
+                case Table::Text: record[column.name] = column.texts[r]; break;
+            }
+        records.push_back(std::move(record));
+    }
+    return records;
 }
 
 bool print_csv_or_json(const CommonOptions& options, const Table& table, const Findings& findings) {

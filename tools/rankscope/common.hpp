@@ -1,6 +1,7 @@
 #pragma once
 // Options every subcommand shares, and the subcommand registry used by main.cpp.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -53,6 +54,9 @@ void add_device_option(CLI::App& command, CommonOptions& options);
 // --format csv: `table` as CSV on standard output; --format json: the findings' checks (claim, measured, verdict) and
 // reading. Returns false for --format table (the command prints its own table).
 bool print_csv_or_json(const CommonOptions& options, const Table& table, const Findings& findings);
+
+// `table` as JSON records, one object per row keyed by column name (Real cells as numbers, NaN written as null).
+nlohmann::json table_records(const Table& table);
 
 // Fills the provenance once the command line has been parsed.
 Provenance start_run(const CommonOptions& options);

@@ -48,21 +48,8 @@ void run_theory_command(TheoryOptions options) {
 
     write_csv_atomically(out / "theory.csv", theory_table(result).to_csv(), provenance);
     write_csv_atomically(out / "theory_summary.csv", theory_summary_table(result).to_csv(), provenance);
-    auto json_number = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
-    nlohmann::json variants_json = nlohmann::json::array();
-    for (const auto& v : result.variants)
-        variants_json.push_back({{"variant", v.variant},
-                                 {"heads", v.heads},
-                                 {"fitted_slope_log_neg_log_r", json_number(v.fitted_slope)},
-                                 {"fitted_base", json_number(v.fitted_base)},
-                                 {"fitted_exponent", json_number(v.exponent.median)},  // median of the seeds' fits
-                                 {"fitted_exponent_min", json_number(v.exponent.min)},
-                                 {"fitted_exponent_max", json_number(v.exponent.max)},
-                                 {"exponent_seeds_fitted", v.exponent.seeds_fitted},
-                                 {"final_relative_residual", v.final_relative_residual},  // mean over seeds
-                                 {"final_relative_residual_min", v.final_relative_residual_min},
-                                 {"final_relative_residual_max", v.final_relative_residual_max},
-                                 {"bound_over_measured_log10_mean", json_number(v.bound_over_measured_log10_mean)}});
+    // theory.json's variants are theory_variants_table's rows (what the Python module returns as `variants`).
+    const nlohmann::json variants_json = table_records(theory_variants_table(result));
     const int violations = result.bound_violations;
     nlohmann::json document = {{"bound_definition", theory_bound_definition()},
                                {"configuration",
@@ -90,17 +77,14 @@ void run_theory_command(TheoryOptions options) {
     write_manifest(out, provenance, {{"outputs", {"theory.csv", "theory_summary.csv", "theory.json", "findings.json", "verdicts.csv"}}, {"figures", figures}});
 
     auto number_or_dash = [](const nlohmann::json& value) {
-        return value.is_null() ? std::string("-") : fmt::format("{:.2f}", value.get<double>());
+        return std::isnan(value.get<double>()) ? std::string("-") : fmt::format("{:.2f}", value.get<double>());
     };
     fmt::print("{:<20} {:>5} {:>14} {:>18} {:>14} {:>16}\n", "variant", "heads", "r_L (relative)",
                "slope log(-log r)", "step exponent", "log10 bound/meas");
     for (const auto& v : variants_json)
         fmt::print("{:<20} {:>5} {:>14.3e} {:>18} {:>14} {:>16}\n", v["variant"].get<std::string>(), v["heads"].get<int>(),
                    v["final_relative_residual"].get<double>(), number_or_dash(v["fitted_slope_log_neg_log_r"]),
-                   number_or_dash(v["fitted_exponent"]),
-                   v["bound_over_measured_log10_mean"].is_null()
-                       ? "-"
-                       : fmt::format("{:.2f}", v["bound_over_measured_log10_mean"].get<double>()));
+                   number_or_dash(v["fitted_exponent"]), number_or_dash(v["bound_over_measured_log10_mean"]));
     fmt::print("log 3 = 1.10 is the theorems' doubly exponential slope; the step exponent (each seed fitted on its own, median over "
                "seeds) is 3 for their cubic step.\n"
                "bound violations: {} (rows with a bound, above round-off)\nwrote {}/theory.csv, theory_summary.csv, theory.json, "
