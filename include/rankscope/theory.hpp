@@ -61,8 +61,8 @@ double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
 // within each seed s (its own intercept: the constant c differs between networks) over that seed's collapsing steps:
 // consecutive layers whose residual r (the exact-centre one the theorems bound, the fitted quantity) falls, neither
 // at round-off. A seed with fewer than kStepsToFit such steps is not fitted (two points always lie on a line: three
-// test the power law); median, min and max over the fitted seeds (NaN when none is). A variant whose residual grows
-// (skips) has no collapsing step and no exponent.
+// test the power law); median, min and max over the fitted seeds (NaN when none is). With skips the residual grows:
+// too few collapsing steps, no exponent.
 constexpr int kStepsToFit = 3;
 struct StepExponentFit {
     double median = NAN, min = NAN, max = NAN;

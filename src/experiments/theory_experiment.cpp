@@ -183,10 +183,10 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
                              step_exponent_words(fit), final_residual_words(*san)),
                  fmt::format("median exponent ≥ {} and r_L ≤ {} in every seed (float64 round-off){}", kDoublyExponential,
                              quote_number(kRoundOffLevel), kTooShallowWords),
-                 // Not fitted: too fast to fit (round-off within a few steps) or still falling is not comparable; not
-                 // collapsing in a network deep enough to show it contradicts the claim.
-                 fitted ? judge(deep_enough && !collapse.too_shallow, fit.median >= kDoublyExponential && collapse.reached)
-                        : judge(deep_enough && !collapse.reached && !collapse.too_shallow, false),
+                 // Not fitted: too fast to fit (at round-off) or still falling is not comparable; not collapsing in a
+                 // network deep enough to show it contradicts the claim.
+                 judge(deep_enough && !collapse.too_shallow && (fitted || !collapse.reached),
+                       fitted && fit.median >= kDoublyExponential && collapse.reached),
                  setting});
         f.key("SAN" + suffix + ": step exponent, median over seeds (3 = the theorems' cubic step)", fit.median);
     }
