@@ -16,7 +16,7 @@ cores for their matrix products).
    (`rankscope paths sample --patterns`) against bench/e2_paths_torch.py.
 3. Training steps per second: E4 sort in the paper's configuration (6 post-LN attention layers, 2 heads, d = 48,
    batches of 30, Adam), `rankscope task sort --epochs 20 --retrain` (its task.json's train_seconds: the training loop
-   only) for one seed and for five seeds trained together (`--seeds 2,3,4,5,6`, one stacked model; per model) against
+   only) for one seed and for five seeds trained together (`--seed 2 --seeds 5`, one stacked model; per model) against
    bench/e4_train_torch.py (nn.MultiheadAttention, the same loop, timed the same way), at 1 and 2 threads.
 4. The machine's single-precision GEMM peak, measured here at 1 and 2 threads with the baseline torch's BLAS (MKL
    in PyPI's torch) and with Debian's python3-torch (OpenBLAS, held at the same thread count), the best of both; the
@@ -141,7 +141,8 @@ for _ in range(repeats):
     out = os.path.join(work, "e4")
     for name, seeds in (("rankscope, 1 seed", [2]), (f"rankscope, {len(together)} seeds together", together)):
         subprocess.run([rankscope, "task", "sort", "--epochs", str(train_epochs), "--retrain", "--paths", "1", "--repeats",
-                        "1", "--sub-path", "no", "--threads", "2", "--seeds", ",".join(map(str, seeds)), "--out", out],
+                        "1", "--sub-path", "no", "--threads", "2", "--seed", str(seeds[0]), "--seeds", str(len(seeds)),
+                        "--out", out],
                        check=True, capture_output=True)
         with open(os.path.join(out, "task.json")) as f:
             summary = json.load(f)

@@ -114,7 +114,7 @@ class TaskReference(unittest.TestCase):
 
             # Two seeds trained together: seed 4 reused from the first run, seed 5 trained; each seed's accuracy
             # recomputed from its own checkpoint and evaluation batch, the top level their mean.
-            run("task", "sort", "--out", out, "--seeds", "4,5", "--layers", "3", "--d-model", "16", "--epochs", "6",
+            run("task", "sort", "--out", out, "--seed", "4", "--seeds", "2", "--layers", "3", "--d-model", "16", "--epochs", "6",
                 "--train-count", "150", "--eval-count", "40", "--repeats", "2", "--paths", "5,20")
             both = load_json(os.path.join(out, "task.json"))
             self.assertEqual([s["seed"] for s in both["seeds"]], [4, 5])

@@ -26,7 +26,7 @@ class TaskCommand(unittest.TestCase):
 
     def test_circle_draws_four_trajectories(self):
         run("task", "circle", "--out", self.out, "--epochs", "3", "--train-count", "200", "--steps", "40",
-            "--seeds", "1,2")
+            "--seed", "1", "--seeds", "2")
         rows = read_csv(os.path.join(self.out, "circle_trajectories.csv"))
         self.assertEqual(list(rows[0].keys()), ["variant", "seed", "step", "token", "x", "y", "target_x", "target_y"])
         self.assertEqual({r["variant"] for r in rows}, {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"})
@@ -79,7 +79,7 @@ class TaskCommand(unittest.TestCase):
 
     def test_sort_over_seeds_trained_together(self):
         args = ["task", "sort", "--out", self.out, "--epochs", "2", "--train-count", "60", "--eval-count", "20",
-                "--layers", "2", "--d-model", "16", "--repeats", "2", "--paths", "5", "--seeds", "3,4,5"]
+                "--layers", "2", "--d-model", "16", "--repeats", "2", "--paths", "5", "--seed", "3", "--seeds", "3"]
         first = run(*args)
         self.assertIn("(mean over 3 seeds)", first.stdout)
         summary = load_json(os.path.join(self.out, "task.json"))
@@ -106,7 +106,7 @@ class TaskCommand(unittest.TestCase):
         with open(os.path.join(self.out, "paths_effectiveness.gp"), encoding="utf-8") as script:
             self.assertIn("over 3 seeds × repeats", script.read())
         # Again with a fourth seed: three checkpoints reused, one trained.
-        second = run(*(args[:-1] + ["3,4,5,6"]))
+        second = run(*(args[:-1] + ["4"]))
         again = load_json(os.path.join(self.out, "task.json"))
         self.assertEqual([s["reused_checkpoint"] for s in again["seeds"]], [True, True, True, False])
         self.assertEqual(again["seeds"][0]["whole_model_accuracy"], summary["seeds"][0]["whole_model_accuracy"])
@@ -150,12 +150,16 @@ class TaskCommand(unittest.TestCase):
         result = run("task", "sort", "--out", self.out, "--epochs", "many", check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("--epochs", result.stderr)
-        # A seed given twice would be one model counted twice (in E3's rates, E4's means).
-        for command in (["task", "circle", "--seeds", "0,1,0"], ["circle-regimes", "--seeds", "0,0"]):
-            result = run(*command, "--epochs", "1", "--out", self.out, check=False)
+        # --seeds is a count in every subcommand (it was a list in task and circle-regimes, where --seeds 5 meant seed
+        # 5 alone); a list is refused with the spelling that runs the same consecutive seeds.
+        for command in (["task", "circle"], ["circle-regimes"], ["theory"], ["trainability"], ["failure-modes"]):
+            result = run(*command, "--seeds", "2,3,4", "--out", os.path.join(self.out, "never"), check=False)
             self.assertEqual(result.returncode, 2, result.stderr)
-            self.assertIn("seed 0 is given twice", result.stderr)
+            self.assertIn("'2,3,4': --seeds is a count of consecutive seeds from --seed (--seed 2 --seeds 3 runs "
+                          "seeds 2 to 4)", result.stderr)
             self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+            self.assertIn("--seeds INT:in [1, ", run(*command, "--help").stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "never")))
         # A flag only another task reads is refused, not ignored.
         for args, expected in [(["task", "sort", "--input-noise", "0.1"], "circle task only, not sort (--input-noise)"),
                                (["task", "hull", "--text", RTE], "memorize task only, not hull (--text)"),

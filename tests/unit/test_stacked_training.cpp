@@ -228,6 +228,15 @@ TEST(StackedTraining, SeedsTrainedTogetherEqualSeedsTrainedAlone) {
     // Other settings than the seed cannot be trained together.
     settings[1].epochs += 1;
     EXPECT_THROW(train_or_load_seeds(settings, data, dir / "mixed"), Error);
+    // A seed given twice would be one model counted twice (in E3's rates, E4's means): refused by name.
+    settings[1] = settings[0];
+    data[1] = data[0];
+    try {
+        train_or_load_seeds(settings, data, dir / "twice");
+        ADD_FAILURE() << "a repeated seed was trained";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "seed 2 is given twice: each seed is one model");
+    }
     std::filesystem::remove_all(dir);
 }
 

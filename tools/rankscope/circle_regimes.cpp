@@ -18,7 +18,7 @@ namespace {
 struct CircleRegimesOptions {
     CommonOptions common;
     std::vector<std::string> variants = circle_variants();
-    std::vector<std::uint64_t> seeds;  // empty: --seed .. --seed + 7
+    int seeds = 8;                     // --seed, --seed + 1, ...
     int steps = 300;
     int epochs = 0;                    // 0: the circle recipe's budget
     double noise = 0.005;
@@ -36,9 +36,7 @@ void run_circle_regimes_command(const CircleRegimesOptions& options) {
     std::filesystem::create_directories(out);
     CircleSettings base;
     base.variants = options.variants;
-    base.seeds = options.seeds;
-    if (base.seeds.empty())
-        for (std::uint64_t i = 0; i < 8; ++i) base.seeds.push_back(options.common.seed + i);
+    base.seeds = consecutive_seeds(options.common.seed, options.seeds);
     base.steps = options.steps;
     base.training = default_task_settings("circle");
     base.training.seed = options.common.seed;
@@ -114,10 +112,7 @@ std::function<void()> setup_circle_regimes(CLI::App& command) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
-    command.add_option("--seeds", options->seeds, "One model per variant, regime and seed (default: --seed .. --seed + 7)")
-        ->delimiter(',')
-        ->expected(1, 64)
-        ->transform(IntRange(0, 1000000000));
+    add_seed_count_option(command, options->seeds, "one model per variant, regime and seed", 64)->capture_default_str();
     command.add_option("--steps", options->steps, "Recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
     command.add_option("--epochs", options->epochs, "Epoch budget per model (0 = the circle recipe's)")
         ->capture_default_str()

@@ -49,6 +49,30 @@ CLI::Validator IntRange(long long low, long long high) {
         fmt::format("in [{}, {}]", low, high));
 }
 
+CLI::Option* add_seed_count_option(CLI::App& command, int& count, const std::string& purpose, int most) {
+    const CLI::Validator in_range = IntRange(1, most);
+    const CLI::Validator count_not_list(
+        [in_range](std::string& text) -> std::string {
+            const auto comma = text.find(',');
+            if (comma == std::string::npos) return in_range(text);
+            std::string first = text.substr(0, comma);
+            const auto elements = std::count(text.begin(), text.end(), ',') + 1;
+            const std::string what = fmt::format("'{}': --seeds is a count of consecutive seeds from --seed", text);
+            if (!IntRange(0, std::numeric_limits<int>::max())(first).empty()) return what;
+            return fmt::format("{} (--seed {} --seeds {} runs seeds {} to {})", what, first, elements, first,
+                               std::stoll(first) + elements - 1);
+        },
+        fmt::format("in [1, {}]", most));
+    return command.add_option("--seeds", count, "Number of seeds: --seed, --seed + 1, ... (" + purpose + ")")
+        ->transform(count_not_list);
+}
+
+std::vector<std::uint64_t> consecutive_seeds(std::uint64_t first, int count) {
+    std::vector<std::uint64_t> seeds;
+    for (int i = 0; i < count; ++i) seeds.push_back(first + std::uint64_t(i));
+    return seeds;
+}
+
 CLI::Validator RealRange(double low, double high, bool low_open) {
     return CLI::Validator(
         [low, high, low_open](std::string& text) -> std::string {

@@ -30,6 +30,10 @@ constexpr int kMaxThreads = 256;
 // as decimal only ("010" is ten, not eight; "0x10", "1e3", "-1" for an unsigned value and 2^64 are rejected).
 CLI::Validator IntRange(long long low, long long high);
 CLI::Validator RealRange(double low, double high, bool low_open = false);
+// --seeds N: the N consecutive seeds --seed, --seed + 1, ..., in every subcommand that takes it (a count, never a
+// list; "2,3,4" is refused with the --seed/--seeds spelling of the same seeds). `purpose` ends the help text.
+CLI::Option* add_seed_count_option(CLI::App& command, int& count, const std::string& purpose, int most);
+std::vector<std::uint64_t> consecutive_seeds(std::uint64_t first, int count);
 // One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
 CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
 // A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error

@@ -78,7 +78,7 @@ std::function<void()> setup_failure_modes(CLI::App& command) {
     command.add_option("--heads", s.heads, "Attention heads")->capture_default_str()->transform(IntRange(1, 64));
     command.add_option("--tokens", s.tokens, "Tokens n of the random input")->capture_default_str()->transform(IntRange(2, 1024));
     command.add_option("--samples", s.samples, "Input samples per seed")->capture_default_str()->transform(IntRange(1, 1024));
-    command.add_option("--seeds", s.seeds, "Seeds per scale and variant (seed, seed+1, ...)")->capture_default_str()->transform(IntRange(1, 1000));
+    add_seed_count_option(command, s.seeds, "per scale and variant", 1000)->capture_default_str();
     command.add_option("--entropy-threshold", s.entropy_collapse_below, "Entropy collapse: attention entropy below this share of ln n")
         ->capture_default_str()
         ->check(RealRange(0, 1, true));

@@ -33,7 +33,8 @@ struct TaskOptions {
     std::string sub_path = "no";
     std::vector<std::string> circle_variants = {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"};
     int steps = 300;
-    std::vector<std::uint64_t> seeds;  // circle: empty = --seed, --seed + 1, --seed + 2; E4: empty = --seed alone
+    int seed_count = 0;                // --seeds; 0: circle 3 (kCircleSeeds), the other tasks 1
+    std::vector<std::uint64_t> seeds;  // --seed, --seed + 1, ... (seed_count of them)
 };
 
 std::filesystem::path checkpoint_dir(const TaskOptions& options, const std::filesystem::path& out) {
@@ -63,8 +64,6 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
     CircleSettings settings;
     settings.variants = options.circle_variants;
     settings.seeds = options.seeds;
-    if (settings.seeds.empty())  // three seeds derived from --seed
-        for (std::uint64_t i = 0; i < 3; ++i) settings.seeds.push_back(options.common.seed + i);
     settings.steps = options.steps;
     settings.training = options.settings;
     settings.checkpoints = checkpoint_dir(options, out);
@@ -292,18 +291,16 @@ std::function<void()> setup_task(CLI::App& command) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
-    command.add_option("--seeds", options->seeds,
-                       "One model per seed, trained together as one stacked model (circle: per variant; default "
-                       "--seed, --seed + 1, --seed + 2); sort, hull, memorize: numbers pooled over the seeds (default: --seed alone)")
-        ->delimiter(',')
-        ->expected(1, 64)
-        ->transform(IntRange(0, 1000000000));
+    add_seed_count_option(command, options->seed_count,
+                          "one model per seed, trained together as one stacked model; circle: per variant, default 3; "
+                          "sort, hull, memorize: numbers pooled over the seeds, default 1",
+                          64);
     command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
     return [options, flags] {
         options->settings = flags->settings_for(options->task, options->common.seed);
         options->settings.device = options->common.device;
-        // E4 with --seeds: the models' seeds (the first stands for them in the manifest's settings).
-        if (options->task != "circle" && !options->seeds.empty()) options->settings.seed = options->seeds.front();
+        const int seed_count = options->seed_count > 0 ? options->seed_count : options->task == "circle" ? 3 : 1;
+        options->seeds = consecutive_seeds(options->common.seed, seed_count);
         const TaskSettings& s = options->settings;
         const Provenance provenance = start_run(options->common);
         const std::filesystem::path out = options->common.out;

@@ -115,9 +115,7 @@ std::function<void()> setup_theory(CLI::App& command) {
     command.add_option("--init-scale", options->network.init_scale, "Weights ~ N(0, scale^2/fan_in)")
         ->capture_default_str()
         ->check(RealRange(0, 100, true));
-    command.add_option("--seeds", options->seeds, "Seeds per variant (seed, seed+1, ...)")
-        ->capture_default_str()
-        ->transform(IntRange(1, 1000));
+    add_seed_count_option(command, options->seeds, "per variant", 1000)->capture_default_str();
     command.add_option("--input", options->input,
                        "Input X (n x d matrix: .npy, .csv, .safetensors:name) instead of random; sets --tokens and --d-model")
         ->check(ReadableFile(true));

@@ -88,7 +88,7 @@ std::function<void()> setup_trainability(CLI::App& command) {
     command.add_option("--heads", s.heads, "Attention heads")->capture_default_str()->transform(IntRange(1, 64));
     command.add_option("--tokens", s.tokens, "Tokens n of the random input")->capture_default_str()->transform(IntRange(2, 1024));
     command.add_option("--samples", s.samples, "Input samples per seed")->capture_default_str()->transform(IntRange(1, 1024));
-    command.add_option("--seeds", s.seeds, "Seeds per configuration (seed, seed+1, ...)")->capture_default_str()->transform(IntRange(1, 1000));
+    add_seed_count_option(command, s.seeds, "per configuration", 1000)->capture_default_str();
     add_common_options(command, options->common, false, {"csv", "json"});
     return [options] {
         const auto& s = options->settings;
