@@ -10,7 +10,7 @@ class Tensor;
 namespace rankscope {
 
 struct Summary {
-    double mean = 0, std = 0, min = 0, max = 0;  // std with n − 1 (0 for a single value)
+    double mean = 0, std = 0, min = 0, max = 0;  // std with n − 1 (NaN for a single value)
     int n = 0;
 };
 

@@ -17,7 +17,8 @@ Summary summarize(const std::vector<double>& values) {
     s.mean /= static_cast<double>(s.n);
     double square = 0;
     for (double v : values) square += (v - s.mean) * (v - s.mean);
-    s.std = s.n > 1 ? std::sqrt(square / static_cast<double>(s.n - 1)) : 0.0;
+    // A spread needs two values: one value's sample std is undefined (NaN), not 0, which would read "no spread".
+    s.std = s.n > 1 ? std::sqrt(square / static_cast<double>(s.n - 1)) : NAN;
     const auto [low, high] = std::minmax_element(values.begin(), values.end());
     s.min = *low, s.max = *high;
     return s;

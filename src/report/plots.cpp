@@ -36,6 +36,14 @@ namespace {
 
 std::string file(const std::string& csv) { return gnuplot_quote(csv); }
 
+// A spread column (std), NaN where a single value was summarised, read as 0 there: gnuplot drops a point any of whose
+// columns reads NaN under `set datafile missing NaN`, even inside an expression, so a one-sample mean would vanish
+// from the figure (and a y range over mean + std would have no point at all). Read as text, NaN is not a column value.
+std::string csv_spread(const std::string& column) {
+    return fmt::format("(rankscope_cell = {0}, rankscope_cell eq 'nan' || rankscope_cell eq '' ? 0 : real(rankscope_cell))",
+                       csv_text(column));
+}
+
 const char* floor_value(FloatFloor floor) { return floor == FloatFloor::float32 ? "1.19e-7" : "2.22e-16"; }
 const char* floor_label(FloatFloor floor) {
     return floor == FloatFloor::float32 ? "float32 round-off" : "float64 round-off";
@@ -313,14 +321,14 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
                        static_cast<int>(std::max<std::size_t>(1, weight_kinds.size())));
     // One y range for all panels: from 0 to the top of the highest band (never clipped).
     figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
-                       y_from_zero(csv, csv_number("mean") + " + " + csv_number("std"), 1.05, "res"));
+                       y_from_zero(csv, csv_number("mean") + " + " + csv_spread("std"), 1.05, "res"));
     for (std::size_t k = 0; k < weight_kinds.size(); ++k) {
         std::vector<std::string> bands, lines;
         for (std::size_t v = 0; v < variants.size(); ++v) {
             const std::string is = all_of({text_is("weights", weight_kinds[k]), text_is("variant", variants[v])});
             bands.push_back(fmt::format("{} using ({}):{}:{} with filledcurves lt {}", file(csv), csv_number("layer"),
-                                        only_if(is, csv_number("mean") + " - " + csv_number("std")),
-                                        only_if(is, csv_number("mean") + " + " + csv_number("std")), v + 1));
+                                        only_if(is, csv_number("mean") + " - " + csv_spread("std")),
+                                        only_if(is, csv_number("mean") + " + " + csv_spread("std")), v + 1));
             lines.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("layer"),
                                         only_if(is, csv_number("mean")), v + 1));
         }
@@ -424,7 +432,7 @@ Figure paths_effectiveness_figure(const std::string& task, const std::vector<std
     const std::string csv = "paths_effectiveness_summary.csv", reference = "paths_effectiveness.csv";
     PanelFigure figure("paths_effectiveness", "E4: accuracy of path ensembles vs path length, " + task, 1, 1, 640, 380);
     std::string preface = integer_axis("x", csv, csv_number("k"), "k") +
-                          y_from_zero(csv, csv_number("mean") + " + " + csv_number("std"), 1.05, "acc");
+                          y_from_zero(csv, csv_number("mean") + " + " + csv_spread("std"), 1.05, "acc");
     // The measured reference accuracies, read from the run's own CSV.
     for (const auto& [name, metric] : std::vector<std::pair<std::string, std::string>>{
              {"whole", "whole_model_accuracy"}, {"majority", "majority_accuracy"}})
@@ -441,7 +449,7 @@ Figure paths_effectiveness_figure(const std::string& task, const std::vector<std
         const double shift = (static_cast<double>(i) - (series.size() - 1) / 2.0) * 0.08;
         const std::string is = all_of({text_is("sub_path", series[i].first), number_is("n_paths", series[i].second)});
         plots.push_back(fmt::format("{} using ({} + {:.3f}):{}:({}) with yerrorlines lt {}", file(csv), csv_number("k"),
-                                    shift, only_if(is, csv_number("mean")), csv_number("std"), i + 1));
+                                    shift, only_if(is, csv_number("mean")), csv_spread("std"), i + 1));
         figure.add_key_entry(fmt::format("{} paths{}", series[i].second, series[i].first == "yes" ? ", with sub-paths" : ""),
                              fmt::format("with yerrorlines lt {}", i + 1));
     }

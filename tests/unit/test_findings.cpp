@@ -28,6 +28,20 @@ TEST(Findings, MedianOfOddEvenAndEmptyLists) {
     EXPECT_TRUE(std::isnan(median({})));
 }
 
+// The sample std (n − 1) of 2, 4, 9 is √13; of one value it is undefined, not 0 (no spread measured is not none).
+TEST(Findings, SummaryOfThreeValuesAndOfOne) {
+    const Summary three = summarize({2, 4, 9});
+    EXPECT_EQ(three.n, 3);
+    EXPECT_DOUBLE_EQ(three.mean, 5);
+    EXPECT_DOUBLE_EQ(three.std, std::sqrt(13.0));
+    EXPECT_EQ(three.min, 2);
+    EXPECT_EQ(three.max, 9);
+    const Summary one = summarize({0.25});
+    EXPECT_EQ(one.n, 1);
+    EXPECT_EQ(one.mean, 0.25);
+    EXPECT_TRUE(std::isnan(one.std));
+}
+
 TEST(Findings, QuoteNumber) {
     EXPECT_EQ(quote_number(0.35412), "0.354");
     EXPECT_EQ(quote_number(1.0101), "1.01");

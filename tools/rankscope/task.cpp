@@ -252,10 +252,11 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
                                  cell.n_paths, cell.length, cell.accuracy.mean);
 
     CsvTable summary_table;
-    summary_table.columns = {"task", "sub_path", "n_paths", "k", "mean", "std"};
+    summary_table.columns = {"task", "sub_path", "n_paths", "k", "mean", "std", "n"};
     for (const auto& cell : result.by_length)
         summary_table.add({settings.task, cell.sub_path ? "yes" : "no", std::to_string(cell.n_paths),
-                           std::to_string(cell.length), format_number(cell.accuracy.mean), format_number(cell.accuracy.std)});
+                           std::to_string(cell.length), format_number(cell.accuracy.mean), format_number(cell.accuracy.std),
+                           std::to_string(cell.accuracy.n)});
     write_csv_atomically(out / "paths_effectiveness_summary.csv", summary_table, provenance);
     // Figure: accuracy vs path length, mean ± std over seeds and repeats, with the measured whole-model and majority lines
     // (means over the seeds).

@@ -46,7 +46,7 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
     CsvTable models, residuals, paths;
     models.columns = {"task", "layers", "heads", "d_model", "parameters", "whole_model_accuracy", "majority_accuracy",
                       "mean_path_length", "train_seconds"};
-    residuals.columns = {"task", "layers", "d_model", "layer", "relative_depth", "mean", "std"};
+    residuals.columns = {"task", "layers", "d_model", "layer", "relative_depth", "mean", "std", "n"};
     paths.columns = {"task", "layers", "d_model", "k", "paths", "share"};
     nlohmann::json summary = nlohmann::json::array();
     for (const auto& m : result.models) {
@@ -57,7 +57,8 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
                     format_number(m.mean_path_length), m.reused ? "" : format_number(m.train_seconds)});
         for (const auto& r : m.residual)
             residuals.add({base.task, std::to_string(layers), std::to_string(settings.d_model), std::to_string(r.layer),
-                           format_number(static_cast<double>(r.layer) / layers), format_number(r.mean), format_number(r.std)});
+                           format_number(static_cast<double>(r.layer) / layers), format_number(r.mean), format_number(r.std),
+                           std::to_string(r.n)});
         for (const auto& r : m.paths)
             paths.add({base.task, std::to_string(layers), std::to_string(settings.d_model), std::to_string(r.length),
                        format_number(r.count), format_number(r.share)});
