@@ -52,7 +52,7 @@ struct CircleRates {
 CircleRates circle_rates(const CircleResult& result, const std::string& variant, const CircleSettings& settings);
 
 // circle_regimes.csv: regime, input_noise, embedding_layer_norm, variant, seeds, merged, merge_rate, merge_steps,
-// median_merge_step, median_time_to_merge (empty when fewer than half merged), on_arcs, arc_rate, on_circle,
+// median_merge_step (empty when none merged), median_time_to_merge (empty when fewer than half merged), on_arcs, arc_rate, on_circle,
 // circle_rate, trained, worst_train_rmse, step_length.
 Table circle_regimes_table(const std::vector<CircleRegimeResult>& results);
 

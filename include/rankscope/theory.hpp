@@ -83,6 +83,7 @@ struct TheorySettings {
 // Per variant and layer: means over seeds (bounds over the seeds whose residual is above round-off; NaN when none).
 struct TheoryLayerSummary {
     std::string variant;
+    int heads = 1;
     int layer = 0;
     double relative_residual_mean = 0, residual_mean = 0, bound_step_mean = NAN, bound_cumulative_mean = NAN;
 };

@@ -78,7 +78,7 @@ Table circle_regimes_table(const std::vector<CircleRegimeResult>& results) {
             const CircleRates rates = circle_rates(r.result, variant, r.settings);
             table.add({r.regime.name, r.regime.input_noise, r.regime.embedding_layer_norm ? "yes" : "no", variant, rates.seeds,
                        rates.merged, rates.merge_rate(), fmt::format("{}", fmt::join(rates.merge_steps, " ")),
-                       rates.median_merge_step(), finite_or_missing(rates.median_time_to_merge()), rates.on_arcs, rates.arc_rate(), rates.on_circle, rates.circle_rate(), rates.trained, rates.worst_train_rmse, r.result.step_length});
+                       finite_or_missing(rates.median_merge_step()), finite_or_missing(rates.median_time_to_merge()), rates.on_arcs, rates.arc_rate(), rates.on_circle, rates.circle_rate(), rates.trained, rates.worst_train_rmse, r.result.step_length});
         }
     return table;
 }

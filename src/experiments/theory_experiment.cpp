@@ -78,7 +78,7 @@ TheoryResult summarize_theory(std::vector<TheoryRow> rows, const std::vector<The
             }
         }
         for (const auto& [layer, s] : per_layer)
-            result.layers.push_back({variant.name, layer, s[0] / s[4], s[1] / s[4], s[5] > 0 ? s[2] / s[5] : NAN,
+            result.layers.push_back({variant.name, variant.config.heads, layer, s[0] / s[4], s[1] / s[4], s[5] > 0 ? s[2] / s[5] : NAN,
                                      s[5] > 0 ? s[3] / s[5] : NAN});
         const auto& last = per_layer.rbegin()->second;
         const double slope = fitted_collapse_rate(v_rows);

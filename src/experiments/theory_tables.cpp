@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 
 #include "rankscope/error.hpp"
 #include "rankscope/theory.hpp"
@@ -48,24 +49,45 @@ const char* theory_bound_definition() {
            "1/sigma for affine LN";
 }
 
+namespace {
+
+// The bound's columns do not exist for a variant without a bound (skips, plain LN) or at the input (layer 0): empty
+// cells there, where a nan is a bound computed and undefined.
+std::function<Table::Cell(double)> bound_cell_of(const TheoryResult& result, const std::string& variant, int layer) {
+    bool has_bound = false;
+    for (const auto& v : result.variants)
+        if (v.variant == variant) has_bound = v.has_bound;
+    has_bound = has_bound && layer > 0;
+    return [has_bound](double value) { return has_bound ? Table::Cell(value) : Table::Cell(); };
+}
+
+}  // namespace
+
 Table theory_table(const TheoryResult& result) {
     Table table({{"variant", Table::Text}, {"heads", Table::Integer}, {"seed", Table::Unsigned},
                  {"layer", Table::Integer}, {"residual", Table::Real}, {"relative_residual", Table::Real},
                  {"gamma", Table::Real}, {"beta", Table::Real}, {"lambda", Table::Real}, {"c", Table::Real},
                  {"bound_step", Table::Real}, {"bound_cumulative", Table::Real}, {"bound_theorem", Table::Real},
                  {"at_round_off", Table::Integer}});
-    for (const auto& r : result.rows)
-        table.add({r.variant, r.heads, r.seed, r.layer, r.residual, r.relative_residual, r.gamma, r.beta, r.lambda, r.c,
-                   r.bound_step, r.bound_cumulative, r.bound_theorem, r.at_round_off ? 1 : 0});
+    for (const auto& r : result.rows) {
+        const auto bound_cell = bound_cell_of(result, r.variant, r.layer);
+        table.add({r.variant, r.heads, r.seed, r.layer, r.residual, r.relative_residual, bound_cell(r.gamma),
+                   bound_cell(r.beta), bound_cell(r.lambda), bound_cell(r.c), bound_cell(r.bound_step),
+                   bound_cell(r.bound_cumulative), bound_cell(r.bound_theorem), r.at_round_off ? 1 : 0});
+    }
     return table;
 }
 
 Table theory_summary_table(const TheoryResult& result) {
-    // Bounds are averaged over the seeds whose residual is above round-off (nan when none is).
-    Table table({{"variant", Table::Text}, {"layer", Table::Integer}, {"relative_residual_mean", Table::Real},
-                 {"residual_mean", Table::Real}, {"bound_step_mean", Table::Real}, {"bound_cumulative_mean", Table::Real}});
-    for (const auto& s : result.layers)
-        table.add({s.variant, s.layer, s.relative_residual_mean, s.residual_mean, s.bound_step_mean, s.bound_cumulative_mean});
+    // Bounds are averaged over the seeds whose residual is above round-off (nan when none is; empty where no bound is).
+    Table table({{"variant", Table::Text}, {"heads", Table::Integer}, {"layer", Table::Integer},
+                 {"relative_residual_mean", Table::Real}, {"residual_mean", Table::Real}, {"bound_step_mean", Table::Real},
+                 {"bound_cumulative_mean", Table::Real}});
+    for (const auto& s : result.layers) {
+        const auto bound_cell = bound_cell_of(result, s.variant, s.layer);
+        table.add({s.variant, s.heads, s.layer, s.relative_residual_mean, s.residual_mean, bound_cell(s.bound_step_mean),
+                   bound_cell(s.bound_cumulative_mean)});
+    }
     return table;
 }
 

@@ -87,6 +87,10 @@ class BeyondThePaper(unittest.TestCase):
         for r in rows:
             self.assertEqual(r["seeds"], "2")
             self.assertLessEqual(int(r["on_arcs"]), int(r["on_circle"]))  # on the arcs implies on the circle
+            # A median over no merges is no value, written as the other merge columns write it: an empty cell.
+            if r["merged"] == "0":
+                self.assertEqual((r["merge_steps"], r["median_merge_step"], r["median_time_to_merge"]), ("", "", ""))
+        self.assertTrue(any(r["merged"] == "0" for r in rows))  # (SAN+skip does not merge in 5 steps here)
         trajectories = read_csv(os.path.join(out, "circle_regimes_trajectories.csv"))
         self.assertEqual(len(trajectories), 4 * 2 * 2 * 2 * 5)  # regimes x variants x seeds x tokens x steps
         findings = load_json(os.path.join(out, "findings.json"))

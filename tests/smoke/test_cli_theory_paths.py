@@ -29,6 +29,22 @@ class TheoryAndPaths(unittest.TestCase):
         variants = {row["variant"] for row in rows}
         for name in ["SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP", "SAN+LN", "SAN+affine-LN", "SAN/H=4"]:
             self.assertIn(name, variants)
+        # The bound's columns are empty where no bound exists (skips, plain LN, the input), numbers where one does.
+        bound_columns = ["gamma", "beta", "lambda", "c", "bound_step", "bound_cumulative", "bound_theorem"]
+        for row in rows:
+            has_bound = row["variant"].split("/")[0] in ("SAN", "SAN+MLP", "SAN+affine-LN") and row["layer"] != "0"
+            for column in bound_columns:
+                self.assertEqual(row[column] != "", has_bound, (row["variant"], row["layer"], column))
+                if has_bound:
+                    float(row[column])  # a number (nan only where the computed bound is undefined)
+        # The summary: one row per variant and layer, with each variant's head count as theory.csv has it.
+        heads = {row["variant"]: row["heads"] for row in rows}
+        summary = read_csv(os.path.join(out, "theory_summary.csv"))
+        self.assertEqual(list(summary[0])[:3], ["variant", "heads", "layer"])
+        self.assertEqual(len(summary), 12 * 6)
+        for row in summary:
+            self.assertEqual(row["heads"], heads[row["variant"]], row["variant"])
+        self.assertEqual(heads["SAN/H=4"], "4")
         with open(os.path.join(out, "theory.json")) as f:
             document = json.load(f)
         self.assertIn("gamma", document["bound_definition"])

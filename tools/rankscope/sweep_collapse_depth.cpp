@@ -28,7 +28,7 @@ std::vector<std::string> write_collapse_depth(const SweepGrid& grid, const std::
     auto depth_text = [](int depth) { return depth < 0 ? std::string() : std::to_string(depth); };
     for (const auto& group : tables.summary) {
         summary.add({group.variant, std::to_string(group.heads), group.d_model, std::to_string(group.runs),
-                     std::to_string(group.collapsed), format_number(group.mean_depth), depth_text(group.min_depth),
+                     std::to_string(group.collapsed), group.collapsed ? format_number(group.mean_depth) : "", depth_text(group.min_depth),
                      depth_text(group.max_depth), format_number(kCollapseThreshold)});
         if (group.collapsed > 0 && std::find(variants.begin(), variants.end(), group.variant) == variants.end())
             variants.push_back(group.variant);
