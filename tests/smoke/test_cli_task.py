@@ -101,6 +101,8 @@ class TaskCommand(unittest.TestCase):
         self.assertEqual([(r["seed"], r["epoch"]) for r in training], [(s, e) for s in "345" for e in "12"])
         residual = read_csv(os.path.join(self.out, "residual.csv"))
         self.assertEqual(len(residual), 3 * 3)
+        for row in read_csv(os.path.join(self.out, "paths_effectiveness_summary.csv")):
+            self.assertEqual(row["n"], "6")  # 3 seeds x 2 repeats
         findings = load_json(os.path.join(self.out, "findings.json"))
         self.assertIn("over 3 seeds", findings["checks"][0]["measured"])
         with open(os.path.join(self.out, "paths_effectiveness.gp"), encoding="utf-8") as script:
@@ -120,6 +122,14 @@ class TaskCommand(unittest.TestCase):
         self.assertEqual(summary["eval_sequences"], 6)
         self.assertTrue(os.path.exists(os.path.join(self.out, "tokenizer", "spiece.model")))
         self.assertIn("text_fnv1a", summary["settings"])
+        # One seed, one repeat: each ensemble accuracy is one value, whose spread is undefined (nan), not 0; the figure
+        # still draws the means.
+        summary_rows = read_csv(os.path.join(self.out, "paths_effectiveness_summary.csv"))
+        for row in summary_rows:
+            self.assertEqual((row["n"], row["std"]), ("1", "nan"))
+        with open(os.path.join(self.out, "paths_effectiveness.svg"), encoding="utf-8") as figure:
+            markers = figure.read().count("href='#gpPt6'")  # the series' filled circles (pt 7), and one in the key
+        self.assertEqual(markers, len(summary_rows) + 1)
 
     def test_width_depth_matches_parameter_counts(self):
         run("width-depth", "--task", "sort", "--out", self.out, "--depths", "1,4", "--epochs", "2",
@@ -133,6 +143,7 @@ class TaskCommand(unittest.TestCase):
         self.assertGreater(int(rows[0]["d_model"]), int(rows[1]["d_model"]))  # shallow is wider
         residual = read_csv(os.path.join(self.out, "width_depth_residual.csv"))
         self.assertEqual(len(residual), 2 + 5)  # layers 0..L per model
+        self.assertEqual({r["n"] for r in residual}, {"20"})  # the evaluation sequences
         self.assert_svg(os.path.join(self.out, "width_depth.svg"))
         # No verdict: the mean path length is the count L·H/(H+1), which grows with L by construction.
         findings = load_json(os.path.join(self.out, "findings.json"))
