@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "rankscope/error.hpp"
@@ -77,6 +80,70 @@ std::string figure_style_preamble() {
                 "set style fill transparent solid 0.18 noborder\nset key noautotitle\n";
     return preamble;
 }
+
+namespace {
+
+// The provenance comment ("# produced by: ...\n# command: ...") as plain lines, control characters as spaces.
+std::string provenance_text(const std::string& comment) {
+    std::string text;
+    std::size_t at = 0;
+    while (at < comment.size()) {
+        std::size_t end = comment.find('\n', at);
+        if (end == std::string::npos) end = comment.size();
+        const std::size_t start = std::min(end, comment.compare(at, 2, "# ") == 0 ? at + 2 : at);
+        if (end > start) {
+            if (!text.empty()) text += '\n';
+            text += control_characters_as_spaces(comment.substr(start, end - start));
+        }
+        at = end + 1;
+    }
+    return text;
+}
+
+std::string read_figure_bytes(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The run's provenance inside the figure itself, so that a figure copied into a paper's folder still says which command,
+// seed and version drew it: the SVG's <desc> (gnuplot's "Produced by GNUPLOT ..." kept after it), and a PNG iTXt chunk
+// "Comment" (UTF-8) after IHDR. The PDF is left as cairo writes it (its metadata sit in an object table whose byte
+// offsets an insertion would shift).
+void stamp_provenance(const std::filesystem::path& file, const std::string& extension, const std::string& text) {
+    if (text.empty()) return;
+    std::string bytes = read_figure_bytes(file);
+    if (extension == "svg") {
+        std::string escaped;
+        for (char c : text) {
+            if (c == '&') escaped += "&amp;";
+            else if (c == '<') escaped += "&lt;";
+            else if (c == '>') escaped += "&gt;";
+            else escaped += c;
+        }
+        const std::size_t desc = bytes.find("<desc>");
+        if (desc == std::string::npos) return;
+        bytes.insert(desc + 6, escaped + "\n");
+    } else if (extension == "png") {
+        constexpr std::size_t kSignature = 8, kIhdrEnd = 8 + 8 + 13 + 4;
+        if (bytes.size() < kIhdrEnd || bytes.compare(kSignature + 4, 4, "IHDR") != 0) return;
+        // iTXt: keyword, NUL, compression flag 0, method 0, empty language tag and translated keyword (NUL each), text.
+        const std::string data = std::string("Comment") + '\0' + '\0' + '\0' + '\0' + '\0' + text;
+        auto big_endian = [](std::uint32_t value) {
+            return std::string{static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
+                               static_cast<char>(value)};
+        };
+        const std::string type_and_data = "iTXt" + data;
+        const auto crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(type_and_data.data()),
+                               static_cast<uInt>(type_and_data.size()));
+        bytes.insert(kIhdrEnd, big_endian(static_cast<std::uint32_t>(data.size())) + type_and_data +
+                                   big_endian(static_cast<std::uint32_t>(crc)));
+    } else {
+        return;
+    }
+    write_file_atomically(file.string(), bytes);
+}
+
+}  // namespace
 
 std::vector<std::string> render_figure(const std::filesystem::path& directory, const Figure& figure,
                                        const std::string& provenance_comment) {
@@ -165,6 +232,7 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
             fmt::print(stderr, "rankscope: warning: gnuplot wrote no {} for {}\n", output.extension, figure.stem);
             continue;
         }
+        stamp_provenance(temporary, output.extension, provenance_text(provenance_comment));
         std::filesystem::rename(temporary, final_name, ec);
         if (ec) throw Error("cannot rename into place: " + ec.message(), final_name.string());
         produced.push_back(figure.stem + "." + output.extension);

@@ -8,6 +8,8 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ElementTree
 
+from PIL import Image
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from common import read_csv, run  # noqa: E402
 from figure_layout import figure_layout, layout_problems, svg_page  # noqa: E402
@@ -57,6 +59,13 @@ class TheoryAndPaths(unittest.TestCase):
             self.assertGreater(len(list(root.iter())), 100)
             self.assertTrue(os.path.exists(os.path.join(out, figure.replace(".svg", ".gp"))))
             self.assertGreater(os.path.getsize(os.path.join(out, figure.replace(".svg", ".png"))), 10000)
+            # The figure says which run drew it: the SVG's <desc>, the PNG's "Comment" text (a real PNG reader's view).
+            description = root.find("{http://www.w3.org/2000/svg}desc").text
+            self.assertIn(document["provenance"]["command"], description)
+            with Image.open(os.path.join(out, figure.replace(".svg", ".png"))) as image:
+                image.load()
+                self.assertIn("command: " + document["provenance"]["command"], image.text["Comment"])
+                self.assertIn("seed: 0", image.text["Comment"])
         # Same seed, same numbers, whatever the thread count.
         again = os.path.join(self.directory, "again")
         run("theory", "--layers", "5", "--seeds", "2", "--tokens", "12", "--d-model", "16", "--out", again,

@@ -2,6 +2,8 @@
 // selects a column by position, and inline_svg gives several inlined gnuplot SVGs unique, resolving element ids.
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -200,6 +202,43 @@ TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
     EXPECT_GE(occurrences(">1<"), 2u);
     // The data reach within 100x of float32 eps: the floor is drawn and labelled.
     EXPECT_NE(svg_c.find("float32 round-off"), std::string::npos);
+}
+
+// The figure files carry the run's provenance: the SVG in its <desc> (escaped for XML), the PNG in an iTXt chunk
+// "Comment" right after IHDR whose length and CRC a PNG reader checks (recomputed here with zlib).
+TEST(Figures, SvgAndPngCarryTheProvenance) {
+    const fs::path folder = residual_folder("residual-provenance");
+    const std::string comment = "# produced by: rankscope 9.9\n# command: rankscope model --model 'a&b<c>'\n# seed: 7\n";
+    ASSERT_EQ(render_figure(folder, two_variant_residual_figure("m"), comment).size(), 3u);
+    const std::string svg = read_all(folder / "residual.svg");
+    EXPECT_NE(svg.find("<desc>produced by: rankscope 9.9\ncommand: rankscope model --model 'a&amp;b&lt;c&gt;'\nseed: 7\n"
+                       "Produced by GNUPLOT"),
+              std::string::npos);
+    const std::string png = read_all(folder / "residual.png");
+    auto big_endian = [&](std::size_t at) {
+        return (std::uint32_t(std::uint8_t(png[at])) << 24) | (std::uint32_t(std::uint8_t(png[at + 1])) << 16) |
+               (std::uint32_t(std::uint8_t(png[at + 2])) << 8) | std::uint32_t(std::uint8_t(png[at + 3]));
+    };
+    // Chunk by chunk (length, type, data, CRC) from the signature to IEND, every CRC right.
+    std::vector<std::string> types;
+    std::string comment_chunk;
+    for (std::size_t at = 8; at + 12 <= png.size();) {
+        const std::uint32_t length = big_endian(at);
+        ASSERT_LE(at + 12 + length, png.size());
+        const std::string typed = png.substr(at + 4, 4 + length);
+        EXPECT_EQ(big_endian(at + 8 + length),
+                  crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(typed.data()), static_cast<uInt>(typed.size())))
+            << typed.substr(0, 4);
+        types.push_back(typed.substr(0, 4));
+        if (types.back() == "iTXt") comment_chunk = typed.substr(4);
+        at += 12 + length;
+    }
+    ASSERT_GE(types.size(), 4u);
+    EXPECT_EQ(types[0], "IHDR");
+    EXPECT_EQ(types[1], "iTXt");
+    EXPECT_EQ(types.back(), "IEND");
+    EXPECT_EQ(comment_chunk, std::string("Comment\0\0\0\0\0", 12) +
+                                 "produced by: rankscope 9.9\ncommand: rankscope model --model 'a&b<c>'\nseed: 7");
 }
 
 TEST(Figures, InlineSvgPrefixesEveryIdAndReference) {
