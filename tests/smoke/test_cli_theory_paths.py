@@ -3,6 +3,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -66,6 +67,11 @@ class TheoryAndPaths(unittest.TestCase):
                 image.load()
                 self.assertIn("command: " + document["provenance"]["command"], image.text["Comment"])
                 self.assertIn("seed: 0", image.text["Comment"])
+            # ...and the PDF's document information, as poppler reads it.
+            information = subprocess.run(["pdfinfo", "-enc", "UTF-8", os.path.join(out, figure.replace(".svg", ".pdf"))],
+                                         check=True, capture_output=True, text=True).stdout
+            self.assertIn("command: " + document["provenance"]["command"], information)
+            self.assertRegex(information, r"Creator: +rankscope ")
         # Same seed, same numbers, whatever the thread count.
         again = os.path.join(self.directory, "again")
         run("theory", "--layers", "5", "--seeds", "2", "--tokens", "12", "--d-model", "16", "--out", again,

@@ -239,6 +239,23 @@ TEST(Figures, SvgAndPngCarryTheProvenance) {
     EXPECT_EQ(types.back(), "IEND");
     EXPECT_EQ(comment_chunk, std::string("Comment\0\0\0\0\0", 12) +
                                  "produced by: rankscope 9.9\ncommand: rankscope model --model 'a&b<c>'\nseed: 7");
+
+    // The PDF: an incremental update after cairo's %%EOF, the document information rewritten with /Creator (the version)
+    // and /Subject (all of it) as UTF-16BE hex, its trailer pointing back to cairo's cross-reference table.
+    const std::string pdf = read_all(folder / "residual.pdf");
+    const std::size_t first_end = pdf.find("%%EOF");
+    ASSERT_NE(first_end, std::string::npos);
+    const std::string update = pdf.substr(first_end);
+    const std::size_t cairo_xref = std::stoul(pdf.substr(pdf.rfind("startxref", first_end) + 10));
+    EXPECT_NE(update.find("/Prev " + std::to_string(cairo_xref) + " >>"), std::string::npos) << update.substr(0, 400);
+    EXPECT_NE(update.find("/Creator <FEFF00720061006E006B00730063006F0070006500200039002E0039>"), std::string::npos);  // "rankscope 9.9"
+    const std::size_t xref = std::stoul(update.substr(update.rfind("startxref") + 10));
+    EXPECT_EQ(pdf.compare(xref, 4, "xref"), 0);  // the new startxref points at the new section
+    // Every character of a UTF-8 command, outside the BMP as a surrogate pair: é, €, 𝒳 (U+1D4B3).
+    const fs::path other = residual_folder("residual-provenance-utf8");
+    ASSERT_EQ(render_figure(other, two_variant_residual_figure("m"), "# command: é€𝒳\n").size(), 3u);
+    EXPECT_NE(read_all(other / "residual.pdf").find("/Subject <FEFF0063006F006D006D0061006E0064003A002000E920ACD835DCB3>"),
+              std::string::npos);
 }
 
 TEST(Figures, InlineSvgPrefixesEveryIdAndReference) {
