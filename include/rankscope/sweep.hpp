@@ -33,13 +33,15 @@ struct SweepAxis {
 
 struct SweepGrid {
     std::string path;        // the grid file (errors name it)
-    std::string experiment;  // a rankscope command: theory, model, paths, task, width-depth, measure
+    std::string experiment;  // a rankscope command: theory, model, "paths count", "task sort", width-depth, measure, ...
     std::vector<SweepSetting> fixed;
     std::vector<SweepAxis> axes;
 };
 
-// The commands a sweep may run (not reproduce, embed or sweep itself).
+// The commands a sweep may run (not reproduce, embed or sweep itself); paths and task with their second word.
 const std::vector<std::string>& sweep_experiments();
+// An experiment's words on the command line: "task sort" → {"task", "sort"}.
+std::vector<std::string> sweep_command_words(const std::string& experiment);
 
 // Reads a grid from .json or .toml (by extension). Throws rankscope::Error naming the file for a syntax error, an
 // unknown experiment, an empty or repeated axis, a setting that is not a number, string or boolean, a name that is not
@@ -93,7 +95,7 @@ struct CollapseDepthSummary {
     std::string variant;   // without the "/H=h" suffix: SAN, SAN+MLP, ...
     int heads = 1;
     std::string d_model;   // the cell's d-model setting ("" when the grid does not set it)
-    int runs = 0;          // variant × seed × cell runs in the group
+    int runs = 0;          // distinct variant × seed runs in the group (one that two cells both ran counts once)
     int collapsed = 0;     // of those, how many fell below the threshold within their depth
     double mean_depth = 0; // over the collapsed runs (NaN when none)
     int min_depth = -1, max_depth = -1;

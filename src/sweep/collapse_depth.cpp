@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "rankscope/error.hpp"
@@ -52,6 +53,7 @@ CollapseDepthTables collapse_depth_tables(const std::string& merged_theory_csv, 
     struct Run {
         std::vector<std::string> cell_fields;
         std::string variant, heads, seed, d_model;
+        std::string trace;  // its relative residuals as written, layer by layer
         int layers = 0, depth = -1;
     };
     std::vector<Run> runs;
@@ -77,6 +79,7 @@ CollapseDepthTables collapse_depth_tables(const std::string& merged_theory_csv, 
         const int layer = std::atoi(fields[layer_column].c_str());
         const double relative = std::strtod(fields[relative_column].c_str(), nullptr);
         run.layers = std::max(run.layers, layer);
+        run.trace += fields[layer_column] + ":" + fields[relative_column] + ",";
         if (layer >= 1 && relative < threshold && (run.depth < 0 || layer < run.depth)) run.depth = layer;
     }
 
@@ -91,7 +94,12 @@ CollapseDepthTables collapse_depth_tables(const std::string& merged_theory_csv, 
 
     std::map<std::tuple<std::string, int, std::string>, CollapseDepthSummary> groups;
     std::vector<std::tuple<std::string, int, std::string>> order;
+    // A run two cells both ran counts once: a one-head variant runs in every cell of a heads axis, and cells of
+    // overlapping seed ranges (seed 0 and 1 with --seeds 5) share seeds 1-4. Same variant, width and seed with the same
+    // relative residual at every layer, to the last digit written, is the same network.
+    std::set<std::tuple<std::string, std::string, std::string, std::string>> counted;
     for (const Run& run : runs) {
+        if (!counted.insert({run.variant, run.d_model, run.seed, run.trace}).second) continue;
         const std::string base = run.variant.substr(0, run.variant.find("/H="));
         const int heads = std::atoi(run.heads.c_str());
         const auto id = std::make_tuple(base, heads, run.d_model);

@@ -278,9 +278,18 @@ bool inside_quotes_after(const std::string& text, std::size_t begin, std::size_t
 }  // namespace
 
 const std::vector<std::string>& sweep_experiments() {
-    static const std::vector<std::string> experiments = {"theory", "model", "paths", "task", "width-depth", "measure",
-                                                               "trainability", "failure-modes"};
+    // paths and task take a second word (their subcommand, their task): a flag cannot set it.
+    static const std::vector<std::string> experiments = {
+        "theory", "model", "paths count", "paths sample", "task sort", "task hull", "task memorize", "task circle",
+        "width-depth", "measure", "trainability", "failure-modes"};
     return experiments;
+}
+
+std::vector<std::string> sweep_command_words(const std::string& experiment) {
+    std::vector<std::string> words;
+    std::istringstream in(experiment);
+    for (std::string word; in >> word;) words.push_back(word);
+    return words;
 }
 
 SweepGrid parse_sweep_grid(const std::string& text, const std::string& format, const std::string& path) {
@@ -333,7 +342,7 @@ std::vector<SweepCell> expand_sweep_grid(const SweepGrid& grid, std::size_t limi
         cell.settings.insert(cell.settings.end(), grid.fixed.begin(), grid.fixed.end());
         std::sort(cell.settings.begin(), cell.settings.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
         cell.key = sweep_cell_key(grid.experiment, cell.settings);
-        cell.arguments.push_back(grid.experiment);
+        cell.arguments = sweep_command_words(grid.experiment);
         for (const auto& setting : cell.settings) {
             if (setting.boolean) {
                 if (setting.value == "true") cell.arguments.push_back("--" + setting.name);
@@ -358,7 +367,7 @@ const std::vector<std::string>& sweep_primary_tables(const std::string& experime
         {"trainability", {"trainability_summary.csv"}},
         {"failure-modes", {"failure_modes_summary.csv"}},
     };
-    const auto found = tables.find(experiment);
+    const auto found = tables.find(sweep_command_words(experiment).at(0));
     if (found == tables.end()) throw Error("no sweep tables for experiment '" + experiment + "'");
     return found->second;
 }

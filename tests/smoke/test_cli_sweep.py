@@ -103,8 +103,10 @@ class Sweep(unittest.TestCase):
         summary = read_csv(os.path.join(self.local, "collapse_depth_summary.csv"))
         san = [s for s in summary if s["variant"] == "SAN" and s["heads"] == "1" and s["d_model"] == "8"]
         self.assertEqual(len(san), 1)
-        # The single-head SAN runs in every cell of width 8 (heads 1 and 2) for both seeds.
-        self.assertEqual(int(san[0]["runs"]), 2 * 2)
+        # The single-head SAN runs in every cell of width 8 (heads 1 and 2) for both seeds: the same two networks twice,
+        # counted once each.
+        self.assertEqual(len([d for d in depths if d["variant"] == "SAN" and d["cell_d_model"] == "8"]), 2 * 2)
+        self.assertEqual(int(san[0]["runs"]), 2)
         self.assertTrue(os.path.getsize(os.path.join(self.local, "collapse_depth.svg")) > 1000)
         self.assertEqual(layout_problems(figure_layout(svg_page([os.path.join(self.local, "collapse_depth.svg")]))), [])
 
@@ -175,6 +177,34 @@ class Sweep(unittest.TestCase):
         self.assertIn("truncated.npy", cells[2]["error"])
         rows = read_csv(os.path.join(out, "sweep.csv"))
         self.assertEqual({r["cell_input"] for r in rows}, {good})
+
+    def test_task_and_paths_sweep_with_their_second_word(self):
+        """`task` and `paths` need a positional (the task, the paths subcommand) that no flag sets: the experiment
+        names it, and every cell runs it."""
+        for experiment, axes, table in (("task sort", '[axes]\nlayers = [1, 2]\n', "residual.csv"),
+                                        ("paths count", '[axes]\nlayers = [2, 3]\n', "path_counts.csv")):
+            fixed = ('[fixed]\nepochs = 1\ntrain-count = 60\neval-count = 20\nd-model = 16\nrepeats = 1\npaths = 5\n'
+                     if experiment == "task sort" else '[fixed]\nheads = 2\n')
+            path = os.path.join(self.directory, experiment.replace(" ", "-") + ".toml")
+            with open(path, "w") as f:
+                f.write(f'experiment = "{experiment}"\n{fixed}{axes}')
+            out = os.path.join(self.directory, experiment.replace(" ", "-"))
+            run("sweep", path, "--out", out)
+            cells = read_csv(os.path.join(out, "cells.csv"))
+            self.assertEqual([c["status"] for c in cells], ["ran", "ran"], experiment)
+            rows = read_csv(os.path.join(out, "sweep.csv"))
+            self.assertEqual({r["cell_layers"] for r in rows}, {"1", "2"} if experiment == "task sort" else {"2", "3"})
+            self.assertTrue(all(os.path.exists(os.path.join(out, "cells", c["cell_key"], table)) for c in cells), experiment)
+        result = run("sweep", self.write_grid("bare.toml", 'experiment = "task"\n[axes]\nlayers = [1, 2]\n'),
+                     "--out", os.path.join(self.directory, "bare"), check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("unknown experiment 'task' (expected theory, model, paths count, paths sample, task sort", result.stderr)
+
+    def write_grid(self, name, text):
+        path = os.path.join(self.directory, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
 
     def test_bad_grids_stop_before_any_cell(self):
         cases = {

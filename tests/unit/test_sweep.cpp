@@ -152,6 +152,19 @@ TEST(SweepTables, CollapseDepthIsTheFirstLayerBelowTheThreshold) {
     EXPECT_EQ(tables.summary[2].collapsed, 0);
     EXPECT_TRUE(std::isnan(tables.summary[2].mean_depth));
     EXPECT_THROW(collapse_depth_tables("cell_key,variant\nk,SAN\n"), Error);
+
+    // A run two cells both ran (the one-head SAN in a heads=2 and a heads=4 cell) counts once in the summary; a run
+    // of the same variant, width and seed with other numbers (another depth or init scale) counts on its own.
+    const std::string repeated =
+        "cell_key,cell_d_model,variant,heads,seed,layer,relative_residual\n"
+        "k1,8,SAN,1,0,0,1\nk1,8,SAN,1,0,1,1e-4\n"
+        "k2,8,SAN,1,0,0,1\nk2,8,SAN,1,0,1,1e-4\n"
+        "k3,8,SAN,1,0,0,1\nk3,8,SAN,1,0,1,0.5\n";
+    const CollapseDepthTables deduplicated = collapse_depth_tables(repeated);
+    EXPECT_EQ(std::count(deduplicated.runs_csv.begin(), deduplicated.runs_csv.end(), '\n'), 4);  // every cell's run listed
+    ASSERT_EQ(deduplicated.summary.size(), 1u);
+    EXPECT_EQ(deduplicated.summary[0].runs, 2);
+    EXPECT_EQ(deduplicated.summary[0].collapsed, 1);
 }
 
 }  // namespace

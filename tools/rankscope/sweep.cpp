@@ -44,7 +44,7 @@ std::string read_text(const std::filesystem::path& path) {
 // Every cell's command line must parse before anything runs: an unknown flag or a bad value is one error naming the
 // grid file and the first cell it appears in.
 void check_cells_parse(const SweepGrid& grid, const std::vector<SweepCell>& cells) {
-    const Subcommand* subcommand = find_subcommand(grid.experiment);
+    const Subcommand* subcommand = find_subcommand(sweep_command_words(grid.experiment).at(0));
     if (subcommand == nullptr) throw Error("unknown experiment '" + grid.experiment + "'", grid.path);
     std::set<std::string> checked;  // cells differing only in values already seen need no second parse
     for (const auto& cell : cells) {
