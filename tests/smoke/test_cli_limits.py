@@ -65,6 +65,14 @@ REJECTED = [
     (["task", "sort", "--device", "cuda:1"], "--device"),
     (["width-depth", "--task", "sort", "--device", "cuda"], "--device"),
     (["reproduce", "--quick", "--device", "cuda"], "--device"),
+    # A list flag names each value once (duplicates ran or counted one thing twice); --alpha, one per layer, may repeat.
+    (["model", "--model", "bert-base-cased", "--weights", "init", "--variants", "SAN,SAN"], "'SAN' is listed twice (--variants)"),
+    (["task", "sort", "--paths", "5,05"], "'5' is listed twice (--paths)"),
+    (["trainability", "--depths", "2,4,2"], "'2' is listed twice (--depths)"),
+    (["failure-modes", "--query-key-scales", "1,1.0"], "a scale is listed twice"),  # (equal as numbers)
+    # CLI11's "The following arguments were not expected: 3 --layrs", the mistyped option named first.
+    (["theory", "--layrs", "3"], "unknown option '--layrs' (--help lists the options)"),
+    (["theory", "7"], "unexpected argument '7' (--help lists the options)"),
 ]
 
 

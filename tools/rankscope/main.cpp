@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <ios>
 #include <new>
+#include <set>
+#include <sstream>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
@@ -61,6 +64,17 @@ void print_error(const std::string& message) {
 // (The positional of `measure` is called "file": "is a directory, not a file: d (file)".)
 std::string cli_error_line(std::string message) {
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    // "The following arguments were not expected: 3 --layrs" (CLI11 lists them last first): the option is the news.
+    const std::string extras = "The following argument";
+    if (message.rfind(extras, 0) == 0 && message.find(": ") != std::string::npos) {
+        std::istringstream words(message.substr(message.find(": ") + 2));
+        std::vector<std::string> unexpected;
+        for (std::string word; words >> word;) unexpected.push_back(word);
+        for (auto word = unexpected.rbegin(); word != unexpected.rend(); ++word)
+            if (word->size() > 1 && (*word)[0] == '-')
+                return fmt::format("unknown option '{}' (--help lists the options)", *word);
+        if (!unexpected.empty()) return fmt::format("unexpected argument '{}' (--help lists the options)", unexpected.back());
+    }
     const auto colon = message.find(": ");
     // The part before ": " is an option ("--layers") or a positional's name ("file") when it holds no space.
     if (!message.empty() && colon != std::string::npos && colon > 0 && message.find(' ') > colon)
@@ -185,6 +199,21 @@ int main(int argc, char** argv) {
         const bool missing_subcommand = std::string(error.what()).find("subcommand is required") != std::string::npos;
         print_error(missing_subcommand ? subcommand_error_line(app, argc, argv) : cli_error_line(error.what()));
         return 2;
+    }
+    // A list flag names each value once: "--centers median,median" measured median twice (and its rows twice into the
+    // std), "--variants SAN,SAN" ran SAN twice. --alpha is one value per layer, where repeats are values.
+    for (const CLI::App* command = &app; command != nullptr;) {
+        for (const CLI::Option* option : command->get_options()) {
+            if (option->get_delimiter() != ',' || option->get_name() == "--alpha") continue;
+            std::set<std::string> seen;
+            for (const std::string& value : option->results())
+                if (!seen.insert(value).second) {
+                    print_error(fmt::format("'{}' is listed twice ({})", value, option->get_name()));
+                    return 2;
+                }
+        }
+        const auto chosen = command->get_subcommands();
+        command = chosen.empty() ? nullptr : chosen.front();
     }
     // A run rejected before writing anything (bad input found after --out was created) leaves no empty folder behind.
     const std::filesystem::path created_out = new_out_folder(app);
