@@ -128,6 +128,17 @@ class TheoryAndPaths(unittest.TestCase):
         unit = x - x.mean(0)
         composite = lambda m: np.sqrt(np.abs(m).sum(0).max() * np.abs(m).sum(1).max())
         self.assertAlmostEqual(float(layer0[0]["relative_residual"]), composite(unit) / composite(x), places=12)
+        # The file sets n and d: flags that agree are fine, one that disagrees is named (it was silently overridden).
+        run("theory", "--layers", "2", "--seeds", "1", "--input", path, "--tokens", "10", "--d-model", "8", "--out",
+            os.path.join(self.directory, "agreeing"))
+        for flag, value, words in (("--d-model", "4", "--d-model 4 disagrees with the input's 8 columns"),
+                                   ("--tokens", "3", "--tokens 3 disagrees with the input's 10 rows")):
+            result = run("theory", "--input", path, flag, value, "--out", os.path.join(self.directory, "never"),
+                         check=False)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn(words, result.stderr)
+            self.assertIn("x.npy", result.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.directory, "never")))
         nan = x.copy()
         nan[2, 3] = np.nan
         np.save(path, nan)

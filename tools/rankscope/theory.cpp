@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <tuple>
 
 #include <torch/torch.h>
 
@@ -27,6 +28,7 @@ struct TheoryOptions {
     int heads = 4;
     int seeds = 5;
     std::string input;  // a matrix file for X instead of random input
+    bool tokens_given = false, d_model_given = false;  // on the command line: --input must agree with them
 };
 
 void run_theory_command(TheoryOptions options) {
@@ -39,7 +41,18 @@ void run_theory_command(TheoryOptions options) {
     settings.seed = options.common.seed;
     settings.device = parse_device(options.common.device);
     at::Tensor given;
-    if (!options.input.empty()) given = theory_input(read_matrix_file(options.input).view(), options.input, settings);
+    if (!options.input.empty()) {
+        given = theory_input(read_matrix_file(options.input).view(), options.input, settings);
+        // The file sets n and d; a flag that says otherwise is a mistake to name (a sweep recorded cell_d_model = 4
+        // for a run at the file's 16), not to override.
+        for (const auto& [flag, given_on_command_line, asked, used, what] :
+             {std::tuple{"--tokens", options.tokens_given, options.network.tokens, settings.network.tokens, "rows"},
+              std::tuple{"--d-model", options.d_model_given, options.network.d_model, settings.network.d_model, "columns"}})
+            if (given_on_command_line && asked != used)
+                throw Error(fmt::format("{} {} disagrees with the input's {} {} (leave {} out: the file sets it)", flag,
+                                        asked, used, what, flag),
+                            options.input);
+    }
     check_theory_settings(settings);
     const auto variants = theory_variants(settings.network, settings.heads);
     const TheoryResult result = run_theory_experiment(settings, given.defined() ? &given : nullptr);
@@ -101,10 +114,12 @@ std::function<void()> setup_theory(CLI::App& command) {
     command.add_option("--heads", options->heads, "Heads of the multi-head variants (single-head ones always run)")
         ->capture_default_str()
         ->transform(IntRange(1, 64));
-    command.add_option("--d-model", options->network.d_model, "Model width d")->capture_default_str()->transform(IntRange(1, 512));
-    command.add_option("--tokens", options->network.tokens, "Tokens n of the random input")
-        ->capture_default_str()
-        ->transform(IntRange(2, 512));
+    CLI::Option* d_model = command.add_option("--d-model", options->network.d_model, "Model width d")
+                               ->capture_default_str()
+                               ->transform(IntRange(1, 512));
+    CLI::Option* tokens = command.add_option("--tokens", options->network.tokens, "Tokens n of the random input")
+                              ->capture_default_str()
+                              ->transform(IntRange(2, 512));
     command.add_option("--d-qk", options->network.d_qk, "Query/key width per head (0 = d_model/heads)")
         ->capture_default_str()
         ->transform(IntRange(0, 512));
@@ -117,11 +132,15 @@ std::function<void()> setup_theory(CLI::App& command) {
         ->check(RealRange(0, 100, true));
     add_seed_count_option(command, options->seeds, "per variant", 1000)->capture_default_str();
     command.add_option("--input", options->input,
-                       "Input X (n x d matrix: .npy, .csv, .safetensors:name) instead of random; sets --tokens and --d-model")
+                       "Input X (n x d matrix: .npy, .csv, .safetensors:name) instead of random; its shape sets n and d (--tokens, --d-model if given must agree)")
         ->check(ReadableFile(true));
     add_common_options(command, options->common, false);
     add_device_option(command, options->common);
-    return [options] { run_theory_command(*options); };
+    return [options, tokens, d_model] {
+        options->tokens_given = tokens->count() > 0;
+        options->d_model_given = d_model->count() > 0;
+        run_theory_command(*options);
+    };
 }
 
 }  // namespace rankscope::cli
