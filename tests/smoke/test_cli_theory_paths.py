@@ -170,6 +170,15 @@ class TheoryAndPaths(unittest.TestCase):
         self.assertEqual([float(r["count"]) for r in rows], [1, 6, 12, 8])
         # alpha = 0.5 everywhere: Binomial(3, 0.5)
         self.assertEqual([float(r["alpha_share"]) for r in rows], [0.125, 0.375, 0.375, 0.125])
+        # The manifest lists what the folder holds (it left out the figures, and the built-in table's findings).
+        e6 = os.path.join(self.directory, "e6")
+        self.assertIn("wrote ", run("paths", "count", "--out", e6).stdout)
+        with open(os.path.join(e6, "manifest.json")) as f:
+            manifest = json.load(f)
+        for name in manifest["outputs"] + manifest["figures"]:
+            self.assertTrue(os.path.exists(os.path.join(e6, name)), name)
+        self.assertEqual(set(manifest["outputs"]) | set(manifest["figures"]) | {"manifest.json"},
+                         {n for n in os.listdir(e6) if not n.endswith(".gp")})
         sample_out = os.path.join(self.directory, "sample")
         run("paths", "sample", "--layers", "4", "--heads", "2", "--draws", "10", "--out", sample_out)
         rows = read_csv(os.path.join(sample_out, "paths.csv"))
@@ -242,6 +251,15 @@ class TheoryAndPaths(unittest.TestCase):
         result = run("paths", "sample", "--patterns", os.path.join(self.directory, "none.safetensors"), check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("none.safetensors", result.stderr)
+        # Flags that were silently ignored or defaulted: each named.
+        for args, message in ((["paths", "count", "--layers", "12"], "--layers needs --heads"),
+                              (["paths", "count", "--alpha", "0.5"], "--alpha needs --layers"),
+                              (["paths", "sample", "--patterns", os.path.abspath(__file__), "--skip"],
+                               "--skip describes the random SAN, not a --patterns file")):
+            result = run(*args, check=False)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertIn(message, result.stderr, args)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
 
 
 if __name__ == "__main__":

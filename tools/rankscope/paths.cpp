@@ -85,10 +85,14 @@ void run_count(const PathsOptions& options) {
         // x = k/L so that architectures of different depth share one axis; y = share of paths of that length.
         std::vector<std::string> architectures;
         for (const auto& entry : document) architectures.push_back(entry["architecture"].get<std::string>());
-        render_figure(out, path_counts_figure(architectures, !options.alpha.empty()), csv_provenance_lines(provenance));
-        if (options.network.layers == 0)  // the built-in table: judged against the paper
+        const auto figures = render_figure(out, path_counts_figure(architectures, !options.alpha.empty()),
+                                           csv_provenance_lines(provenance));
+        std::vector<std::string> outputs = {"path_counts.csv", "path_counts.json"};
+        if (options.network.layers == 0) {  // the built-in table: judged against the paper
             write_findings(out, path_count_findings(path_count_tables(known_architectures())), provenance);
-        write_manifest(out, provenance, {{"outputs", {"path_counts.csv", "path_counts.json"}}});
+            outputs.insert(outputs.end(), {"findings.json", "verdicts.csv"});
+        }
+        write_manifest(out, provenance, {{"outputs", outputs}, {"figures", figures}});
     }
     if (options.common.format == "csv") std::cout << csv_provenance_lines(provenance) << table.to_string();
     else
@@ -98,6 +102,9 @@ void run_count(const PathsOptions& options) {
                 fmt::print("{:<12} {:>6} {:>6} {:>12.3f} {:>14}\n", e["architecture"].get<std::string>(),
                            e["layers"].get<int>(), e["heads"].get<int>(), e["mean_length"].get<double>(),
                            e.contains("alpha_mean_length") ? fmt::format("{:.3f}", e["alpha_mean_length"].get<double>()) : "-");
+            if (!options.common.out.empty())
+                fmt::print("wrote {}/path_counts.csv, path_counts.json, {}manifest.json and figures\n", options.common.out,
+                           options.network.layers == 0 ? "findings.json, verdicts.csv, " : "");
         });
 }
 
@@ -217,9 +224,12 @@ std::function<void()> setup_paths(CLI::App& command) {
     add_common_options(*count, options->common, false, {"csv", "json"});
     count->callback([options, action, count_layers, count] {
         if (count_layers->count() == 0) {
-            if (count->count("--heads") || count->count("--alpha"))
-                throw CLI::ValidationError("--heads", "--heads and --alpha need --layers (without it: the built-in E6 table)");
+            for (const char* flag : {"--heads", "--alpha"})
+                if (count->count(flag))
+                    throw CLI::ValidationError(flag, std::string(flag) + " needs --layers; without it, the built-in E6 table");
             options->network.layers = 0;
+        } else if (count->count("--heads") == 0) {  // it read H = 2, the default of check and sample
+            throw CLI::ValidationError("--layers", "--layers needs --heads, the heads per layer H");
         }
         *action = [options] { run_count(*options); };
     });
@@ -232,7 +242,15 @@ std::function<void()> setup_paths(CLI::App& command) {
                        "was padded: padded tokens are left out, as in `model`) instead of a random SAN")
         ->check(ReadableFile());
     add_common_options(*sample, options->common, false);
-    sample->callback([options, action] { *action = [options] { run_sample(*options); }; });
+    sample->callback([options, action, sample] {
+        // A recorded run has its own depth, heads and tokens: a flag for the random SAN would be silently ignored.
+        if (!options->patterns_file.empty())
+            for (const char* flag : {"--layers", "--heads", "--d-model", "--d-qk", "--d-v", "--tokens", "--skip"})
+                if (sample->count(flag))
+                    throw CLI::ValidationError(flag, std::string(flag) +
+                                                         " describes the random SAN, not a --patterns file, which has its own");
+        *action = [options] { run_sample(*options); };
+    });
 
     return [action] { (*action)(); };
 }

@@ -1,5 +1,6 @@
 // rankscope theory — random SAN variants collapsing layer by layer, beside the theorems' bounds (SPEC.md §3).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 #include <cmath>
@@ -84,8 +85,9 @@ void run_theory_command(TheoryOptions options) {
         variant_names.push_back(variant.name);
         if (variant.has_bound()) bounded_names.push_back(variant.name);
     }
-    render_figure(out, theory_bounds_figure(bounded_names), csv_provenance_lines(provenance));
-    const auto figures = render_figure(out, theory_figure(variant_names), csv_provenance_lines(provenance));
+    std::vector<std::string> figures = render_figure(out, theory_figure(variant_names), csv_provenance_lines(provenance));
+    for (const auto& file : render_figure(out, theory_bounds_figure(bounded_names), csv_provenance_lines(provenance)))
+        figures.push_back(file);
     write_findings(out, theory_findings(result, settings), provenance);
     write_manifest(out, provenance, {{"outputs", {"theory.csv", "theory_summary.csv", "theory.json", "findings.json", "verdicts.csv"}}, {"figures", figures}});
 
@@ -101,8 +103,8 @@ void run_theory_command(TheoryOptions options) {
     fmt::print("log 3 = 1.10 is the theorems' doubly exponential slope; the step exponent (each seed fitted on its own, median over "
                "seeds) is 3 for their cubic step.\n"
                "bound violations: {} (rows with a bound, above round-off)\nwrote {}/theory.csv, theory_summary.csv, theory.json, "
-               "manifest.json{}\n",
-               violations, out.string(), figures.empty() ? "" : ", theory.{svg,png,pdf}, theory_bounds.{svg,png,pdf}");
+               "findings.json, verdicts.csv, manifest.json{}\n",
+               violations, out.string(), figures.empty() ? "" : fmt::format(", {} (each with its gnuplot script .gp)", fmt::join(figures, ", ")));
 }
 
 }  // namespace
