@@ -205,3 +205,6 @@ def test_path_products_equal_the_command_and_numpy(tmp_path, rng):
         np.testing.assert_allclose(table["relative_residual"][row],
                                    composite_norm(product_matrix - rank1) / composite_norm(product_matrix), rtol=1e-9,
                                    atol=1e-13)  # round-off of the SVD near rank 1
+        np.testing.assert_allclose(table["relative_residual_frobenius"][row],
+                                   np.linalg.norm(product_matrix - rank1) / np.linalg.norm(product_matrix), rtol=1e-9,
+                                   atol=1e-13)

@@ -169,9 +169,10 @@ std::string join_indices(const std::vector<int>& indices) {
 
 Table path_samples_table(const std::vector<PathProductSample>& samples) {
     Table table({{"length", Table::Integer}, {"draw", Table::Integer}, {"sample", Table::Integer}, {"layers", Table::Text},
-                 {"heads", Table::Text}, {"relative_residual", Table::Real}});
+                 {"heads", Table::Text}, {"relative_residual", Table::Real}, {"relative_residual_frobenius", Table::Real}});
     for (const auto& s : samples)
-        table.add({s.length, s.draw, s.sample, join_indices(s.layers), join_indices(s.heads), s.relative_residual});
+        table.add({s.length, s.draw, s.sample, join_indices(s.layers), join_indices(s.heads), s.relative_residual,
+                   s.relative_residual_frobenius});
     return table;
 }
 
