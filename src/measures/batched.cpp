@@ -82,7 +82,7 @@ at::Tensor batched_mean_relative_residual_on_device(const at::Tensor& x, Norm no
         const at::Tensor magnitude = m.abs();
         if (norm == Norm::L1) return magnitude.sum(-2).amax(-1);
         if (norm == Norm::LInf) return magnitude.sum(-1).amax(-1);
-        return (magnitude.sum(-2).amax(-1) * magnitude.sum(-1).amax(-1)).sqrt();
+        return magnitude.sum(-2).amax(-1).sqrt() * magnitude.sum(-1).amax(-1).sqrt();  // (as SumNorms::composite)
     };
     const at::Tensor values = x.to(at::kDouble);
     const at::Tensor whole = sum_norm(values);

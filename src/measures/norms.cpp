@@ -48,7 +48,8 @@ Center parse_center(const std::string& text) {
 
 namespace detail {
 
-double SumNorms::composite() const { return std::sqrt(l1 * linf); }
+// √ℓ1·√ℓ∞, not √(ℓ1·ℓ∞): the product overflows for entries near 1e300 (and underflows near 1e-300) where the norm does not.
+double SumNorms::composite() const { return std::sqrt(l1) * std::sqrt(linf); }
 double SumNorms::get(Norm norm) const {
     switch (norm) {
         case Norm::L1: return l1;
@@ -64,16 +65,19 @@ SumNorms shifted_sum_norms(const Matrix& x, const RowVector& center) {
     const Eigen::Index n = x.rows(), d = x.cols();
     RowVector column_sums = RowVector::Zero(d);
     SumNorms out;
-    double squares = 0;
+    double largest = 0;
     for (Eigen::Index i = 0; i < n; ++i) {
-        const auto difference = (x.row(i) - center).array();
-        const double row_sum = difference.abs().sum();
-        column_sums.array() += difference.abs();
-        squares += difference.square().sum();
-        out.linf = std::max(out.linf, row_sum);
+        const auto magnitude = (x.row(i) - center).array().abs();
+        column_sums.array() += magnitude;
+        out.linf = std::max(out.linf, magnitude.sum());
+        if (magnitude.size() > 0) largest = std::max(largest, magnitude.maxCoeff());
     }
     out.l1 = d > 0 ? column_sums.maxCoeff() : 0.0;
-    out.frobenius = std::sqrt(squares);
+    // The squares of entries scaled by the largest: entries near 1e±300 neither overflow nor underflow.
+    double squares = 0;
+    if (largest > 0 && std::isfinite(largest))
+        for (Eigen::Index i = 0; i < n; ++i) squares += ((x.row(i) - center).array() / largest).square().sum();
+    out.frobenius = std::isfinite(largest) ? largest * std::sqrt(squares) : largest;
     return out;
 }
 
@@ -84,7 +88,7 @@ SumNorms sum_norms(const Matrix& x) { return shifted_sum_norms(x, RowVector::Zer
 double induced_l1_norm(const Matrix& m) { return detail::sum_norms(m).l1; }
 double induced_linf_norm(const Matrix& m) { return detail::sum_norms(m).linf; }
 double composite_norm(const Matrix& m) { return detail::sum_norms(m).composite(); }
-double frobenius_norm(const Matrix& m) { return m.norm(); }
+double frobenius_norm(const Matrix& m) { return m.stableNorm(); }
 double spectral_norm(const Matrix& m) { return detail::top_singular_triplet(m).sigma; }
 double matrix_norm(const Matrix& m, Norm norm) {
     return norm == Norm::Spectral ? spectral_norm(m) : detail::sum_norms(m).get(norm);

@@ -95,6 +95,14 @@ Matrix smaller_gram_for_lapack(const Matrix& x, bool features_side) {
 // below float32 round-off of the inputs.
 TopSingular top_singular_triplet(const Matrix& x) {
     if (x.size() == 0) return TopSingular{};
+    // The Gram matrix squares the entries: beyond 1e±100 they would overflow or lose precision to underflow, so such a
+    // matrix is scaled to a largest entry of 1 first and σ1 scaled back (inside that range nothing changes, bit for bit).
+    const double largest = x.cwiseAbs().maxCoeff();
+    if (largest > 0 && std::isfinite(largest) && (largest < 1e-100 || largest > 1e100)) {
+        TopSingular scaled = top_singular_triplet(x / largest);
+        scaled.sigma *= largest;
+        return scaled;
+    }
     const bool features_side = x.cols() <= x.rows();
     double eigenvalue = 0;
     Vector eigenvector;
@@ -134,7 +142,7 @@ double effective_rank(const Vector& s) {
 
 double stable_rank(const Vector& s) {
     if (s.size() == 0 || s(0) <= 0) return 0.0;
-    return s.squaredNorm() / (s(0) * s(0));
+    return (s / s(0)).squaredNorm();  // Σ(s_i/s_1)²: s² underflows for entries near 1e-300 (it read NaN)
 }
 
 int numerical_rank(const Vector& s, double relative_tolerance) {
@@ -157,7 +165,7 @@ double mean_pairwise_cosine(const Matrix& x) {
     RowVector sum = RowVector::Zero(x.cols());
     Eigen::Index kept = 0;
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
-        const double length = x.row(i).norm();
+        const double length = x.row(i).stableNorm();  // (norm() underflows to 0 for entries near 1e-300)
         if (length == 0) continue;
         sum += x.row(i) / length;
         ++kept;

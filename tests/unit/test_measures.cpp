@@ -110,6 +110,25 @@ TEST(RankMeasures, ClosedForms) {
     EXPECT_NEAR(effective_rank(flat), 5.0, 1e-12);
 }
 
+// The same matrix at 1e-300 and 1e300: the scale-free measures are those of the matrix at 1, the norms scale with it
+// (ℓ1·ℓ∞ overflowed to +Inf, s² and |row|² underflowed to 0, and measure refused the file).
+TEST(RankMeasures, EveryMeasureHoldsAtTheEdgesOfTheDoubleRange) {
+    const Matrix x = random_matrix(6, 2, 31) * random_matrix(2, 5, 32);
+    for (const double scale : {1e-300, 1e300}) {
+        SCOPED_TRACE(scale);
+        const Matrix scaled = x * scale;
+        for (Norm norm : {Norm::L1, Norm::LInf, Norm::Composite, Norm::Frobenius, Norm::Spectral}) {
+            EXPECT_NEAR(matrix_norm(scaled, norm) / scale, matrix_norm(x, norm), 1e-12 * matrix_norm(x, norm));
+            for (Center center : {Center::Mean, Center::Median, Center::Rank1})
+                EXPECT_NEAR(relative_residual(scaled, norm, center), relative_residual(x, norm, center), 1e-12);
+        }
+        EXPECT_NEAR(frobenius_norm(scaled) / scale, frobenius_norm(x), 1e-12 * frobenius_norm(x));
+        EXPECT_NEAR(stable_rank(singular_values(scaled)), stable_rank(singular_values(x)), 1e-12);
+        EXPECT_NEAR(effective_rank(singular_values(scaled)), effective_rank(singular_values(x)), 1e-12);
+        EXPECT_NEAR(mean_pairwise_cosine(scaled), mean_pairwise_cosine(x), 1e-12);
+    }
+}
+
 TEST(RankMeasures, NumericalRankOfLowRankProduct) {
     const Matrix x = random_matrix(20, 3, 1) * random_matrix(3, 12, 2);
     const Vector s = singular_values(x);
