@@ -58,6 +58,23 @@ class CommandLine(unittest.TestCase):
         first = [line for line in open(os.path.join(out, "measures.csv")) if not line.startswith("#")]
         self.assertEqual([line for line in again.splitlines(True) if not line.startswith("#")], first)
 
+    def test_attention_stored_in_float16(self):
+        """A softmax stored in float16 sums to 1 per row only within float16's epsilon: its attention measures are
+        measured (they were left out silently), and equal those of the same float16 values held in float64."""
+        logits = np.random.default_rng(4).normal(size=(12, 12))
+        softmax = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+        half = softmax.astype(np.float16)
+        self.assertGreater(np.abs(half.astype(np.float64).sum(1) - 1).max(), 1e-4)  # the case: off by more than 1e-4
+        np.save(self.path("p16.npy"), half)
+        np.save(self.path("p64.npy"), half.astype(np.float64) / half.astype(np.float64).sum(1, keepdims=True))
+        measured = {}
+        for name in ("p16", "p64"):
+            rows = json.loads(run("measure", self.path(name + ".npy"), "--format", "json").stdout)["matrices"][0]["measures"]
+            measured[name] = {r["measure"]: r["value"] for r in rows if r["measure"].startswith("attention_")}
+        self.assertEqual(len(measured["p16"]), 5, measured)
+        for key, value in measured["p64"].items():
+            self.assertAlmostEqual(measured["p16"][key], value, delta=2e-3)
+
     def test_bad_inputs(self):
         self.expect_error(["measure", self.path("missing.npy")], "missing.npy", "no such file")
         np.save(self.path("good.npy"), np.ones((4, 4), np.float32))
