@@ -58,6 +58,19 @@ class CommandLine(unittest.TestCase):
         first = [line for line in open(os.path.join(out, "measures.csv")) if not line.startswith("#")]
         self.assertEqual([line for line in again.splitlines(True) if not line.startswith("#")], first)
 
+    def test_skipped_exact_centre_is_said_in_every_format(self):
+        np.save(self.path("big.npy"), np.random.default_rng(2).normal(size=(80, 60)))  # 4800 entries > 4096
+        document = json.loads(run("measure", self.path("big.npy"), "--format", "json").stdout)
+        self.assertEqual(document["centers"], ["mean", "median", "rank1"])
+        self.assertIn("exact centre (an LP) is skipped", document["note"])
+        result = run("measure", self.path("big.npy"), "--format", "csv")
+        self.assertIn("exact centre (an LP) is skipped", result.stderr)
+        self.assertNotIn("note", result.stdout)
+        out = self.path("big-out")
+        run("measure", self.path("big.npy"), "--out", out)
+        with open(os.path.join(out, "measures.json")) as f:
+            self.assertIn("skipped", json.load(f)["note"])
+
     def test_attention_stored_in_float16(self):
         """A softmax stored in float16 sums to 1 per row only within float16's epsilon: its attention measures are
         measured (they were left out silently), and equal those of the same float16 values held in float64."""

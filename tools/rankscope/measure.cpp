@@ -74,6 +74,13 @@ void run_measure(const MeasureOptions& options) {
                                {"shape", array.shape},
                                {"dtype", dtype_name(array.dtype)},
                                {"matrices", json_matrices}};
+    // Which centres were measured, and why exact is missing when it is (the CSV and JSON said nothing).
+    std::vector<std::string> centers;
+    for (const auto& r : per_matrix.front())
+        if (r.measure == "residual" && std::find(centers.begin(), centers.end(), r.center) == centers.end())
+            centers.push_back(r.center);
+    document["centers"] = centers;
+    if (!exact_note.empty()) document["note"] = exact_note.substr(6);
 
     if (!options.common.out.empty()) {
         const std::filesystem::path out = options.common.out;
@@ -82,6 +89,8 @@ void run_measure(const MeasureOptions& options) {
         write_json_atomically(out / "measures.json", document, provenance);
         write_manifest(out, provenance, {{"inputs", {where}}, {"outputs", {"measures.csv", "measures.json"}}});
     }
+    // Off the table view the note goes to stderr: stdout holds the CSV or JSON a program reads.
+    if (options.common.format != "table" && !exact_note.empty()) fmt::print(stderr, "rankscope: {}\n", exact_note);
 
     if (options.common.format == "csv") {
         std::cout << csv_provenance_lines(provenance) << table.to_string();
