@@ -20,8 +20,9 @@ struct EmbedOptions {
 
 void run_embed(const EmbedOptions& options) {
     const Provenance provenance = start_run(options.common);
-    for (const auto& sentence : options.sentences)
-        if (sentence.find_first_not_of(" \t\r\n") == std::string::npos) throw Error("empty text: every sentence needs a word");
+    for (std::size_t i = 0; i < options.sentences.size(); ++i)
+        if (options.sentences[i].find_first_not_of(" \t\r\n") == std::string::npos)
+            throw Error("empty text: every sentence needs a word", fmt::format("sentence {}", i + 1));
     const std::string directory = find_use_lite(options.model);
     auto model = load_use_lite(directory);
     auto tokenizer = load_use_lite_tokenizer(directory);
