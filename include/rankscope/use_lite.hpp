@@ -38,7 +38,8 @@ std::unique_ptr<Tokenizer> load_use_lite_tokenizer(const std::string& directory)
 
 // L2-normalised sentence embeddings [N, 512], one sentence per forward (as the package embeds a batch).
 at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, const std::vector<std::string>& sentences);
-// The cosine of every pair of sentence embeddings [n, n], float64 (the embeddings are unit rows: their Gram matrix).
+// The cosine of every pair of sentence embeddings [n, n], float64: the Gram matrix of the rows normalised in float64
+// (they are unit rows to float32 round-off only).
 at::Tensor embedding_cosines(const at::Tensor& embeddings);
 
 // The "iterate" experiment: the pretrained layer-1 attention sublayer (LN → attention → output projection), without

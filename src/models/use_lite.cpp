@@ -257,7 +257,9 @@ at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, 
 }
 
 at::Tensor embedding_cosines(const at::Tensor& embeddings) {
-    const at::Tensor rows = embeddings.to(torch::kDouble);
+    // Normalised again in float64: the rows are unit only to float32 round-off (a self-cosine read 1.0000000738).
+    at::Tensor rows = embeddings.to(torch::kDouble);
+    rows = rows / rows.norm(2, 1, true);
     return torch::matmul(rows, rows.t());
 }
 
