@@ -13,7 +13,8 @@
 //
 // A setting's name is the command's flag without "--"; a true boolean is the bare flag, a false one is left out. The
 // cell key is the first 16 hex digits of the SHA-256 of the experiment and every setting (sorted by name), so the same
-// settings give the same key whatever the order in the file, and a re-run finds the cells it already has.
+// settings give the same key whatever the order in the file, and a re-run finds the cells it already has (a false
+// boolean, a flag left out, is not hashed).
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -313,8 +313,11 @@ SweepGrid read_sweep_grid(const std::filesystem::path& path) {
 std::string sweep_cell_key(const std::string& experiment, std::vector<SweepSetting> settings) {
     std::sort(settings.begin(), settings.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     std::string canonical = "rankscope sweep cell\nexperiment=" + experiment + "\n";
+    // A false boolean leaves its flag out of the command: the key of the same command must not change with it (a grid
+    // that only added allow-nonfinite = false re-ran every cell).
     for (const auto& setting : settings)
-        canonical += setting.name + (setting.boolean ? "?=" : "=") + setting.value + "\n";
+        if (!(setting.boolean && setting.value == "false"))
+            canonical += setting.name + (setting.boolean ? "?=" : "=") + setting.value + "\n";
     return sha256_hex(canonical).substr(0, 16);
 }
 

@@ -57,6 +57,8 @@ TEST(SweepGrid, FalseBooleanIsLeftOut) {
     EXPECT_EQ(cells[0].arguments, std::vector<std::string>{"theory"});
     EXPECT_EQ(cells[1].arguments, (std::vector<std::string>{"theory", "--biases"}));
     EXPECT_NE(cells[0].key, cells[1].key);
+    // The same command, the same key: a false boolean is no setting at all.
+    EXPECT_EQ(cells[0].key, sweep_cell_key("theory", {}));
 }
 
 TEST(SweepGrid, BadGridsNameTheFileAndTheProblem) {
