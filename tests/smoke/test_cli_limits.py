@@ -33,7 +33,8 @@ REJECTED = [
     (["paths", "sample", "--draws", "0"], "--draws"),
     (["paths", "sample", "--layers", "64", "--heads", "64", "--tokens", "512"], "--layers, --heads, --tokens"),
     (["paths", "count", "--layers", "-1"], "--layers"),
-    (["paths", "count", "--alpha", "0.5"], "--heads"),
+    (["paths", "count", "--alpha", "0.5"], "--alpha needs --layers"),
+    (["paths", "count", "--layers", "4"], "--layers needs --heads"),
     (["paths", "count", "--layers", "2", "--alpha", "0.5,nan"], "--alpha"),
     (["paths", "check", "--layers", "40"], "--layers"),
     (["measure", "--rank-tol", "-1"], "--rank-tol"),
@@ -70,6 +71,8 @@ REJECTED = [
     (["task", "sort", "--paths", "5,05"], "'5' is listed twice (--paths)"),
     (["trainability", "--depths", "2,4,2"], "'2' is listed twice (--depths)"),
     (["failure-modes", "--query-key-scales", "1,1.0"], "a scale is listed twice"),  # (equal as numbers)
+    (["embed", "a sentence", "  "], "empty text: every sentence needs a word (sentence 2)"),
+    (["task", "circle", "--seeds", "0,5,9"], "(a set of seeds that are not consecutive cannot be given) (--seeds)"),
     # CLI11's "The following arguments were not expected: 3 --layrs", the mistyped option named first.
     (["theory", "--layrs", "3"], "unknown option '--layrs' (--help lists the options)"),
     (["theory", "7"], "unexpected argument '7' (--help lists the options)"),
