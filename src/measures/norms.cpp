@@ -70,14 +70,17 @@ SumNorms shifted_sum_norms(const Matrix& x, const RowVector& center) {
         const auto magnitude = (x.row(i) - center).array().abs();
         column_sums.array() += magnitude;
         out.linf = std::max(out.linf, magnitude.sum());
-        if (magnitude.size() > 0) largest = std::max(largest, magnitude.maxCoeff());
+        if (magnitude.size() > 0) {
+            const double row_largest = magnitude.maxCoeff<Eigen::PropagateNaN>();
+            if (std::isnan(row_largest) || row_largest > largest) largest = row_largest;  // NaN sticks
+        }
     }
     out.l1 = d > 0 ? column_sums.maxCoeff() : 0.0;
     // The squares of entries scaled by the largest: entries near 1e±300 neither overflow nor underflow.
     double squares = 0;
     if (largest > 0 && std::isfinite(largest))
         for (Eigen::Index i = 0; i < n; ++i) squares += ((x.row(i) - center).array() / largest).square().sum();
-    out.frobenius = std::isfinite(largest) ? largest * std::sqrt(squares) : largest;
+    out.frobenius = std::isfinite(largest) ? largest * std::sqrt(squares) : largest;  // NaN or +Inf as they are
     return out;
 }
 
@@ -88,7 +91,7 @@ SumNorms sum_norms(const Matrix& x) { return shifted_sum_norms(x, RowVector::Zer
 double induced_l1_norm(const Matrix& m) { return detail::sum_norms(m).l1; }
 double induced_linf_norm(const Matrix& m) { return detail::sum_norms(m).linf; }
 double composite_norm(const Matrix& m) { return detail::sum_norms(m).composite(); }
-double frobenius_norm(const Matrix& m) { return m.stableNorm(); }
+double frobenius_norm(const Matrix& m) { return detail::sum_norms(m).frobenius; }
 double spectral_norm(const Matrix& m) { return detail::top_singular_triplet(m).sigma; }
 double matrix_norm(const Matrix& m, Norm norm) {
     return norm == Norm::Spectral ? spectral_norm(m) : detail::sum_norms(m).get(norm);

@@ -119,7 +119,7 @@ TEST(RankMeasures, EveryMeasureHoldsAtTheEdgesOfTheDoubleRange) {
         const Matrix scaled = x * scale;
         for (Norm norm : {Norm::L1, Norm::LInf, Norm::Composite, Norm::Frobenius, Norm::Spectral}) {
             EXPECT_NEAR(matrix_norm(scaled, norm) / scale, matrix_norm(x, norm), 1e-12 * matrix_norm(x, norm));
-            for (Center center : {Center::Mean, Center::Median, Center::Rank1})
+            for (Center center : {Center::Mean, Center::Median, Center::Exact, Center::Rank1})
                 EXPECT_NEAR(relative_residual(scaled, norm, center), relative_residual(x, norm, center), 1e-12);
         }
         EXPECT_NEAR(frobenius_norm(scaled) / scale, frobenius_norm(x), 1e-12 * frobenius_norm(x));
@@ -127,6 +127,14 @@ TEST(RankMeasures, EveryMeasureHoldsAtTheEdgesOfTheDoubleRange) {
         EXPECT_NEAR(effective_rank(singular_values(scaled)), effective_rank(singular_values(x)), 1e-12);
         EXPECT_NEAR(mean_pairwise_cosine(scaled), mean_pairwise_cosine(x), 1e-12);
     }
+    // Zero stays zero, and a NaN anywhere stays NaN (the scaling must not turn it into a norm of 0).
+    EXPECT_EQ(frobenius_norm(Matrix::Zero(3, 2)), 0.0);
+    Matrix with_nan = Matrix::Zero(3, 2);
+    with_nan(1, 0) = NAN;
+    EXPECT_TRUE(std::isnan(frobenius_norm(with_nan)));
+    EXPECT_TRUE(std::isnan(matrix_norm(with_nan, Norm::Frobenius)));
+    with_nan(2, 1) = 5;
+    EXPECT_TRUE(std::isnan(frobenius_norm(with_nan)));
 }
 
 TEST(RankMeasures, NumericalRankOfLowRankProduct) {
