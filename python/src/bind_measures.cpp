@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "bindings.hpp"
@@ -210,9 +211,13 @@ void bind_measures(py::module_& m) {
             const at::Tensor p = checked_batch(array, "p");
             if (p.size(-1) != p.size(-2))
                 throw Error(fmt::format("attention matrices must be square, got {} x {}", p.size(-2), p.size(-1)), "p");
-            const at::Tensor packed = per_item(p, {5}, [](const Matrix& item, double* out) {
-                if (!is_row_stochastic(item))
-                    throw Error("not row-stochastic (rows must be >= 0 and sum to 1 within 1e-4)", "p");
+            // Rows stored in float16 (bfloat16) sum to 1 within that dtype's epsilon, as measure's rows do.
+            const auto type = p.scalar_type();
+            const double epsilon = type == at::kHalf ? 0x1p-10 : type == at::kBFloat16 ? 0x1p-7 : 0.0;
+            const double tolerance = std::max(1e-4, epsilon);
+            const at::Tensor packed = per_item(p, {5}, [tolerance](const Matrix& item, double* out) {
+                if (!is_row_stochastic(item, tolerance))
+                    throw Error(fmt::format("not row-stochastic (rows must be >= 0 and sum to 1 within {:g})", tolerance), "p");
                 const AttentionMeasures a = attention_measures(item);
                 out[0] = a.mean_row_entropy;
                 out[1] = a.max_row_entropy;

@@ -137,6 +137,14 @@ def test_attention_measures_match_their_definitions(rng):
     np.testing.assert_allclose(got["spectral_gap"], 1 - s[..., 1] / s[..., 0], rtol=1e-10)
     with pytest.raises(rs.Error, match="not row-stochastic"):
         rs.attention_measures(p * 2)
+    # Stored in float16, rows sum to 1 within float16's epsilon only: measured, as the command line measures them.
+    logits = np.random.default_rng(4).normal(size=(2, 12, 12))
+    half = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float16)
+    assert np.abs(half.astype(np.float64).sum(-1) - 1).max() > 1e-4
+    np.testing.assert_allclose(rs.attention_measures(half)["first_token_share"], half[..., 0].astype(np.float64).mean(-1),
+                               rtol=1e-12)
+    with pytest.raises(rs.Error, match=r"within 0\.000976562"):
+        rs.attention_measures(half * 2)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

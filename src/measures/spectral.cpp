@@ -177,7 +177,7 @@ double mean_pairwise_cosine(const Matrix& x) {
 
 bool is_row_stochastic(const Matrix& m, double tolerance) {
     if (m.rows() != m.cols() || m.size() == 0) return false;
-    if ((m.array() < -tolerance).any()) return false;
+    if ((m.array() < -std::min(tolerance, 1e-4)).any()) return false;  // rounding keeps a probability's sign
     return ((m.rowwise().sum().array() - 1.0).abs() <= tolerance).all();
 }
 
