@@ -216,6 +216,7 @@ class Sweep(unittest.TestCase):
             "syntax.toml": ('experiment = "theory"\n[axes\n', "not valid TOML"),
             "range.json": ('{"experiment": "theory", "axes": {"layers": [2, 1000]}}', "1000"),
             "nested.json": ('{"experiment": "theory", "axes": {"layers": [[2]]}}', "must be a number, a string or a boolean"),
+            "twice.json": ('{"experiment": "trainability", "axes": {"depths": ["2,4", "2,2"]}}', "'2' is listed twice"),
         }
         for name, (text, message) in cases.items():
             path = os.path.join(self.directory, name)

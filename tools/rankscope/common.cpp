@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <set>
+#include <sstream>
 #include <vector>
 
 #include "rankscope/error.hpp"
@@ -55,16 +57,36 @@ CLI::Option* add_seed_count_option(CLI::App& command, int& count, const std::str
         [in_range](std::string& text) -> std::string {
             const auto comma = text.find(',');
             if (comma == std::string::npos) return in_range(text);
-            std::string first = text.substr(0, comma);
-            const auto elements = std::count(text.begin(), text.end(), ',') + 1;
             const std::string what = fmt::format("'{}': --seeds is a count of consecutive seeds from --seed", text);
-            if (!IntRange(0, std::numeric_limits<int>::max())(first).empty()) return what;
-            return fmt::format("{} (--seed {} --seeds {} runs seeds {} to {})", what, first, elements, first,
-                               std::stoll(first) + elements - 1);
+            // The same seeds in that spelling when they are consecutive and ascending; other sets have none.
+            std::vector<long long> seeds;
+            std::istringstream elements(text);
+            for (std::string element; std::getline(elements, element, ',');) {
+                if (!IntRange(0, std::numeric_limits<int>::max())(element).empty()) return what;
+                seeds.push_back(std::stoll(element));
+            }
+            for (std::size_t i = 1; i < seeds.size(); ++i)
+                if (seeds[i] != seeds[i - 1] + 1) return what + " (a set of seeds that are not consecutive cannot be given)";
+            return fmt::format("{} (--seed {} --seeds {} runs seeds {} to {})", what, seeds.front(), seeds.size(),
+                               seeds.front(), seeds.back());
         },
         fmt::format("in [1, {}]", most));
     return command.add_option("--seeds", count, "Number of seeds: --seed, --seed + 1, ... (" + purpose + ")")
         ->transform(count_not_list);
+}
+
+void check_lists_name_values_once(const CLI::App& app) {
+    for (const CLI::App* command = &app; command != nullptr;) {
+        for (const CLI::Option* option : command->get_options()) {
+            if (option->get_delimiter() != ',' || option->get_name() == "--alpha") continue;
+            std::set<std::string> seen;
+            for (const std::string& value : option->results())
+                if (!seen.insert(value).second)
+                    throw CLI::ValidationError(option->get_name(), fmt::format("'{}' is listed twice", value));
+        }
+        const auto chosen = command->get_subcommands();
+        command = chosen.empty() ? nullptr : chosen.front();
+    }
 }
 
 std::vector<std::uint64_t> consecutive_seeds(std::uint64_t first, int count) {

@@ -34,6 +34,10 @@ CLI::Validator RealRange(double low, double high, bool low_open = false);
 // list; "2,3,4" is refused with the --seed/--seeds spelling of the same seeds). `purpose` ends the help text.
 CLI::Option* add_seed_count_option(CLI::App& command, int& count, const std::string& purpose, int most);
 std::vector<std::uint64_t> consecutive_seeds(std::uint64_t first, int count);
+// After parsing: a list flag names each value once ("--centers median,median" measured median twice and doubled its
+// rows in the std; "--variants SAN,SAN" ran SAN twice); --alpha, one value per layer, may repeat. Throws
+// CLI::ValidationError "--variants: 'SAN' is listed twice". Run by main and by sweep's check of every cell.
+void check_lists_name_values_once(const CLI::App& app);
 // One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
 CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
 // A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error

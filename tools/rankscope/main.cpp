@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <ios>
 #include <new>
-#include <set>
 #include <sstream>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -194,26 +193,12 @@ int main(int argc, char** argv) {
     }
     try {
         app.parse(argc, argv);
+        rankscope::cli::check_lists_name_values_once(app);
     } catch (const CLI::ParseError& error) {
         if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
         const bool missing_subcommand = std::string(error.what()).find("subcommand is required") != std::string::npos;
         print_error(missing_subcommand ? subcommand_error_line(app, argc, argv) : cli_error_line(error.what()));
         return 2;
-    }
-    // A list flag names each value once: "--centers median,median" measured median twice (and its rows twice into the
-    // std), "--variants SAN,SAN" ran SAN twice. --alpha is one value per layer, where repeats are values.
-    for (const CLI::App* command = &app; command != nullptr;) {
-        for (const CLI::Option* option : command->get_options()) {
-            if (option->get_delimiter() != ',' || option->get_name() == "--alpha") continue;
-            std::set<std::string> seen;
-            for (const std::string& value : option->results())
-                if (!seen.insert(value).second) {
-                    print_error(fmt::format("'{}' is listed twice ({})", value, option->get_name()));
-                    return 2;
-                }
-        }
-        const auto chosen = command->get_subcommands();
-        command = chosen.empty() ? nullptr : chosen.front();
     }
     // A run rejected before writing anything (bad input found after --out was created) leaves no empty folder behind.
     const std::filesystem::path created_out = new_out_folder(app);

@@ -62,6 +62,7 @@ void check_cells_parse(const SweepGrid& grid, const std::vector<SweepCell>& cell
         for (const auto& word : words) argv.push_back(word.c_str());
         try {
             app.parse(static_cast<int>(argv.size()), argv.data());
+            check_lists_name_values_once(app);
         } catch (const CLI::ParseError& error) {
             std::string message = error.what();
             while (!message.empty() && message.back() == '\n') message.pop_back();
