@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <functional>
 
 #include "rankscope/error.hpp"
 #include "rankscope/theory.hpp"
@@ -53,13 +52,12 @@ namespace {
 
 // The bound's columns do not exist for a variant without a bound (skips, plain LN) or at the input (layer 0): empty
 // cells there, where a nan is a bound computed and undefined.
-std::function<Table::Cell(double)> bound_cell_of(const TheoryResult& result, const std::string& variant, int layer) {
-    bool has_bound = false;
+bool has_bound_columns(const TheoryResult& result, const std::string& variant, int layer) {
     for (const auto& v : result.variants)
-        if (v.variant == variant) has_bound = v.has_bound;
-    has_bound = has_bound && layer > 0;
-    return [has_bound](double value) { return has_bound ? Table::Cell(value) : Table::Cell(); };
+        if (v.variant == variant) return v.has_bound && layer > 0;
+    return false;
 }
+Table::Cell cell_if(bool present, double value) { return present ? Table::Cell(value) : Table::Cell(); }
 
 }  // namespace
 
@@ -70,10 +68,10 @@ Table theory_table(const TheoryResult& result) {
                  {"bound_step", Table::Real}, {"bound_cumulative", Table::Real}, {"bound_theorem", Table::Real},
                  {"at_round_off", Table::Integer}});
     for (const auto& r : result.rows) {
-        const auto bound_cell = bound_cell_of(result, r.variant, r.layer);
-        table.add({r.variant, r.heads, r.seed, r.layer, r.residual, r.relative_residual, bound_cell(r.gamma),
-                   bound_cell(r.beta), bound_cell(r.lambda), bound_cell(r.c), bound_cell(r.bound_step),
-                   bound_cell(r.bound_cumulative), bound_cell(r.bound_theorem), r.at_round_off ? 1 : 0});
+        const bool bound = has_bound_columns(result, r.variant, r.layer);
+        table.add({r.variant, r.heads, r.seed, r.layer, r.residual, r.relative_residual, cell_if(bound, r.gamma),
+                   cell_if(bound, r.beta), cell_if(bound, r.lambda), cell_if(bound, r.c), cell_if(bound, r.bound_step),
+                   cell_if(bound, r.bound_cumulative), cell_if(bound, r.bound_theorem), r.at_round_off ? 1 : 0});
     }
     return table;
 }
@@ -84,9 +82,9 @@ Table theory_summary_table(const TheoryResult& result) {
                  {"relative_residual_mean", Table::Real}, {"residual_mean", Table::Real}, {"bound_step_mean", Table::Real},
                  {"bound_cumulative_mean", Table::Real}});
     for (const auto& s : result.layers) {
-        const auto bound_cell = bound_cell_of(result, s.variant, s.layer);
-        table.add({s.variant, s.heads, s.layer, s.relative_residual_mean, s.residual_mean, bound_cell(s.bound_step_mean),
-                   bound_cell(s.bound_cumulative_mean)});
+        const bool bound = has_bound_columns(result, s.variant, s.layer);
+        table.add({s.variant, s.heads, s.layer, s.relative_residual_mean, s.residual_mean, cell_if(bound, s.bound_step_mean),
+                   cell_if(bound, s.bound_cumulative_mean)});
     }
     return table;
 }

@@ -71,7 +71,7 @@ PathCheck check_path_decomposition(San& network, const at::Tensor& x, double max
 std::vector<PathLengthRow> path_length_distribution(int layers, int heads, const std::vector<double>& alpha) {
     if (layers < 1 || heads < 1) throw Error("path counts need layers >= 1 and heads >= 1");
     if (!alpha.empty() && static_cast<int>(alpha.size()) != layers)
-        throw Error(fmt::format("{} values for {} layers (one per layer)", alpha.size(), layers), "--alpha");
+        throw Error(fmt::format("{} values for {} layers (one per layer)", alpha.size(), layers), "alpha");
     for (double a : alpha)
         if (!(a >= 0 && a <= 1)) throw Error("every alpha must lie in [0, 1]");
     std::vector<PathLengthRow> rows(static_cast<std::size_t>(layers + 1));

@@ -240,7 +240,7 @@ class TheoryAndPaths(unittest.TestCase):
     def test_errors(self):
         result = run("paths", "count", "--layers", "3", "--heads", "2", "--alpha", "0.5", check=False)
         self.assertEqual(result.returncode, 2)
-        self.assertIn("alpha", result.stderr)
+        self.assertEqual(result.stderr, "rankscope: error: 1 values for 3 layers (one per layer) (--alpha)\n")
         result = run("theory", "--d-model", "10", "--heads", "4", "--out", self.directory, check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("divisible", result.stderr)

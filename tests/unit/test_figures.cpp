@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
-#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>

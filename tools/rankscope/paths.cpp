@@ -233,6 +233,9 @@ std::function<void()> setup_paths(CLI::App& command) {
             options->network.layers = 0;
         } else if (count->count("--heads") == 0) {  // it read H = 2, the default of check and sample
             throw CLI::ValidationError("--layers", "--layers needs --heads, the heads per layer H");
+        } else if (!options->alpha.empty() && options->alpha.size() != static_cast<std::size_t>(options->network.layers)) {
+            throw CLI::ValidationError("--alpha", fmt::format("{} values for {} layers (one per layer)",
+                                                              options->alpha.size(), options->network.layers));
         }
         *action = [options] { run_count(*options); };
     });
