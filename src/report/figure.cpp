@@ -135,7 +135,8 @@ std::string pdf_text_string(const std::string& utf8) {
 
 // The PDF's document information (/Creator: the version line, /Subject: the whole provenance) as an incremental update:
 // the Info object rewritten after %%EOF with its own cross-reference section and a trailer pointing back (/Prev) to
-// cairo's, so no byte offset of the file moves. Left alone when the file has no classic trailer to extend.
+// cairo's, so no byte offset of the file moves. Left alone when the file has no classic trailer to extend: cairo 1.16
+// (Debian 12) writes one; cairo ≥ 1.17.6 ends a PDF 1.5 with a cross-reference stream, which this does not extend.
 void stamp_pdf(std::string& bytes, const std::string& text) {
     const std::size_t trailer = bytes.rfind("trailer"), startxref = bytes.rfind("startxref");
     if (trailer == std::string::npos || startxref == std::string::npos || startxref < trailer) return;
