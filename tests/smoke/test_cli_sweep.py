@@ -59,6 +59,14 @@ class Sweep(unittest.TestCase):
 
     def test_tables_match_the_experiment_run_on_its_own(self):
         self.assertIn("8 cells of `rankscope theory`: 8 ran now, 0 reused, 0 failed", self.first.stdout)
+        # The "wrote" line names what the manifest lists (it left out the collapse-depth files and the manifest).
+        wrote = self.first.stdout.strip().splitlines()[-1]
+        self.assertTrue(wrote.startswith(f"wrote {self.local}/"), wrote)
+        with open(os.path.join(self.local, "manifest.json")) as f:
+            manifest = json.load(f)
+        listed = {name for name in manifest["outputs"] if not name.startswith("tables/")} | {"tables/", "manifest.json"}
+        self.assertEqual(set(wrote[len(f"wrote {self.local}/"):].split(", ")), listed)
+        self.assertIn("collapse_depth_summary.csv", listed)
         cells = read_csv(os.path.join(self.local, "cells.csv"))
         self.assertEqual(len(cells), 8)
         self.assertEqual({c["status"] for c in cells}, {"ran"})

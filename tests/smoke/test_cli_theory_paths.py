@@ -173,6 +173,8 @@ class TheoryAndPaths(unittest.TestCase):
         # The manifest lists what the folder holds (it left out the figures, and the built-in table's findings).
         e6 = os.path.join(self.directory, "e6")
         self.assertIn("wrote ", run("paths", "count", "--out", e6).stdout)
+        self.assertIn("paths_check.json, manifest.json",
+                      run("paths", "check", "--out", os.path.join(self.directory, "check")).stdout)
         with open(os.path.join(e6, "manifest.json")) as f:
             manifest = json.load(f)
         for name in manifest["outputs"] + manifest["figures"]:

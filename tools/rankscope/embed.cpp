@@ -74,6 +74,8 @@ void run_embed(const EmbedOptions& options) {
     for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t j = i + 1; j < n; ++j)
             fmt::print("{:.4f}  {} | {}\n", cosine[i][j].item<double>(), options.sentences[i], options.sentences[j]);
+    if (!options.common.out.empty())
+        fmt::print("wrote {}/similarity.csv, embeddings.csv, manifest.json\n", options.common.out);
 }
 
 }  // namespace

@@ -59,6 +59,8 @@ void run_check(PathsOptions options) {
         fmt::print("{} paths (L={}, H={}, skip={}): max |sum over paths - forward| = {:.3e} (output scale {:.3e})\n",
                    check.paths, options.network.layers, options.network.heads, options.skip ? "yes" : "no",
                    check.max_abs_error, check.max_abs_output);
+        if (!options.common.out.empty())
+            fmt::print("wrote {}/paths_check.json, manifest.json\n", options.common.out);
     });
 }
 

@@ -159,7 +159,8 @@ std::vector<std::string> cell_table_names(const std::vector<SweepCell>& cells, c
     return {names.begin(), names.end()};
 }
 
-void write_sweep_tables(const SweepGrid& grid, const std::vector<SweepCell>& cells, const std::vector<bool>& done,
+// Returns the files written, as the manifest lists them (the "wrote" line names the same).
+std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::vector<SweepCell>& cells, const std::vector<bool>& done,
                         const std::vector<CellOutcome>& outcomes, const std::filesystem::path& out,
                         const Provenance& provenance, const MpiSession& mpi, int workers, double seconds) {
     const std::string comment = csv_provenance_lines(provenance);
@@ -246,6 +247,8 @@ void write_sweep_tables(const SweepGrid& grid, const std::vector<SweepCell>& cel
     write_json_atomically(out / "sweep.json", document, provenance);
     written.push_back("sweep.json");
     write_manifest(out, provenance, {{"outputs", written}});
+    written.push_back("manifest.json");
+    return written;
 }
 
 void run_sweep(const SweepOptions& options) {
@@ -316,13 +319,17 @@ void run_sweep(const SweepOptions& options) {
                         fmt::join(cells[outcome.index].arguments, " "), outcome.error);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    write_sweep_tables(grid, cells, done, outcomes, out, provenance, mpi, options.workers, seconds);
+    std::vector<std::string> written = write_sweep_tables(grid, cells, done, outcomes, out, provenance, mpi, options.workers, seconds);
+    // tables/<name> for every table: "tables/" once.
+    written.erase(std::remove_if(written.begin(), written.end(), [](const std::string& name) { return name.rfind("tables/", 0) == 0; }),
+                  written.end());
+    written.insert(written.begin() + std::min<std::ptrdiff_t>(1, static_cast<std::ptrdiff_t>(written.size())), "tables/");
     const long done_count = std::count(done.begin(), done.end(), true);
     fmt::print("sweep: {} cells of `rankscope {}`: {} ran now, {} reused, {} failed; {:.1f} s on {} rank{} x {} worker{}\n"
-               "wrote {}/sweep.csv, tables/, cells.csv, sweep.json\n",
+               "wrote {}/{}\n",
                cells.size(), grid.experiment, outcomes.size() - failed, done_count - (outcomes.size() - failed), failed,
                seconds, mpi.size(), mpi.size() == 1 ? "" : "s", options.workers, options.workers == 1 ? "" : "s",
-               out.string());
+               out.string(), fmt::join(written, ", "));
     if (failed > 0)
         throw Error(fmt::format("{} of {} cells failed (their errors are in cells.csv; a re-run retries only them)", failed,
                                 cells.size()),

@@ -56,6 +56,7 @@ void run_tokenize(const TokenizeOptions& options) {
     fmt::print("tokenizer {}: prefix [{}], suffix [{}], vocabulary {}\n", tokenizer->source(),
                fmt::join(tokenizer->prefix(), " "), fmt::join(tokenizer->suffix(), " "), tokenizer->vocab_size());
     for (std::size_t i = 0; i < ids.size(); ++i) fmt::print("{}\t{}\n", fmt::join(ids[i], " "), sentences[i]);
+    if (!options.common.out.empty()) fmt::print("wrote {}/tokens.json, manifest.json\n", options.common.out);
 }
 
 }  // namespace
