@@ -9,8 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <regex>
 #include <set>
 
@@ -101,11 +99,6 @@ std::string provenance_text(const std::string& comment) {
     return text;
 }
 
-std::string read_figure_bytes(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // A PDF text string for any UTF-8 text: UTF-16BE after its byte-order mark, written in hex (nothing to escape). A byte
 // that does not start a valid sequence becomes U+FFFD.
 std::string pdf_text_string(const std::string& utf8) {
@@ -174,9 +167,9 @@ void stamp_pdf(std::string& bytes, const std::string& text) {
 // "Comment" (UTF-8) after IHDR, and the PDF's document information (stamp_pdf).
 void stamp_provenance(const std::filesystem::path& file, const std::string& extension, const std::string& text) {
     if (text.empty()) return;
-    std::string bytes = read_figure_bytes(file);
+    std::string bytes = read_file_limited(file.string(), kNoSizeLimit, "figure");
     if (extension == "svg") {
-        std::string escaped;
+        std::string escaped;  // XML text: & < > (quotes stay as written, as gnuplot writes its own text)
         for (char c : text) {
             if (c == '&') escaped += "&amp;";
             else if (c == '<') escaped += "&lt;";
