@@ -10,6 +10,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/measure_all.hpp"
 #include "rankscope/measures.hpp"
+#include "rankscope/tensor_file.hpp"
 
 namespace rankscope::python {
 namespace {
@@ -213,7 +214,7 @@ void bind_measures(py::module_& m) {
                 throw Error(fmt::format("attention matrices must be square, got {} x {}", p.size(-2), p.size(-1)), "p");
             // Rows stored in float16 (bfloat16) sum to 1 within that dtype's epsilon, as measure's rows do.
             const auto type = p.scalar_type();
-            const double epsilon = type == at::kHalf ? 0x1p-10 : type == at::kBFloat16 ? 0x1p-7 : 0.0;
+            const double epsilon = at::isFloatingType(type) ? dtype_epsilon(stored_dtype(type, "p")) : 0.0;
             const double tolerance = std::max(1e-4, epsilon);
             const at::Tensor packed = per_item(p, {5}, [tolerance](const Matrix& item, double* out) {
                 if (!is_row_stochastic(item, tolerance))
