@@ -133,6 +133,27 @@ class Sweep(unittest.TestCase):
         self.assertEqual({c["status"] for c in read_csv(os.path.join(copy, "cells.csv"))}, {"reused"})
         self.assertEqual(data_lines(os.path.join(copy, "sweep.csv")), data_lines(os.path.join(self.local, "sweep.csv")))
 
+    def test_a_cell_another_build_wrote_runs_again(self):
+        # Its tables may have other columns or numbers than this build's, and sweep.csv records one version.
+        copy = os.path.join(self.directory, "older-build")
+        shutil.copytree(self.local, copy)
+        key = sorted(os.listdir(os.path.join(copy, "cells")))[0]
+        record_path = os.path.join(copy, "cells", key, "cell.json")
+        record = load_json(record_path)
+        record["version"] = "rankscope 0.0.1 (git 000000000000)"
+        with open(record_path, "w") as f:
+            json.dump(record, f)
+        listed = run("sweep", self.grid, "--out", copy, "--dry-run")
+        self.assertIn("8 cells of `rankscope theory`, 7 done, 1 to run", listed.stdout)
+        self.assertIn(f"  {key} ", listed.stdout)
+        self.assertIn("(again: it was written by another build (rankscope 0.0.1 (git 000000000000)))", listed.stdout)
+        again = run("sweep", self.grid, "--out", copy)
+        self.assertIn("1 ran now, 7 reused, 0 failed", again.stdout)
+        self.assertIn("rankscope: sweep: running 1 cell again: it was written by another build "
+                      "(rankscope 0.0.1 (git 000000000000))", again.stderr)
+        self.assertNotEqual(load_json(record_path)["version"], record["version"])
+        self.assertEqual(data_lines(os.path.join(copy, "sweep.csv")), data_lines(os.path.join(self.local, "sweep.csv")))
+
     def test_killed_sweep_resumes(self):
         grid = os.path.join(self.directory, "slow.toml")
         with open(grid, "w") as f:

@@ -1,8 +1,8 @@
 // rankscope sweep — a grid of one experiment's settings (sweep.hpp), each cell run as that experiment's own command
 // into DIR/cells/<key>/, on local workers or MPI ranks; the cells' tables gathered into DIR/sweep.csv and DIR/tables/.
 //
-// A cell is done when DIR/cells/<key>/cell.json says "ok" and its main table is there: a re-run (after a kill, or with
-// more axis values) runs only the cells that are not done. A failed cell is recorded in cell.json and cells.csv and does
+// A cell is done when DIR/cells/<key>/cell.json says "ok", this build wrote it and its main table is there: a re-run
+// (after a kill, or with more axis values) runs only the cells that are not done. A failed cell is recorded in cell.json and cells.csv and does
 // not stop the others; the sweep then ends with exit status 2 after writing the tables of the cells that succeeded.
 #include <fmt/ranges.h>
 #include <fmt/format.h>
@@ -71,14 +71,22 @@ void check_cells_parse(const SweepGrid& grid, const std::vector<SweepCell>& cell
     }
 }
 
-bool cell_is_done(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder) {
+// "" when the cell's earlier run can be reused: its cell.json says "ok" for this key, was written by this rankscope
+// build (the same version and git SHA: another build may compute, or lay out its tables, differently, and sweep.csv
+// records one version), and its main table is there. Otherwise why not ("not run yet" when it has no cell.json).
+std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder) {
     const std::string text = read_text(folder / "cell.json");
-    if (text.empty()) return false;
+    if (text.empty()) return "not run yet";
     nlohmann::json record = nlohmann::json::parse(text, nullptr, false);
-    if (record.is_discarded() || record.value("status", "") != "ok" || record.value("key", "") != cell.key) return false;
+    if (record.is_discarded() || !record.is_object() || record.value("key", "") != cell.key)
+        return "its cell.json is not this cell's record";
+    if (record.value("status", "") != "ok") return "it failed before";
+    const std::string version = record.value("version", "");
+    if (version != version_string())
+        return "it was written by another build (" + (version.empty() ? std::string("no version recorded") : version) + ")";
     for (const auto& table : sweep_primary_tables(grid.experiment))
-        if (std::filesystem::exists(folder / table)) return true;
-    return false;
+        if (std::filesystem::exists(folder / table)) return "";
+    return "its main table is missing";
 }
 
 // The line of a failed cell's log that says what went wrong: its last "rankscope: error:" line, else its last line.
@@ -259,6 +267,7 @@ void run_sweep(const SweepOptions& options) {
     const std::vector<SweepCell> cells = expand_sweep_grid(grid);
     const std::filesystem::path out = options.out;
     std::vector<bool> done(cells.size(), false);
+    std::vector<std::string> reasons(cells.size());  // why a cell runs (again): cell_reuse_problem
     std::vector<int> pending;
     std::string problem;
     if (mpi.rank() == 0) {
@@ -267,7 +276,8 @@ void run_sweep(const SweepOptions& options) {
             if (std::filesystem::exists(out) && !std::filesystem::is_directory(out))
                 throw Error("exists and is not a directory", "--out " + options.out);
             for (std::size_t i = 0; i < cells.size(); ++i) {
-                done[i] = cell_is_done(grid, cells[i], out / "cells" / cells[i].key);
+                reasons[i] = cell_reuse_problem(grid, cells[i], out / "cells" / cells[i].key);
+                done[i] = reasons[i].empty();
                 if (!done[i]) pending.push_back(static_cast<int>(i));
             }
             if (!options.dry_run) std::filesystem::create_directories(out / "cells");
@@ -288,8 +298,18 @@ void run_sweep(const SweepOptions& options) {
         fmt::print("{} cells of `rankscope {}`, {} done, {} to run:\n", cells.size(), grid.experiment,
                    cells.size() - pending.size(), pending.size());
         for (int index : pending)
-            fmt::print("  {} {}\n", cells[index].key, fmt::join(cells[index].arguments, " "));
+            fmt::print("  {} {}{}\n", cells[index].key, fmt::join(cells[index].arguments, " "),
+                       reasons[index] == "not run yet" ? "" : " (again: " + reasons[index] + ")");
         return;
+    }
+    if (mpi.rank() == 0) {
+        // Cells that ran before but run again, one line per reason (a grid an older build wrote: one line, not one
+        // per cell).
+        std::map<std::string, int> again;
+        for (int index : pending)
+            if (reasons[index] != "not run yet") ++again[reasons[index]];
+        for (const auto& [reason, count] : again)
+            fmt::print(stderr, "rankscope: sweep: running {} cell{} again: {}\n", count, count == 1 ? "" : "s", reason);
     }
 
     CommonOptions common;
