@@ -82,9 +82,10 @@ Figure collapse_depth_figure(const std::vector<std::string>& variants, const std
 Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants);
 
 // residual.svg (E1) from residual.csv (weights, variant, layer, mean, std): one panel per weights kind, mean ± 1 std
-// band per variant. `variants` are the CSV's variant values, `titles` their legend names (same length).
+// band per variant (and its key entry) over `samples` > 1. `variants` are the CSV's variant values, `titles` their
+// legend names (same length).
 Figure residual_figure(const std::string& model, const std::vector<std::string>& weight_kinds,
-                       const std::vector<std::string>& variants, const std::vector<std::string>& titles);
+                       const std::vector<std::string>& variants, const std::vector<std::string>& titles, long samples);
 
 // paths.svg (E2) from paths.csv (length, [weights], and each of `metric_columns`): box plots of each metric per path
 // length k, one panel per metric column (e.g. {"relative_residual", "relative_residual_frobenius"}), one box colour per

@@ -314,7 +314,7 @@ Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants) {
 }
 
 Figure residual_figure(const std::string& model, const std::vector<std::string>& weight_kinds,
-                       const std::vector<std::string>& variants, const std::vector<std::string>& titles) {
+                       const std::vector<std::string>& variants, const std::vector<std::string>& titles, long samples) {
     if (titles.size() != variants.size()) throw Error("residual_figure: one title per variant");
     const std::string csv = "residual.csv";
     PanelFigure figure("residual", "Rank collapse under the paper's surgery (E1), " + model, 1,
@@ -339,7 +339,8 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
     }
     for (std::size_t v = 0; v < variants.size(); ++v)
         figure.add_key_entry(titles[v], fmt::format("with linespoints lt {}", v + 1));
-    figure.add_key_entry("± 1 std over samples", "with filledcurves lc rgb '#000000'");
+    // One sample has no std (nan): no band is drawn, so the key names none.
+    if (samples > 1) figure.add_key_entry(fmt::format("± 1 std over {} samples", samples), "with filledcurves lc rgb '#000000'");
     return figure.build();
 }
 

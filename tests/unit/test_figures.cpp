@@ -93,7 +93,7 @@ fs::path residual_folder(const std::string& name) {
 
 // E1's figure of model `model` for those rows: both weight kinds, SAN and SAN+skip.
 Figure two_variant_residual_figure(const std::string& model) {
-    return residual_figure(model, {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"});
+    return residual_figure(model, {"init", "pretrained"}, {"SAN", "SAN+skip"}, {"SAN", "SAN+skip"}, 4);
 }
 
 }  // namespace
@@ -134,6 +134,16 @@ TEST(Figures, PathsFigureDrawsOnePanelPerMetricColumn) {
     EXPECT_EQ(panels(two.body), 2);
     EXPECT_NE(two.body.find("column('relative_residual_frobenius')"), std::string::npos);
     EXPECT_GT(two.width, one.width);
+}
+
+// The key names the band with the number of samples, and names none at one sample (no std, no band drawn).
+TEST(Figures, ResidualKeyNamesTheBandOnlyOverSeveralSamples) {
+    auto body = [](long samples) {
+        return residual_figure("m", {"init"}, {"SAN"}, {"SAN"}, samples).body;
+    };
+    EXPECT_NE(body(4).find("± 1 std over 4 samples"), std::string::npos);
+    EXPECT_EQ(body(1).find("std over"), std::string::npos);
+    EXPECT_EQ(body(1).find("filledcurves lc rgb"), std::string::npos);  // the key's band sample
 }
 
 // The decisive check: the same data with the CSV columns in another order draw the identical figure.

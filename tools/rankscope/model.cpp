@@ -136,7 +136,7 @@ void run_model(const ModelOptions& options) {
     // Figures: residual vs layer per variant with ±1 std bands, one panel per weights kind; E2 box plots.
     std::vector<std::string> variant_labels;
     for (const auto& variant : options.variants) variant_labels.push_back(variant_label(variant));
-    auto figures = render_figure(out, residual_figure(name, kinds, variant_labels, options.variants),
+    auto figures = render_figure(out, residual_figure(name, kinds, variant_labels, options.variants, batch.input_ids.size(0)),
                                  csv_provenance_lines(provenance));
     if (sampled_paths) {
         auto box_figures = render_figure(out,
