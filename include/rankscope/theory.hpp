@@ -62,11 +62,14 @@ double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
 // consecutive layers whose residual r (the exact-centre one the theorems bound, the fitted quantity) falls, neither
 // at round-off. A seed with fewer than kStepsToFit such steps is not fitted (two points always lie on a line: three
 // test the power law); median, min and max over the fitted seeds (NaN when none is). With skips the residual grows:
-// too few collapsing steps, no exponent.
+// too few collapsing steps, no exponent. How well a power law describes the steps: each fitted seed's root mean
+// square of ln r_l − (a ln r_(l−1) + b_s) over its steps (0 for an exact power law; 0.1 is a 10% miss per step),
+// the largest over the seeds in rms_max.
 constexpr int kStepsToFit = 3;
 struct StepExponentFit {
     double median = NAN, min = NAN, max = NAN;
     int seeds_fitted = 0, seeds = 0;
+    double rms_max = NAN;
 };
 StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows);
 

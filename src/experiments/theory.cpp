@@ -190,23 +190,29 @@ StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows) {
         ++fit.seeds;
         std::sort(seed_rows.begin(), seed_rows.end(),
                   [](const TheoryRow* a, const TheoryRow* b) { return a->layer < b->layer; });
+        std::vector<std::pair<double, double>> steps;  // (ln r_(l−1), ln r_l) of the collapsing steps
         double sx = 0, sy = 0, sxx = 0, sxy = 0;
-        int count = 0;
         for (std::size_t i = 1; i < seed_rows.size(); ++i) {
             const TheoryRow& before = *seed_rows[i - 1];
             const TheoryRow& after = *seed_rows[i];
             if (after.layer != before.layer + 1 || before.at_round_off || after.at_round_off) continue;
             if (!(after.residual < before.residual)) continue;  // the fitted quantity falls: a collapsing step
             const double x = std::log(before.residual), y = std::log(after.residual);
+            steps.emplace_back(x, y);
             sx += x;
             sy += y;
             sxx += x * x;
             sxy += x * y;
-            ++count;
         }
+        const double count = static_cast<double>(steps.size());
         const double denominator = count * sxx - sx * sx;
-        if (count < kStepsToFit || !(denominator > 1e-12)) continue;
-        exponents.push_back((count * sxy - sx * sy) / denominator);
+        if (static_cast<int>(steps.size()) < kStepsToFit || !(denominator > 1e-12)) continue;
+        const double exponent = (count * sxy - sx * sy) / denominator;
+        const double intercept = (sy - exponent * sx) / count;
+        double squares = 0;
+        for (const auto& [x, y] : steps) squares += (y - exponent * x - intercept) * (y - exponent * x - intercept);
+        exponents.push_back(exponent);
+        fit.rms_max = std::isnan(fit.rms_max) ? std::sqrt(squares / count) : std::max(fit.rms_max, std::sqrt(squares / count));
     }
     fit.seeds_fitted = int(exponents.size());
     if (exponents.empty()) return fit;

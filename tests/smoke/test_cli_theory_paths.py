@@ -90,10 +90,10 @@ class TheoryAndPaths(unittest.TestCase):
     def assert_step_exponents_follow_their_definition(self, rows, variants):
         """theory.json's step exponent, recomputed from theory.csv: per seed, the least-squares slope of log r_l on
         log r_(l-1) over the steps whose residual r falls, neither layer at round-off (3 or more steps);
-        median, min and max over the seeds fitted."""
+        median, min and max over the seeds fitted; the largest root mean square misfit of a seed's line."""
         fitted_somewhere = False
         for variant in variants:
-            exponents = []
+            exponents, misfits = [], []
             seeds = sorted({row["seed"] for row in rows if row["variant"] == variant["variant"]})
             for seed in seeds:
                 layers = sorted((row for row in rows if row["variant"] == variant["variant"] and row["seed"] == seed),
@@ -103,11 +103,18 @@ class TheoryAndPaths(unittest.TestCase):
                          if before["at_round_off"] == "0" and after["at_round_off"] == "0"
                          and float(after["residual"]) < float(before["residual"])]
                 if len(steps) >= 3:
-                    exponents.append(statistics.linear_regression(*zip(*steps)).slope)
+                    line = statistics.linear_regression(*zip(*steps))
+                    exponents.append(line.slope)
+                    misfits.append(math.sqrt(statistics.fmean(
+                        (y - line.slope * x - line.intercept) ** 2 for x, y in steps)))
             self.assertEqual(variant["exponent_seeds_fitted"], len(exponents), variant)
             if not exponents:
                 self.assertIsNone(variant["fitted_exponent"], variant)
+                self.assertIsNone(variant["fitted_exponent_rms_max"], variant)
                 continue
+            # The misfit in ln r: root mean square per seed, the largest over seeds (absolute tolerance: an exact
+            # power law's is round-off).
+            self.assertAlmostEqual(variant["fitted_exponent_rms_max"], max(misfits), delta=1e-9, msg=variant)
             fitted_somewhere = True
             for key, expected in (("fitted_exponent", statistics.median(exponents)),
                                   ("fitted_exponent_min", min(exponents)), ("fitted_exponent_max", max(exponents))):

@@ -271,6 +271,28 @@ TEST(Theory, FittedExponentIsFittedWithinEachSeed) {
     EXPECT_EQ(fit.seeds, 2);
 }
 
+// The misfit: each seed's root mean square of ln r_l − (a ln r_(l−1) + b) — 0 for an exact power law, and for steps
+// that are not one, what a least-squares solve (torch's lstsq on [ln r_(l−1), 1]) leaves; the largest over seeds.
+TEST(Theory, FittedExponentMisfitIsTheLeastSquaresResidual) {
+    EXPECT_LT(fitted_collapse_exponent(power_recursion(0, 0.3, 2.0, 3.0, 4)).rms_max, 1e-12);
+    std::vector<TheoryRow> bent = power_recursion(1, 0.5, 1.0, 3.0, 4);
+    const std::vector<double> residuals = {0.5, 0.1, 0.008, 3e-5, 1e-10};
+    for (std::size_t l = 0; l < residuals.size(); ++l) bent[l].residual = residuals[l];
+    auto x = torch::empty({4, 2}, torch::kDouble), y = torch::empty({4, 1}, torch::kDouble);
+    for (int i = 0; i < 4; ++i) {
+        x[i][0] = std::log(residuals[i]);
+        x[i][1] = 1.0;
+        y[i][0] = std::log(residuals[i + 1]);
+    }
+    const auto solution = std::get<0>(torch::linalg_lstsq(x, y));
+    const double expected = (y - x.matmul(solution)).pow(2).mean().sqrt().item<double>();
+    EXPECT_GT(expected, 0.05);  // not a power law: the check below is not 0 against 0
+    const StepExponentFit fit = fitted_collapse_exponent(concatenated({power_recursion(0, 0.3, 2.0, 3.0, 4), bent}));
+    EXPECT_NEAR(fit.rms_max, expected, 1e-9 * expected);
+    EXPECT_NEAR(fit.min, solution[0][0].item<double>(), 1e-9);  // the bent seed's slope (2.17) is below the cubic one
+    EXPECT_TRUE(std::isnan(fitted_collapse_exponent(power_recursion(0, 0.3, 2.0, 3.0, 2)).rms_max));  // not fitted
+}
+
 // Fewer than three collapsing steps in a seed are not fitted, however the seeds differ: two points always lie on a
 // line (and the rule before regressed over the seeds' single steps: 32.9 for the first case, 23.7 on reproduce
 // --quick).
