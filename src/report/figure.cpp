@@ -9,12 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <regex>
 #include <set>
 
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
+#include "report/pdf_information.hpp"
 
 namespace rankscope {
 
@@ -99,72 +99,9 @@ std::string provenance_text(const std::string& comment) {
     return text;
 }
 
-// A PDF text string for any UTF-8 text: UTF-16BE after its byte-order mark, written in hex (nothing to escape). A byte
-// that does not start a valid sequence becomes U+FFFD.
-std::string pdf_text_string(const std::string& utf8) {
-    std::string hex = "<FEFF";
-    auto unit = [&hex](unsigned value) { hex += fmt::format("{:04X}", value); };
-    for (std::size_t i = 0; i < utf8.size();) {
-        const auto lead = static_cast<unsigned char>(utf8[i]);
-        const std::size_t length = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : (lead >> 3) == 30 ? 4 : 0;
-        unsigned code = length == 1 ? lead : length == 2 ? lead & 0x1F : length == 3 ? lead & 0x0F : lead & 0x07;
-        bool valid = length > 0 && i + length <= utf8.size();
-        for (std::size_t k = 1; valid && k < length; ++k) {
-            const auto next = static_cast<unsigned char>(utf8[i + k]);
-            valid = (next >> 6) == 2;
-            code = (code << 6) | (next & 0x3F);
-        }
-        if (!valid) {
-            unit(0xFFFD);
-            ++i;
-            continue;
-        }
-        i += length;
-        if (code >= 0x10000) unit(0xD800 + ((code - 0x10000) >> 10)), unit(0xDC00 + ((code - 0x10000) & 0x3FF));
-        else unit(code);
-    }
-    return hex + ">";
-}
-
-// The PDF's document information (/Creator: the version line, /Subject: the whole provenance) as an incremental update:
-// the Info object rewritten after %%EOF with its own cross-reference section and a trailer pointing back (/Prev) to
-// cairo's, so no byte offset of the file moves. Left alone when the file has no classic trailer to extend: cairo 1.16
-// (Debian 12) writes one; cairo ≥ 1.17.6 ends a PDF 1.5 with a cross-reference stream, which this does not extend.
-void stamp_pdf(std::string& bytes, const std::string& text) {
-    const std::size_t trailer = bytes.rfind("trailer"), startxref = bytes.rfind("startxref");
-    if (trailer == std::string::npos || startxref == std::string::npos || startxref < trailer) return;
-    const std::string dictionary = bytes.substr(trailer, startxref - trailer);
-    std::smatch size, root, info, previous;
-    const std::string tail = bytes.substr(startxref);
-    if (!std::regex_search(dictionary, size, std::regex(R"(/Size (\d+))")) ||
-        !std::regex_search(dictionary, root, std::regex(R"(/Root (\d+ \d+ R))")) ||
-        !std::regex_search(tail, previous, std::regex(R"(startxref\s+(\d+))")))
-        return;
-    std::string object = size[1].str(), generation = "0", entries;
-    if (std::regex_search(dictionary, info, std::regex(R"(/Info (\d+) (\d+) R)"))) {  // keep cairo's entries
-        object = info[1].str(), generation = info[2].str();
-        const std::size_t start = bytes.find("\n" + object + " " + generation + " obj");
-        const std::size_t open = bytes.find("<<", start), close = bytes.find(">>", open);
-        if (start == std::string::npos || open == std::string::npos || close == std::string::npos) return;
-        entries = bytes.substr(open + 2, close - open - 2);
-    }
-    std::string creator = text.substr(0, text.find('\n'));  // "produced by: rankscope 0.1.0 (git ...)"
-    if (creator.rfind("produced by: ", 0) == 0) creator = creator.substr(13);
-    if (bytes.back() != '\n') bytes += '\n';
-    const std::size_t offset = bytes.size();
-    bytes += fmt::format("{} {} obj\n<<{} /Creator {} /Subject {} >>\nendobj\n", object, generation, entries,
-                         pdf_text_string(creator), pdf_text_string(text));
-    const std::size_t xref = bytes.size();
-    const std::size_t new_size = std::max<std::size_t>(std::stoul(size[1].str()), std::stoul(object) + 1);
-    bytes += fmt::format("xref\n{} 1\n{:010d} {:05d} n \ntrailer\n<< /Size {} /Root {} /Info {} {} R /Prev {} >>\n"
-                         "startxref\n{}\n%%EOF\n",
-                         object, offset, std::stoi(generation), new_size, root[1].str(), object, generation,
-                         previous[1].str(), xref);
-}
-
 // The run's provenance inside the figure itself, so that a figure copied into a paper's folder still says which command,
 // seed and version drew it: the SVG's <desc> (gnuplot's "Produced by GNUPLOT ..." kept after it), a PNG iTXt chunk
-// "Comment" (UTF-8) after IHDR, and the PDF's document information (stamp_pdf).
+// "Comment" (UTF-8) after IHDR, and the PDF's document information (pdf_information.hpp).
 void stamp_provenance(const std::filesystem::path& file, const std::string& extension, const std::string& text) {
     if (text.empty()) return;
     std::string bytes = read_file_limited(file.string(), kNoSizeLimit, "figure");
@@ -194,7 +131,9 @@ void stamp_provenance(const std::filesystem::path& file, const std::string& exte
         bytes.insert(kIhdrEnd, big_endian(static_cast<std::uint32_t>(data.size())) + type_and_data +
                                    big_endian(static_cast<std::uint32_t>(crc)));
     } else if (extension == "pdf") {
-        stamp_pdf(bytes, text);
+        std::string creator = text.substr(0, text.find('\n'));  // "produced by: rankscope 0.1.0 (git ...)"
+        if (creator.rfind("produced by: ", 0) == 0) creator = creator.substr(13);
+        bytes = pdf_with_document_information(std::move(bytes), creator, text);
     } else {
         return;
     }

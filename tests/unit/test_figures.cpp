@@ -15,6 +15,8 @@
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/plots.hpp"
+#include "rankscope/process.hpp"
+#include "report/pdf_information.hpp"
 
 using namespace rankscope;
 namespace fs = std::filesystem;
@@ -265,6 +267,70 @@ TEST(Figures, SvgAndPngCarryTheProvenance) {
     ASSERT_EQ(render_figure(other, two_variant_residual_figure("m"), "# command: é€𝒳\n").size(), 3u);
     EXPECT_NE(read_all(other / "residual.pdf").find("/Subject <FEFF0063006F006D006D0061006E0064003A002000E920ACD835DCB3>"),
               std::string::npos);
+}
+
+// poppler's reading of a PDF's document information: pdfinfo's "Key:   value" lines (a value's newlines as written).
+std::string pdfinfo(const fs::path& pdf) {
+    ProcessOptions options;
+    options.search_path = options.capture_stdout = options.capture_stderr = true;
+    const ProcessResult result = run_process({"pdfinfo", "-enc", "UTF-8", pdf.string()}, options);
+    EXPECT_TRUE(result.ok()) << "pdfinfo (poppler-utils) must be installed and read " << pdf << ": " << result.err;
+    EXPECT_EQ(result.err, "") << pdf;  // poppler says "Syntax Error" here when a cross-reference section is wrong
+    return result.out;
+}
+
+// A PDF whose objects sit in a compressed object stream and which ends with a cross-reference stream (the layout of
+// cairo >= 1.17.6; fixture made by qpdf, tests/fixtures/README.md): the update is a cross-reference stream too, the
+// original bytes stay as they were, cairo's /Producer and /CreationDate are kept, and poppler reads the provenance.
+TEST(Figures, PdfProvenanceExtendsACrossReferenceStream) {
+    const std::string original = read_all(fs::path(RANKSCOPE_FIXTURES_DIR) / "pdf" / "xref-stream.pdf");
+    ASSERT_GT(original.size(), 1000u);
+    const std::string text = "produced by: rankscope 9.9\ncommand: rankscope theory --out 'é€𝒳'\nseed: 7\n";
+    const std::string stamped = pdf_with_document_information(original, "rankscope 9.9", text);
+    ASSERT_GT(stamped.size(), original.size());
+    EXPECT_EQ(stamped.compare(0, original.size(), original), 0);  // an incremental update: nothing before it moves
+    const std::size_t old_xref = std::stoul(original.substr(original.rfind("startxref") + 10));
+    const std::size_t new_xref = std::stoul(stamped.substr(stamped.rfind("startxref") + 10));
+    ASSERT_GT(new_xref, original.size());
+    const std::string section = stamped.substr(new_xref);
+    EXPECT_EQ(section.find("13 0 obj\n<< /Type /XRef /Size 14 "), 0u) << section.substr(0, 200);
+    EXPECT_NE(section.find("/Prev " + std::to_string(old_xref) + " "), std::string::npos);
+    EXPECT_NE(section.find("/Index [7 1 13 1] /W [1 4 2] /Length 14 >>"), std::string::npos);
+    EXPECT_NE(section.find(" /ID [<0609f3e8f327d0ec86d05239e2cfe975><0609f3e8f327d0ec86d05239e2cfe975>] "),
+              std::string::npos);  // the file's identifier goes on
+    // The stream's two rows: type 1, the object's 4-byte offset, generation 0 — the Info object, then the section.
+    const std::string rows = section.substr(section.find("stream\n") + 7, 14);
+    auto offset = [&](std::size_t row) {
+        std::size_t value = 0;
+        for (int k = 1; k <= 4; ++k) value = value << 8 | static_cast<unsigned char>(rows[row * 7 + k]);
+        return value;
+    };
+    EXPECT_EQ(rows[0], '\x01');
+    EXPECT_EQ(stamped.compare(offset(0), 8, "7 0 obj\n"), 0);
+    EXPECT_EQ(offset(1), new_xref);
+    // cairo's entries came out of the Flate object stream.
+    const std::string info = stamped.substr(offset(0), new_xref - offset(0));
+    EXPECT_NE(info.find("/Producer (cairo 1.16.0 \\(https://cairographics.org\\))"), std::string::npos) << info.substr(0, 300);
+    const fs::path folder = fresh_dir("pdf-xref-stream");
+    std::ofstream(folder / "stamped.pdf", std::ios::binary) << stamped;
+    const std::string fields = pdfinfo(folder / "stamped.pdf");
+    for (const std::string expected :
+         {"\nCreator:         rankscope 9.9\n",
+          "\nSubject:         produced by: rankscope 9.9\ncommand: rankscope theory --out 'é€𝒳'\nseed: 7\n\n",
+          "\nProducer:        cairo 1.16.0 (https://cairographics.org)\n", "\nCreationDate:    ", "\nPages:           1\n"})
+        EXPECT_NE(("\n" + fields).find(expected), std::string::npos) << expected << " in\n" << fields;
+    // Stamped again (the update's plain Info object now holds /Creator and /Subject): replaced, not repeated.
+    const std::string twice = pdf_with_document_information(stamped, "rankscope 10", "seed: 8\n");
+    const std::string last = twice.substr(twice.rfind("7 0 obj"));
+    EXPECT_NE(last.find("/Producer (cairo"), std::string::npos);
+    EXPECT_EQ(last.find("/Creator"), last.rfind("/Creator"));
+    EXPECT_EQ(last.find("/Subject"), last.rfind("/Subject"));
+    std::ofstream(folder / "twice.pdf", std::ios::binary) << twice;
+    const std::string again = pdfinfo(folder / "twice.pdf");
+    EXPECT_NE(again.find("\nCreator:         rankscope 10\nProducer:"), std::string::npos) << again;
+    EXPECT_NE(("\n" + again).find("\nSubject:         seed: 8\n\n"), std::string::npos) << again;
+    // Not a PDF's cross-reference section: left as it was.
+    EXPECT_EQ(pdf_with_document_information("%PDF-1.5\nstartxref\n3\n%%EOF\n", "c", "s"), "%PDF-1.5\nstartxref\n3\n%%EOF\n");
 }
 
 TEST(Figures, InlineSvgPrefixesEveryIdAndReference) {
