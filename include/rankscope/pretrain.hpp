@@ -143,8 +143,11 @@ struct PretrainResult {
 // Error when `directory` holds a run of other settings (its settings.json); called by pretrain() and, before the corpus
 // is read, by the command.
 void check_pretrain_folder(const PretrainSettings& settings, const std::filesystem::path& directory);
+// With `provenance`, settings.json, corpus/corpus.json and pretrain.json carry it (the command's; a resumed run keeps
+// the settings.json of the run that made the folder).
+struct Provenance;
 PretrainResult pretrain(const PretrainSettings& settings, const Corpus& corpus, const std::filesystem::path& directory,
-                        const std::function<void(long, double)>& progress = {});
+                        const std::function<void(long, double)>& progress = {}, const Provenance* provenance = nullptr);
 
 // The MLM head's loss on a batch in memory (no gradients): reads `directory` (a checkpoint folder), masks `input_ids`
 // with `seed`, returns mean cross-entropy and accuracy over the masked tokens. For tests: a saved checkpoint read back.

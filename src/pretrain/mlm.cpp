@@ -262,8 +262,12 @@ void check_pretrain_folder(const PretrainSettings& s, const fs::path& directory)
 }
 
 PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const fs::path& directory,
-                        const std::function<void(long, double)>& progress) {
+                        const std::function<void(long, double)>& progress, const Provenance* provenance) {
     s.validate();
+    auto write_json = [provenance](const fs::path& path, const nlohmann::json& document) {
+        if (provenance) write_json_atomically(path, document, *provenance);
+        else write_file_atomically(path.string(), document.dump(2) + "\n");
+    };
     if (corpus.train.empty() || corpus.heldout.empty()) throw Error("the corpus has no training or no held-out text", "--corpus");
     fs::create_directories(directory);
     PretrainResult result;
@@ -276,7 +280,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
     if (!fs::exists(settings_path)) {
         nlohmann::json stored = s.to_json();
         stored["key"] = key;
-        write_file_atomically(settings_path.string(), stored.dump(2) + "\n");
+        write_json(settings_path, stored);
     }
 
     // Corpus and tokenizer (kept: a resumed run reuses them).
@@ -289,7 +293,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
                 for (const auto& unit : *units) text += unit.text + "\n";
                 write_file_atomically((dir / name).string(), text);
             }
-            write_file_atomically((dir / "corpus.json").string(), corpus_summary.dump(2) + "\n");
+            write_json(dir / "corpus.json", corpus_summary);
         });
     }
     const fs::path tokenizer_dir = directory / "tokenizer";
@@ -513,7 +517,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
             summary["final_heldout_accuracy"] = state.log.back().heldout_accuracy;
             summary["final_train_loss"] = state.log.back().train_loss;
         }
-        write_file_atomically((directory / "pretrain.json").string(), summary.dump(2) + "\n");
+        write_json(directory / "pretrain.json", summary);
     }
     return result;
 }

@@ -61,6 +61,7 @@ class DecoderModelCommand(unittest.TestCase):
                      "--mask", "causal", "--out", os.path.join(self.directory, "bert"), check=False)
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("--mask applies to decoders", result.stderr)
+        self.assertTrue(result.stderr.rstrip().endswith("already bidirectional (--mask)"), result.stderr)
         self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
 
 

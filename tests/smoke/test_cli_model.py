@@ -120,7 +120,7 @@ class ModelCommand(unittest.TestCase):
                      "--tokens", "16", "--compat", "official", "--out", compat_out, check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("--compat official reproduces the official code's ALBERT no-MLP defect; ", result.stderr)
-        self.assertIn(" is bert", result.stderr)
+        self.assertTrue(result.stderr.rstrip().endswith(" is bert (--compat)"), result.stderr)
         self.assertFalse(os.path.exists(compat_out))
         # The batch shape as run: an --inputs file of 2 x 6 ids (the --samples/--tokens defaults are 32 x 128), and the
         # --dump file named.

@@ -1,5 +1,6 @@
 """`rankscope pretrain` and `rankscope dynamics` end to end at tiny settings: a run killed with SIGKILL and started
 again ends with the same weights as an uninterrupted one, and the errors a user meets first are one line, exit 2."""
+import json
 import os
 import shutil
 import signal
@@ -54,6 +55,14 @@ class PretrainCommand(unittest.TestCase):
         self.assertEqual(sorted(a), sorted(b))
         for name in a:
             self.assertTrue(np.array_equal(np.array(a[name]), np.array(b[name])), name)
+        # The folder's JSON files say which command made them (the Hugging Face-format ones stay in their format).
+        for name in ("pretrain.json", "settings.json", os.path.join("corpus", "corpus.json")):
+            for folder in (whole, killed):
+                with open(os.path.join(folder, name)) as f:
+                    provenance = json.load(f)["provenance"]
+                self.assertIn(f"pretrain --arch bert --corpus {RTE}", provenance["command"], name)
+                self.assertTrue(provenance["command"].endswith(f"--out {folder}"), (name, provenance["command"]))
+                self.assertEqual(provenance["seed"], 0, name)
         # No half-written folder is left where a checkpoint belongs.
         self.assertEqual([n for n in os.listdir(os.path.join(killed, "checkpoints")) if not n.startswith("step-") or "." in n], [])
 

@@ -88,7 +88,8 @@ void run_model(const ModelOptions& options) {
     const bool use_lite = source.kind == ModelSource::UseLite;
     if (options.compat == "official" && (use_lite || source.config.model_type != "albert"))
         throw Error("--compat official reproduces the official code's ALBERT no-MLP defect; " + source.name + " is " +
-                    (use_lite ? "use_lite" : source.config.model_type));
+                        (use_lite ? "use_lite" : source.config.model_type),
+                    "--compat");
     // The batch: the user's token ids (--inputs), or --text packed to --samples × --tokens real tokens.
     const bool from_ids = !options.inputs.empty();
     const std::string text_path = from_ids ? "" : options.text.empty() ? default_text() : options.text;
@@ -110,7 +111,8 @@ void run_model(const ModelOptions& options) {
     const bool decoder = source.kind != ModelSource::UseLite && is_decoder(source.config);
     if (!options.mask.empty() && !decoder)
         throw Error("--mask applies to decoders (gpt2, llama, mistral, qwen2); " + name +
-                    " is an encoder, its attention is already bidirectional");
+                        " is an encoder, its attention is already bidirectional",
+                    "--mask");
     settings.bidirectional = options.mask == "bidirectional";
     settings.sink_threshold = options.sink_threshold;
     settings.stream = parse_streaming(options.stream);

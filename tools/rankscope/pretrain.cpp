@@ -44,7 +44,7 @@ void run_pretrain(PretrainOptions& options) {
         if (step % 10 == 0) bar.set_label(fmt::format("pretrain {} loss {:.3f} ({} tokens/step)", s.arch, loss, tokens_per_step));
     };
     const std::filesystem::path out = options.common.out;
-    const PretrainResult result = pretrain(s, corpus, out, progress);
+    const PretrainResult result = pretrain(s, corpus, out, progress, &provenance);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     write_manifest(out, provenance, {{"inputs", s.corpus_files}, {"settings", s.to_json()},
                                      {"outputs", {"config.json", "log.csv", "pretrain.json", "checkpoints", "tokenizer", "corpus"}}});
