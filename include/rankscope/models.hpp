@@ -67,6 +67,10 @@ bool is_decoder(const HfConfig& config);
 // each), for random-init runs without a download. Throws for other names.
 HfConfig builtin_hf_config(const std::string& name);
 bool is_builtin_hf_config(const std::string& name);
+// Whether a --model argument means the built-in configuration: a built-in name, unless a folder of that name here holds
+// a config.json (a checkpoint: read first, as Hugging Face's from_pretrained does). A folder without one — an --out
+// folder called gpt2 — does not hide the built-in.
+bool names_builtin_hf_config(const std::string& argument);
 
 // Reads and validates config.json; throws rankscope::Error naming the file for a missing field or an unknown
 // model_type.

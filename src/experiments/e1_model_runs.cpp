@@ -31,7 +31,7 @@ ModelSource resolve_model_source(const std::string& argument) {
         source.name = "use-lite";
         source.directory = find_use_lite(argument);
         source.config = load_use_lite(source.directory)->config();
-    } else if (!std::filesystem::exists(argument) && is_builtin_hf_config(argument)) {
+    } else if (names_builtin_hf_config(argument)) {
         source.kind = ModelSource::BuiltIn;
         source.name = argument;
         source.config = builtin_hf_config(argument);

@@ -30,6 +30,11 @@ bool is_builtin_hf_config(const std::string& name) {
            name == "llama-12l" || name == "llama-gqa";
 }
 
+bool names_builtin_hf_config(const std::string& argument) {
+    std::error_code error;
+    return is_builtin_hf_config(argument) && !std::filesystem::exists(std::filesystem::path(argument) / "config.json", error);
+}
+
 HfConfig builtin_hf_config(const std::string& name) {
     HfConfig c;
     c.path = "built-in " + name;

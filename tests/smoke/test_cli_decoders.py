@@ -3,12 +3,13 @@ attention-sink tables, the causal vs bidirectional option and its refusal on an 
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import RTE, read_csv, require, run  # noqa: E402
+from common import BINARY, FIXTURES, RTE, read_csv, require, run  # noqa: E402
 
 
 class DecoderModelCommand(unittest.TestCase):
@@ -55,6 +56,29 @@ class DecoderModelCommand(unittest.TestCase):
         heads = read_csv(os.path.join(out, "attention_heads.csv"))
         self.assertEqual(len(heads), 12 * 12)  # query heads, not the 4 key/value heads
         self.assertEqual({row["mask"] for row in heads}, {"bidirectional"})
+
+    def test_a_folder_named_like_a_built_in_hides_it_only_when_it_is_a_checkpoint(self):
+        # An earlier `--out gpt2` in the working directory: no config.json, so `--model gpt2` is still the built-in,
+        # and reproduce's plan still has the bidirectional decoder cell (it was left out silently).
+        here = os.path.join(self.directory, "cwd")
+        os.makedirs(os.path.join(here, "gpt2"))
+        result = subprocess.run([BINARY, "model", "--model", "gpt2", "--weights", "init", "--samples", "2", "--tokens",
+                                 "16", "--draws", "2", "--out", "out-gpt2"], cwd=here, capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(len(read_csv(os.path.join(here, "out-gpt2", "attention_heads.csv"))), 12 * 12)
+        plan = subprocess.run([BINARY, "reproduce", "--cells", "no-such-cell", "--out", "r"], cwd=here,
+                              capture_output=True, text=True)
+        self.assertIn("e1_gpt2_bidirectional", plan.stderr)
+        self.assertIn("e1_llama-12l_bidirectional", plan.stderr)
+        # A folder of that name with a config.json is a checkpoint and is read first (as from_pretrained does): the
+        # 3-layer BERT fixture under the name bert-base-cased (12 layers built in).
+        shutil.copytree(os.path.join(FIXTURES, "bert-tiny"), os.path.join(here, "bert-base-cased"))
+        result = subprocess.run([BINARY, "model", "--model", "bert-base-cased", "--weights", "init", "--text", RTE,
+                                 "--samples", "2", "--tokens", "12", "--draws", "2", "--out", "out-bert"], cwd=here,
+                                capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        layers = {int(row["layer"]) for row in read_csv(os.path.join(here, "out-bert", "residual.csv"))}
+        self.assertEqual(max(layers), 3)
 
     def test_mask_on_an_encoder_is_an_error(self):
         result = run("model", "--model", "bert-base-cased", "--weights", "init", "--samples", "2", "--tokens", "16",

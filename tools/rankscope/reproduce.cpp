@@ -77,7 +77,7 @@ std::string html_escape(const std::string& text) {
 
 // A built-in decoder configuration, or a folder whose config.json names a decoder.
 bool is_decoder_model(const std::string& model) {
-    if (!std::filesystem::exists(model)) return is_builtin_hf_config(model) && is_decoder(builtin_hf_config(model));
+    if (names_builtin_hf_config(model)) return is_decoder(builtin_hf_config(model));
     const auto config = std::filesystem::path(model) / "config.json";
     return std::filesystem::exists(config) && is_decoder(read_hf_config(config.string()));
 }
@@ -132,7 +132,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     }
     for (const auto& model : models) {
         const bool use_lite = model == "use-lite";
-        const bool builtin = !use_lite && !std::filesystem::exists(model);
+        const bool builtin = !use_lite && names_builtin_hf_config(model);
         const std::string name = use_lite ? model : model_display_name(model);
         const bool from_pypi = !minilm.empty() && model == minilm;
         Cell cell{"e1_" + name, "E1/E2: " + name + (builtin ? " (random init)" : use_lite ? " (pretrained, npm)"
