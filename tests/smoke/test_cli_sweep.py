@@ -229,6 +229,28 @@ class Sweep(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("unknown experiment 'task' (expected theory, model, paths count, paths sample, task sort", result.stderr)
 
+    def test_measure_sweeps_over_files(self):
+        """measure's input is its positional `file`: a `file` setting is passed as that argument, one cell per file,
+        and each cell's rows are the measure of its own file."""
+        import numpy as np
+        files = []
+        for seed in (0, 1):
+            files.append(os.path.join(self.directory, f"matrix-{seed}.npy"))
+            np.save(files[-1], np.random.default_rng(seed).normal(size=(6, 4)))
+        grid = self.write_grid("measure.json", json.dumps({"experiment": "measure", "axes": {"file": files},
+                                                           "fixed": {"centers": "mean,exact"}}))
+        out = os.path.join(self.directory, "measure-sweep")
+        listed = run("sweep", grid, "--out", out, "--dry-run")
+        self.assertIn(f"measure {files[0]} --centers mean,exact", listed.stdout)
+        run("sweep", grid, "--out", out)
+        rows = read_csv(os.path.join(out, "sweep.csv"))
+        for path in files:
+            alone = os.path.join(self.directory, "measure-" + os.path.basename(path))
+            run("measure", path, "--centers", "mean,exact", "--out", alone)
+            expected = read_csv(os.path.join(alone, "measures.csv"))
+            mine = [{k: v for k, v in r.items() if not k.startswith("cell_")} for r in rows if r["cell_file"] == path]
+            self.assertEqual(mine, expected, path)
+
     def write_grid(self, name, text):
         path = os.path.join(self.directory, name)
         with open(path, "w") as f:
@@ -237,7 +259,7 @@ class Sweep(unittest.TestCase):
 
     def test_bad_grids_stop_before_any_cell(self):
         cases = {
-            "unknown.toml": ('experiment = "theory"\n[axes]\nlayerz = [1, 2]\n', "layerz"),
+            "unknown.toml": ('experiment = "theory"\n[axes]\nlayerz = [1, 2]\n', "unknown option '--layerz'"),
             "reserved.toml": ('experiment = "theory"\n[axes]\nout = ["a", "b"]\n', "set by the sweep itself"),
             "experiment.json": ('{"experiment": "reproduce", "axes": {"seed": [1]}}', "unknown experiment 'reproduce'"),
             "repeat.json": ('{"experiment": "theory", "axes": {"seed": [1, 1]}}', "repeats the value 1"),

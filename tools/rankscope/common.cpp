@@ -233,4 +233,26 @@ bool print_csv_or_json(const CommonOptions& options, const Table& table, const F
     return false;
 }
 
+// CLI11 says "--layers: 0 is outside [1, 100]"; rankscope puts the flag last: "0 is outside [1, 100] (--layers)".
+// (The positional of `measure` is called "file": "is a directory, not a file: d (file)".)
+std::string cli_error_line(std::string message) {
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    // "The following arguments were not expected: 3 --layrs" (CLI11 lists them last first): the option is the news.
+    const std::string extras = "The following argument";
+    if (message.rfind(extras, 0) == 0 && message.find(": ") != std::string::npos) {
+        std::istringstream words(message.substr(message.find(": ") + 2));
+        std::vector<std::string> unexpected;
+        for (std::string word; words >> word;) unexpected.push_back(word);
+        for (auto word = unexpected.rbegin(); word != unexpected.rend(); ++word)
+            if (word->size() > 1 && (*word)[0] == '-')
+                return fmt::format("unknown option '{}' (--help lists the options)", *word);
+        if (!unexpected.empty()) return fmt::format("unexpected argument '{}' (--help lists the options)", unexpected.back());
+    }
+    const auto colon = message.find(": ");
+    // The part before ": " is an option ("--layers") or a positional's name ("file") when it holds no space.
+    if (!message.empty() && colon != std::string::npos && colon > 0 && message.find(' ') > colon)
+        return message.substr(colon + 2) + " (" + message.substr(0, colon) + ")";
+    return message;
+}
+
 }  // namespace rankscope::cli

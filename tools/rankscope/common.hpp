@@ -38,6 +38,10 @@ std::vector<std::uint64_t> consecutive_seeds(std::uint64_t first, int count);
 // rows in the std; "--variants SAN,SAN" ran SAN twice); --alpha, one value per layer, may repeat. Throws
 // CLI::ValidationError "--variants: 'SAN' is listed twice". Run by main and by sweep's check of every cell.
 void check_lists_name_values_once(const CLI::App& app);
+
+// A CLI11 parse error as rankscope's one line: "0 is outside [1, 100] (--layers)", "unknown option '--layrs' (--help
+// lists the options)".
+std::string cli_error_line(std::string message);
 // One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
 CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
 // A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error

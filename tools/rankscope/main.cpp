@@ -59,28 +59,6 @@ void print_error(const std::string& message) {
     fmt::print(stderr, "rankscope: error: {}\n", line);
 }
 
-// CLI11 says "--layers: 0 is outside [1, 100]"; rankscope puts the flag last: "0 is outside [1, 100] (--layers)".
-// (The positional of `measure` is called "file": "is a directory, not a file: d (file)".)
-std::string cli_error_line(std::string message) {
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
-    // "The following arguments were not expected: 3 --layrs" (CLI11 lists them last first): the option is the news.
-    const std::string extras = "The following argument";
-    if (message.rfind(extras, 0) == 0 && message.find(": ") != std::string::npos) {
-        std::istringstream words(message.substr(message.find(": ") + 2));
-        std::vector<std::string> unexpected;
-        for (std::string word; words >> word;) unexpected.push_back(word);
-        for (auto word = unexpected.rbegin(); word != unexpected.rend(); ++word)
-            if (word->size() > 1 && (*word)[0] == '-')
-                return fmt::format("unknown option '{}' (--help lists the options)", *word);
-        if (!unexpected.empty()) return fmt::format("unexpected argument '{}' (--help lists the options)", unexpected.back());
-    }
-    const auto colon = message.find(": ");
-    // The part before ": " is an option ("--layers") or a positional's name ("file") when it holds no space.
-    if (!message.empty() && colon != std::string::npos && colon > 0 && message.find(' ') > colon)
-        return message.substr(colon + 2) + " (" + message.substr(0, colon) + ")";
-    return message;
-}
-
 // CLI11 answers a mistyped subcommand ("rankscope thoery", "rankscope paths smaple") with "A subcommand is required".
 // This names the word and what it could be: walks the subcommands the arguments name, to the first one that has
 // subcommands and is given an unknown word (or none).
@@ -118,7 +96,7 @@ int run_guarded(const std::function<void()>& run, int argc, char** argv) {
         run();
         return 0;
     } catch (const CLI::ParseError& error) {
-        print_error(cli_error_line(error.what()));
+        print_error(rankscope::cli::cli_error_line(error.what()));
         return 2;
     } catch (...) {
         const rankscope::ErrorReport report = rankscope::describe_current_exception();
@@ -197,7 +175,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& error) {
         if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
         const bool missing_subcommand = std::string(error.what()).find("subcommand is required") != std::string::npos;
-        print_error(missing_subcommand ? subcommand_error_line(app, argc, argv) : cli_error_line(error.what()));
+        print_error(missing_subcommand ? subcommand_error_line(app, argc, argv) : rankscope::cli::cli_error_line(error.what()));
         return 2;
     }
     // A run rejected before writing anything (bad input found after --out was created) leaves no empty folder behind.

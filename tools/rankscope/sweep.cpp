@@ -64,10 +64,33 @@ void check_cells_parse(const SweepGrid& grid, const std::vector<SweepCell>& cell
             app.parse(static_cast<int>(argv.size()), argv.data());
             check_lists_name_values_once(app);
         } catch (const CLI::ParseError& error) {
-            std::string message = error.what();
-            while (!message.empty() && message.back() == '\n') message.pop_back();
-            throw Error(fmt::format("cell {} ({}): {}", cell.index, fmt::join(cell.arguments, " "), message), grid.path);
+            throw Error(fmt::format("cell {} ({}): {}", cell.index, fmt::join(cell.arguments, " "), cli_error_line(error.what())),
+                        grid.path);
         }
+    }
+}
+
+// A setting named as the experiment's positional argument (measure's `file`) is passed as that argument, right after
+// the command's words ("measure x --centers mean,exact": after a list option it would be read as one more value); the
+// command has no --file, and the key still hashes the setting.
+void pass_positional_settings(const SweepGrid& grid, std::vector<SweepCell>& cells) {
+    const Subcommand* subcommand = find_subcommand(sweep_command_words(grid.experiment).at(0));
+    if (subcommand == nullptr) return;
+    CLI::App app{"rankscope", "rankscope"};
+    CLI::App* command = app.add_subcommand(subcommand->name, subcommand->description);
+    const std::function<void()> keeps_the_options = subcommand->setup(*command);
+    std::set<std::string> positionals;
+    for (const CLI::Option* option : command->get_options())
+        if (!option->nonpositional()) positionals.insert("--" + option->get_name());
+    const auto words = static_cast<std::ptrdiff_t>(sweep_command_words(grid.experiment).size());
+    for (auto& cell : cells) {
+        std::vector<std::string> values, others;
+        for (std::size_t i = 0; i < cell.arguments.size(); ++i) {
+            if (i + 1 < cell.arguments.size() && positionals.count(cell.arguments[i])) values.push_back(cell.arguments[++i]);
+            else others.push_back(cell.arguments[i]);
+        }
+        others.insert(others.begin() + words, values.begin(), values.end());
+        cell.arguments = std::move(others);
     }
 }
 
@@ -264,7 +287,8 @@ void run_sweep(const SweepOptions& options) {
     // Every rank reads and expands the grid (the same file on a shared file system) and so knows every cell; only
     // rank 0 decides what runs, writes tables and prints.
     const SweepGrid grid = read_sweep_grid(options.grid);
-    const std::vector<SweepCell> cells = expand_sweep_grid(grid);
+    std::vector<SweepCell> cells = expand_sweep_grid(grid);
+    pass_positional_settings(grid, cells);
     const std::filesystem::path out = options.out;
     std::vector<bool> done(cells.size(), false);
     std::vector<std::string> reasons(cells.size());  // why a cell runs (again): cell_reuse_problem
