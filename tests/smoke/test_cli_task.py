@@ -98,7 +98,8 @@ class TaskCommand(unittest.TestCase):
         self.assertEqual(len([r for r in rows if r["metric"] == "whole_model_accuracy"]), 3)
         self.assertEqual(len([r for r in rows if r["metric"] == "token_accuracy"]), 3 * 3 * 2)  # seeds, k = 0..2, repeats
         training = read_csv(os.path.join(self.out, "training.csv"))
-        self.assertEqual([(r["seed"], r["epoch"]) for r in training], [(s, e) for s in "345" for e in "12"])
+        self.assertEqual([(r["task"], r["seed"], r["epoch"]) for r in training],
+                         [("sort", s, e) for s in "345" for e in "12"])
         residual = read_csv(os.path.join(self.out, "residual.csv"))
         self.assertEqual(len(residual), 3 * 3)
         for row in read_csv(os.path.join(self.out, "paths_effectiveness_summary.csv")):

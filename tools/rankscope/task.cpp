@@ -44,7 +44,7 @@ std::filesystem::path checkpoint_dir(const TaskOptions& options, const std::file
 void write_training(const std::filesystem::path& path, const std::string& label, const std::vector<SeedOutcome>& seeds,
                     const Provenance& provenance) {
     CsvTable table;
-    table.columns = {"model", "seed", "epoch", "loss", "train_accuracy", "seconds"};
+    table.columns = {"task", "seed", "epoch", "loss", "train_accuracy", "seconds"};
     for (const auto& s : seeds)
         for (const auto& e : s.trained.history)
             table.add({label, std::to_string(s.seed), std::to_string(e.epoch), format_number(e.loss), format_number(e.train_metric),
