@@ -50,7 +50,7 @@ struct ModelOptions {
 
 std::string default_text() {
     const std::string path = default_rte_path();
-    if (path.empty()) throw Error("no --text given and the repository's data/RTE/train.tsv is not found; pass --text FILE");
+    if (path.empty()) throw Error("no --text given and the repository's data/RTE/train.tsv is not found; pass --text FILE", "--text");
     return path;
 }
 

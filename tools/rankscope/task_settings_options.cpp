@@ -85,7 +85,7 @@ TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64
             else if (flag == "--embedding-layer-norm") s.embedding_layer_norm = value == "yes";
             else if (flag == "--init") s.init = value;
         } catch (const std::exception&) {
-            throw Error(flag + ": not a number: '" + value + "'");
+            throw Error("not a number: '" + value + "'", flag);
         }
     }
     // Flags only one task reads: given for another, they were accepted and ignored.

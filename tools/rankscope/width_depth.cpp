@@ -104,7 +104,7 @@ std::function<void()> setup_width_depth(CLI::App& command) {
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
     return [options, flags] {
         for (int layers : options->layers)
-            if (layers < 1) throw Error("--depths: layer counts must be positive");
+            if (layers < 1) throw Error(fmt::format("layer count {} is not positive", layers), "--depths");
         TaskSettings base = flags->settings_for(options->task, options->common.seed);
         base.device = options->common.device;
         run_width_depth(*options, base);
