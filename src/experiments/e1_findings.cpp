@@ -255,9 +255,14 @@ Findings real_model_findings(const RealModelResult& result) {
             const auto [lo, hi] = std::minmax_element(run.skip_ratio.begin(), run.skip_ratio.end());
             f.check({"E6", "Weighting paths by the measured skip ratio α_l shifts the mass to short paths",
                      "α-weighted distribution favours short paths (§3.2)",
-                     fmt::format("mean path length {} α-weighted vs {} counted (α_l from {} to {})", quote_number(weighted),
-                                 quote_number(uniform), quote_number(*lo), quote_number(*hi)),
-                     "α-weighted mean length < counted mean length", judge(true, weighted < uniform), settings});
+                     fmt::format("mean path length {} α-weighted vs {} counted (α_l from {} to {}, mean {} against "
+                                 "1/(H+1) = {})",
+                                 quote_number(weighted), quote_number(uniform), quote_number(*lo), quote_number(*hi),
+                                 quote_number(1 - weighted / L), quote_number(1.0 / (result.heads + 1))),
+                     // Σ(1 − α_l) against L·H/(H+1): the same as the mean α_l above a head's share 1/(H+1), which any
+                     // skip that carries more than one head does; said so, since it is weak evidence on its own.
+                     "α-weighted mean length Σ(1 − α_l) < counted L·H/(H+1), i.e. the mean α_l above 1/(H+1)",
+                     judge(true, weighted < uniform), settings});
             f.key(fmt::format("{}, skip ratio α_l by layer", run.weights),
                   [&] {
                       std::vector<std::string> a;

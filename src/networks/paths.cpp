@@ -73,7 +73,7 @@ std::vector<PathLengthRow> path_length_distribution(int layers, int heads, const
     if (!alpha.empty() && static_cast<int>(alpha.size()) != layers)
         throw Error(fmt::format("{} values for {} layers (one per layer)", alpha.size(), layers), "alpha");
     for (double a : alpha)
-        if (!(a >= 0 && a <= 1)) throw Error("every alpha must lie in [0, 1]");
+        if (!(a >= 0 && a <= 1)) throw Error(fmt::format("{} is outside [0, 1]: every alpha must lie there", a), "alpha");
     std::vector<PathLengthRow> rows(static_cast<std::size_t>(layers + 1));
     // Poisson-binomial over layers: probability that k layers take a head, layer l taking one with 1 − α_l.
     std::vector<double> weighted(static_cast<std::size_t>(layers + 1), 0.0);

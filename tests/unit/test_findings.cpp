@@ -189,6 +189,14 @@ TEST(FindingsE1, SkipRatioWeightingShiftsToShortPaths) {
     EXPECT_EQ(find_check(f, "skip ratio").verdict, Verdict::Reproduced);
     r.runs[0].skip_ratio.assign(6, 0.1);  // the attention branch dominates: mass moves to long paths
     EXPECT_EQ(find_check(real_model_findings(r), "skip ratio").verdict, Verdict::NotReproduced);
+    // The check is the mean α_l against a head's share 1/(H+1): said in the criterion, both numbers in what was measured
+    // (α from 0.05 to 0.35: mean 0.2, and the mean path length Σ(1 − α_l) = 4.8 of 6).
+    r.runs[0].skip_ratio = {0.05, 0.35, 0.2, 0.2, 0.1, 0.3};
+    const Check c = find_check(real_model_findings(r), "skip ratio");
+    EXPECT_NE(c.measured.find("mean path length 4.80 α-weighted"), std::string::npos) << c.measured;
+    EXPECT_NE(c.measured.find("mean 0.200 against 1/(H+1) = 0.333"), std::string::npos) << c.measured;  // H = 2
+    EXPECT_NE(c.criterion.find("the mean α_l above 1/(H+1)"), std::string::npos);
+    EXPECT_EQ(c.verdict, Verdict::NotReproduced);  // 4.8 > L·H/(H+1) = 4
 }
 
 // ---- theory ---------------------------------------------------------------------------------------------------------
