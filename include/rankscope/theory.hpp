@@ -66,10 +66,15 @@ double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
 // square of ln r_l − (a ln r_(l−1) + b_s) over its steps (0 for an exact power law; 0.1 is a 10% miss per step),
 // the largest over the seeds in rms_max.
 constexpr int kStepsToFit = 3;
+struct SeedStepFit {
+    std::uint64_t seed = 0;
+    double exponent = NAN, log_constant = NAN;  // a and b_s of ln r_l = a ln r_(l−1) + b_s
+};
 struct StepExponentFit {
     double median = NAN, min = NAN, max = NAN;
     int seeds_fitted = 0, seeds = 0;
     double rms_max = NAN;
+    std::vector<SeedStepFit> per_seed{};  // the fitted seeds, in seed order
 };
 StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows);
 
@@ -101,6 +106,11 @@ struct TheoryVariantSummary {
     double bound_over_measured_log10_mean = NAN;  // mean log10(bound_step / residual) over checked rows
     double final_relative_residual_min = NAN, final_relative_residual_max = NAN;  // over seeds at the last layer
     bool still_collapsing = false;  // the mean residual r falls from the layer before the last into the last
+    struct LastLayer {
+        std::uint64_t seed = 0;
+        double residual = NAN, relative_residual = NAN;
+    };
+    std::vector<LastLayer> last_layer{};  // each seed's residual r and relative residual at the last layer
 };
 struct TheoryResult {
     std::vector<TheoryRow> rows;  // every variant × seed × layer

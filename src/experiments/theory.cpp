@@ -212,6 +212,7 @@ StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows) {
         double squares = 0;
         for (const auto& [x, y] : steps) squares += (y - exponent * x - intercept) * (y - exponent * x - intercept);
         exponents.push_back(exponent);
+        fit.per_seed.push_back({key.second, exponent, intercept});
         fit.rms_max = std::isnan(fit.rms_max) ? std::sqrt(squares / count) : std::max(fit.rms_max, std::sqrt(squares / count));
     }
     fit.seeds_fitted = int(exponents.size());

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <iterator>
@@ -90,6 +91,9 @@ TheoryResult summarize_theory(std::vector<TheoryRow> rows, const std::vector<The
             const auto& before = std::next(per_layer.rbegin())->second;
             summary.still_collapsing = last[1] / last[4] < before[1] / before[4];
         }
+        const int last_layer = per_layer.rbegin()->first;
+        for (const auto& r : v_rows)
+            if (r.layer == last_layer) summary.last_layer.push_back({r.seed, r.residual, r.relative_residual});
         result.variants.push_back(summary);
     }
     return result;
@@ -121,34 +125,53 @@ const TheoryVariantSummary* find_variant(const TheoryResult& result, const std::
 }
 
 // Has the variant reached round-off by layer L in every seed? And if not, is the network merely too shallow to tell:
-// at most two more steps r → r^a of its own fitted kind (median step exponent a ≥ 2) would get the seed furthest
-// from round-off there (theory --layers 3: SAN at exponent 3.05, r_L = 1.6e-5)? With too few collapsing steps to
-// fit a, too shallow while r still falls (--layers 3: SAN+affine-LN, whose first step rises). Further off, collapsing
-// at a slower kind, or not falling, the network is deep enough to have shown the collapse.
+// would two more steps of each seed's own fitted law r → e^(b_s) r^(a_s) (its step exponent and constant, from its
+// residual r at layer L, read back as a relative residual through that layer's ratio) get every seed not yet at
+// round-off there (theory --layers 3: SAN at exponent 3.05, r_L up to 5.1e-5)? A seed without a fit of its own steps
+// its relative residual r → r^a with the median exponent, the constant left out. With too few collapsing steps to fit
+// a, too shallow while r still falls (--layers 3: SAN+affine-LN, whose first step rises). Further off, collapsing at a
+// slower kind (median a < 2), or not falling, the network is deep enough to have shown the collapse.
 struct CollapseByLastLayer {
     bool reached = false;
     bool too_shallow = false;
 };
+
+// A seed's relative residual two steps past the last layer (see above).
+double two_more_steps(const TheoryVariantSummary::LastLayer& last, const StepExponentFit& fit) {
+    const auto own = std::find_if(fit.per_seed.begin(), fit.per_seed.end(),
+                                  [&](const SeedStepFit& s) { return s.seed == last.seed; });
+    if (own != fit.per_seed.end() && last.residual > 0 && std::isfinite(last.residual)) {
+        double log_r = std::log(last.residual);
+        for (int step = 0; step < 2; ++step) log_r = own->exponent * log_r + own->log_constant;
+        return std::exp(log_r) * (last.relative_residual / last.residual);
+    }
+    double r = last.relative_residual;
+    for (int step = 0; step < 2 && r < 1; ++step) r = std::pow(r, fit.median);
+    return r;
+}
+
 CollapseByLastLayer collapse_by_last_layer(const TheoryVariantSummary& v) {
     CollapseByLastLayer c;
-    const double furthest = v.final_relative_residual_max;
-    c.reached = furthest <= kRoundOffLevel;
+    c.reached = v.final_relative_residual_max <= kRoundOffLevel;
     if (c.reached) return c;
-    const double a = v.exponent.median;
-    if (std::isnan(a)) {  // too few collapsing steps to fit: too shallow while r still falls, else not collapsing
+    if (std::isnan(v.exponent.median)) {  // too few collapsing steps to fit: too shallow while r still falls, else not collapsing
         c.too_shallow = v.still_collapsing;
         return c;
     }
-    if (a < kDoublyExponential) return c;
-    double extrapolated = furthest;
-    for (int step = 0; step < 2 && extrapolated < 1; ++step) extrapolated = std::pow(extrapolated, a);
-    c.too_shallow = extrapolated <= kRoundOffLevel;
+    if (v.exponent.median < kDoublyExponential) return c;
+    // Without per-seed rows (a summary made by hand), the seed furthest from round-off, unfitted.
+    const std::vector<TheoryVariantSummary::LastLayer> seeds =
+        !v.last_layer.empty() ? v.last_layer
+                              : std::vector<TheoryVariantSummary::LastLayer>{{~std::uint64_t{0}, NAN, v.final_relative_residual_max}};
+    c.too_shallow = true;
+    for (const auto& last : seeds)
+        if (last.relative_residual > kRoundOffLevel && !(two_more_steps(last, v.exponent) <= kRoundOffLevel)) c.too_shallow = false;
     return c;
 }
 
 constexpr const char* kTooShallowWords =
-    "; not comparable when two more steps r → r^a (a the median step exponent, the constant left out) would reach it "
-    "from the seed furthest from it, or when too few steps collapse to fit a and r still falls: too few layers";
+    "; not comparable when two more steps of each seed's fitted law r → e^b r^a would reach it from every seed not "
+    "there yet, or when too few steps collapse to fit a and r still falls: too few layers";
 
 // "mean 0.282 (seeds 0.21–0.35)", or the one value of a single seed.
 std::string final_residual_words(const TheoryVariantSummary& v) {

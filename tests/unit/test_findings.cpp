@@ -285,6 +285,42 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     EXPECT_EQ(verdict(doubly), Verdict::NotReproduced);
 }
 
+// "Too few layers to tell" steps each seed's own fitted law r → e^b r^a, constant included, two layers on from its last
+// layer, and needs every seed not yet at round-off to get there.
+TEST(FindingsTheory, TooShallowStepsEachSeedsOwnFittedLaw) {
+    TheorySettings settings;
+    settings.network.layers = 3;
+    settings.heads = 1;
+    settings.seeds = 2;
+    TheoryResult result;
+    result.variants.push_back({"SAN", 1, true, 1.1, 3.0, {3.0, 3.0, 3.0, 2, 2}, 1e-3, 2.0});
+    result.bound_rows_checked = 1;
+    TheoryVariantSummary& san = result.variants[0];
+    auto verdict = [&] { return find_check(theory_findings(result, settings), "doubly exponentially").verdict; };
+    set_final(san, 1e-3);
+    san.last_layer = {{0, 1e-3, 1e-3}, {1, 1e-3, 1e-3}};  // r and the relative residual at layer 3, per seed
+    // Without fits per seed: the median exponent, no constant (1e-3 → 1e-9 → 1e-27): too shallow to tell.
+    EXPECT_EQ(verdict(), Verdict::NotComparable);
+    // Each seed's constant e^b = 1e6 holds r at 1e-3 (1e6 · 1e-9): deep enough to show a collapse that did not come.
+    san.exponent.per_seed = {{0, 3.0, std::log(1e6)}, {1, 3.0, std::log(1e6)}};
+    EXPECT_EQ(verdict(), Verdict::NotReproduced);
+    // A small constant (e^b = 1e-3: 1e-3 → 1e-12 → 1e-39) gets there...
+    san.exponent.per_seed = {{0, 3.0, std::log(1e-3)}, {1, 3.0, std::log(1e-3)}};
+    EXPECT_EQ(verdict(), Verdict::NotComparable);
+    // ...but only if every seed does: seed 1's own law is slow (exponent 1.2).
+    san.exponent.per_seed[1] = {1, 1.2, 0.0};
+    EXPECT_EQ(verdict(), Verdict::NotReproduced);
+    // The step is taken on r and read back through the layer's ratio of relative residual to r: r = 0.1 with a
+    // relative residual of 5e-5 (ratio 5e-4), a = 3 and no constant: r → 1e-3 → 1e-9, relative 5e-13: at round-off.
+    san.exponent.per_seed = {{0, 3.0, 0.0}, {1, 3.0, 0.0}};
+    san.last_layer = {{0, 0.1, 5e-5}, {1, 0.1, 5e-5}};
+    set_final(san, 5e-5);
+    EXPECT_EQ(verdict(), Verdict::NotComparable);
+    san.last_layer[1] = {1, 0.1, 2e-4};  // relative 2e-12 two steps on: not there
+    set_final(san, 1.25e-4, 5e-5, 2e-4);
+    EXPECT_EQ(verdict(), Verdict::NotReproduced);
+}
+
 TEST(FindingsTheory, SummarizeCountsViolationsAboveRoundOffOnly) {
     std::vector<TheoryRow> rows(3);
     for (int i = 0; i < 3; ++i) {
