@@ -16,6 +16,7 @@
 // settings give the same key whatever the order in the file, and a re-run finds the cells it already has (a false
 // boolean, a flag left out, is not hashed).
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,13 @@ struct SweepCell {
 
 // Every combination of the axes; at most `limit` cells (Error naming the file otherwise).
 std::vector<SweepCell> expand_sweep_grid(const SweepGrid& grid, std::size_t limit = 100000);
+
+// A cell's arguments: the command's words, then "--name value" per setting ("--name" for a true boolean, nothing for
+// a false one). A setting named in `positionals` (the command's positional arguments: measure's `file`) is passed as
+// that argument right after the command's words — after a list option it would be read as one more value — and a
+// value starting with '-' as "./-x.npy", so that it is not read as an option.
+std::vector<std::string> sweep_cell_arguments(const std::string& experiment, const std::vector<SweepSetting>& settings,
+                                              const std::set<std::string>& positionals = {});
 
 // The key of a set of settings of one experiment (order-independent).
 std::string sweep_cell_key(const std::string& experiment, std::vector<SweepSetting> settings);

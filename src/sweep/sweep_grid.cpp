@@ -321,6 +321,23 @@ std::string sweep_cell_key(const std::string& experiment, std::vector<SweepSetti
     return sha256_hex(canonical).substr(0, 16);
 }
 
+std::vector<std::string> sweep_cell_arguments(const std::string& experiment, const std::vector<SweepSetting>& settings,
+                                              const std::set<std::string>& positionals) {
+    std::vector<std::string> arguments = sweep_command_words(experiment), values;
+    for (const auto& setting : settings) {
+        if (positionals.count(setting.name)) {
+            values.push_back(setting.value.rfind('-', 0) == 0 ? "./" + setting.value : setting.value);
+        } else if (setting.boolean) {
+            if (setting.value == "true") arguments.push_back("--" + setting.name);
+        } else {
+            arguments.insert(arguments.end(), {"--" + setting.name, setting.value});
+        }
+    }
+    arguments.insert(arguments.begin() + static_cast<std::ptrdiff_t>(sweep_command_words(experiment).size()), values.begin(),
+                     values.end());
+    return arguments;
+}
+
 std::vector<SweepCell> expand_sweep_grid(const SweepGrid& grid, std::size_t limit) {
     std::size_t total = 1;
     for (const auto& axis : grid.axes) {
@@ -345,15 +362,7 @@ std::vector<SweepCell> expand_sweep_grid(const SweepGrid& grid, std::size_t limi
         cell.settings.insert(cell.settings.end(), grid.fixed.begin(), grid.fixed.end());
         std::sort(cell.settings.begin(), cell.settings.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
         cell.key = sweep_cell_key(grid.experiment, cell.settings);
-        cell.arguments = sweep_command_words(grid.experiment);
-        for (const auto& setting : cell.settings) {
-            if (setting.boolean) {
-                if (setting.value == "true") cell.arguments.push_back("--" + setting.name);
-            } else {
-                cell.arguments.push_back("--" + setting.name);
-                cell.arguments.push_back(setting.value);
-            }
-        }
+        cell.arguments = sweep_cell_arguments(grid.experiment, cell.settings);
         cells.push_back(std::move(cell));
     }
     return cells;

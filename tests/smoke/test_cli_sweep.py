@@ -146,13 +146,20 @@ class Sweep(unittest.TestCase):
         listed = run("sweep", self.grid, "--out", copy, "--dry-run")
         self.assertIn("8 cells of `rankscope theory`, 7 done, 1 to run", listed.stdout)
         self.assertIn(f"  {key} ", listed.stdout)
-        self.assertIn("(again: it was written by another build (rankscope 0.0.1 (git 000000000000)))", listed.stdout)
+        self.assertIn("(again: it was written by another build: rankscope 0.0.1 (git 000000000000))", listed.stdout)
         again = run("sweep", self.grid, "--out", copy)
         self.assertIn("1 ran now, 7 reused, 0 failed", again.stdout)
-        self.assertIn("rankscope: sweep: running 1 cell again: it was written by another build "
-                      "(rankscope 0.0.1 (git 000000000000))", again.stderr)
+        self.assertIn("rankscope: sweep: running 1 cell again: it was written by another build: "
+                      "rankscope 0.0.1 (git 000000000000)", again.stderr)
         self.assertNotEqual(load_json(record_path)["version"], record["version"])
         self.assertEqual(data_lines(os.path.join(copy, "sweep.csv")), data_lines(os.path.join(self.local, "sweep.csv")))
+        # A cell.json edited into nonsense (a version that is not a string) is a reason to run the cell, not an error.
+        record = load_json(record_path)
+        record["version"] = None
+        with open(record_path, "w") as f:
+            json.dump(record, f)
+        listed = run("sweep", self.grid, "--out", copy, "--dry-run")
+        self.assertIn("(again: it was written by another build: no version recorded)", listed.stdout)
 
     def test_killed_sweep_resumes(self):
         grid = os.path.join(self.directory, "slow.toml")
@@ -250,6 +257,25 @@ class Sweep(unittest.TestCase):
             expected = read_csv(os.path.join(alone, "measures.csv"))
             mine = [{k: v for k, v in r.items() if not k.startswith("cell_")} for r in rows if r["cell_file"] == path]
             self.assertEqual(mine, expected, path)
+        # The cell key hashes the path, not the file: a file that changed since makes its cell run again (cell.json
+        # records each input's size and SHA-256), and the others are reused.
+        np.save(files[0], np.random.default_rng(7).normal(size=(6, 4)))
+        again = run("sweep", grid, "--out", out)
+        self.assertIn("1 ran now, 1 reused, 0 failed", again.stdout)
+        self.assertIn(f"running 1 cell again: its input {files[0]} changed since", again.stderr)
+        alone = os.path.join(self.directory, "measure-changed")
+        run("measure", files[0], "--centers", "mean,exact", "--out", alone)
+        mine = [{k: v for k, v in r.items() if not k.startswith("cell_")}
+                for r in read_csv(os.path.join(out, "sweep.csv")) if r["cell_file"] == files[0]]
+        self.assertEqual(mine, read_csv(os.path.join(alone, "measures.csv")))
+        # A relative path that starts with '-' is a file, not an option.
+        dashed = self.write_grid("dashed.json", json.dumps({"experiment": "measure", "axes": {"file": ["-m.npy"]}}))
+        np.save(os.path.join(self.directory, "-m.npy"), np.random.default_rng(3).normal(size=(5, 3)))
+        result = subprocess.run([BINARY, "sweep", dashed, "--out", "dashed-out"], cwd=self.directory,
+                                capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual({r["cell_file"] for r in read_csv(os.path.join(self.directory, "dashed-out", "sweep.csv"))},
+                         {"-m.npy"})
 
     def write_grid(self, name, text):
         path = os.path.join(self.directory, name)
@@ -259,7 +285,8 @@ class Sweep(unittest.TestCase):
 
     def test_bad_grids_stop_before_any_cell(self):
         cases = {
-            "unknown.toml": ('experiment = "theory"\n[axes]\nlayerz = [1, 2]\n', "unknown option '--layerz'"),
+            "unknown.toml": ('experiment = "theory"\n[axes]\nlayerz = [1, 2]\n',
+                             "unknown option '--layerz' (rankscope theory --help lists them)"),
             "reserved.toml": ('experiment = "theory"\n[axes]\nout = ["a", "b"]\n', "set by the sweep itself"),
             "experiment.json": ('{"experiment": "reproduce", "axes": {"seed": [1]}}', "unknown experiment 'reproduce'"),
             "repeat.json": ('{"experiment": "theory", "axes": {"seed": [1, 1]}}', "repeats the value 1"),

@@ -19,6 +19,7 @@
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/file_hash.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
 #include "rankscope/progress.hpp"
@@ -41,72 +42,110 @@ std::string read_text(const std::filesystem::path& path) {
     return read_file_if_present(path.string(), kNoSizeLimit, "sweep file");
 }
 
+// The experiment's own command-line parser, as `rankscope <experiment>` builds it.
+struct ExperimentParser {
+    explicit ExperimentParser(const Subcommand& subcommand)
+        : command(app->add_subcommand(subcommand.name, subcommand.description)), keeps_the_options(subcommand.setup(*command)) {}
+    std::unique_ptr<CLI::App> app = std::make_unique<CLI::App>("rankscope", "rankscope");
+    CLI::App* command;
+    std::function<void()> keeps_the_options;  // owns the options the parser writes into: it must outlive the parse
+};
+
+const Subcommand& experiment_subcommand(const SweepGrid& grid) {
+    const Subcommand* subcommand = find_subcommand(sweep_command_words(grid.experiment).at(0));
+    if (subcommand == nullptr) throw Error("unknown experiment '" + grid.experiment + "'", grid.path);
+    return *subcommand;
+}
+
 // Every cell's command line must parse before anything runs: an unknown flag or a bad value is one error naming the
 // grid file and the first cell it appears in.
 void check_cells_parse(const SweepGrid& grid, const std::vector<SweepCell>& cells) {
-    const Subcommand* subcommand = find_subcommand(sweep_command_words(grid.experiment).at(0));
-    if (subcommand == nullptr) throw Error("unknown experiment '" + grid.experiment + "'", grid.path);
+    const Subcommand& subcommand = experiment_subcommand(grid);
     std::set<std::string> checked;  // cells differing only in values already seen need no second parse
     for (const auto& cell : cells) {
         std::string signature;
         for (const auto& word : cell.arguments) signature += word + '\0';
         if (!checked.insert(signature).second) continue;
-        CLI::App app{"rankscope", "rankscope"};
-        CLI::App* command = app.add_subcommand(subcommand->name, subcommand->description);
-        // The function setup returns owns the options the parser writes into: it must outlive the parse.
-        const std::function<void()> keeps_the_options = subcommand->setup(*command);
+        ExperimentParser parser(subcommand);
         std::vector<std::string> words = {"rankscope"};
         words.insert(words.end(), cell.arguments.begin(), cell.arguments.end());
         words.insert(words.end(), {"--out", "sweep-check"});
         std::vector<const char*> argv;
         for (const auto& word : words) argv.push_back(word.c_str());
         try {
-            app.parse(static_cast<int>(argv.size()), argv.data());
-            check_lists_name_values_once(app);
+            parser.app->parse(static_cast<int>(argv.size()), argv.data());
+            check_lists_name_values_once(*parser.app);
         } catch (const CLI::ParseError& error) {
-            throw Error(fmt::format("cell {} ({}): {}", cell.index, fmt::join(cell.arguments, " "), cli_error_line(error.what())),
-                        grid.path);
+            std::string message = cli_error_line(error.what());
+            const std::string help = "(--help lists the options)";  // the sweep's own --help does not
+            if (const auto at = message.find(help); at != std::string::npos)
+                message.replace(at, help.size(), fmt::format("(rankscope {} --help lists them)", grid.experiment));
+            throw Error(fmt::format("cell {} ({}): {}", cell.index, fmt::join(cell.arguments, " "), message), grid.path);
         }
     }
 }
 
-// A setting named as the experiment's positional argument (measure's `file`) is passed as that argument, right after
-// the command's words ("measure x --centers mean,exact": after a list option it would be read as one more value); the
-// command has no --file, and the key still hashes the setting.
+// A setting named as one of the experiment's positional arguments (measure's `file`) is passed as that argument
+// (sweep_cell_arguments); the command has no --file, and the key still hashes the setting.
 void pass_positional_settings(const SweepGrid& grid, std::vector<SweepCell>& cells) {
-    const Subcommand* subcommand = find_subcommand(sweep_command_words(grid.experiment).at(0));
-    if (subcommand == nullptr) return;
-    CLI::App app{"rankscope", "rankscope"};
-    CLI::App* command = app.add_subcommand(subcommand->name, subcommand->description);
-    const std::function<void()> keeps_the_options = subcommand->setup(*command);
+    const ExperimentParser parser(experiment_subcommand(grid));
     std::set<std::string> positionals;
-    for (const CLI::Option* option : command->get_options())
-        if (!option->nonpositional()) positionals.insert("--" + option->get_name());
-    const auto words = static_cast<std::ptrdiff_t>(sweep_command_words(grid.experiment).size());
-    for (auto& cell : cells) {
-        std::vector<std::string> values, others;
-        for (std::size_t i = 0; i < cell.arguments.size(); ++i) {
-            if (i + 1 < cell.arguments.size() && positionals.count(cell.arguments[i])) values.push_back(cell.arguments[++i]);
-            else others.push_back(cell.arguments[i]);
-        }
-        others.insert(others.begin() + words, values.begin(), values.end());
-        cell.arguments = std::move(others);
+    for (const CLI::Option* option : parser.command->get_options())
+        if (!option->nonpositional()) positionals.insert(option->get_name());
+    if (positionals.empty()) return;
+    for (auto& cell : cells) cell.arguments = sweep_cell_arguments(grid.experiment, cell.settings, positionals);
+}
+
+// The settings whose value names a file (measure's file, --input, --text, --inputs) with its size and SHA-256 when
+// the cell ran: a cell whose input changed since runs again. A folder (a --model checkpoint) is not fingerprinted.
+nlohmann::json input_fingerprints(const SweepCell& cell) {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const auto& setting : cell.settings) {
+        std::error_code error;
+        if (setting.boolean || !std::filesystem::is_regular_file(setting.value, error)) continue;
+        inputs.push_back({{"setting", setting.name}, {"path", setting.value},
+                          {"bytes", std::filesystem::file_size(setting.value, error)}, {"sha256", sha256_file(setting.value)}});
     }
+    return inputs;
+}
+
+// A string field of a record ("" when it is missing or not a string: a cell.json edited by hand must not stop the sweep).
+std::string text_field(const nlohmann::json& record, const char* name) {
+    const auto found = record.find(name);
+    return found != record.end() && found->is_string() ? found->get<std::string>() : std::string();
 }
 
 // "" when the cell's earlier run can be reused: its cell.json says "ok" for this key, was written by this rankscope
 // build (the same version and git SHA: another build may compute, or lay out its tables, differently, and sweep.csv
-// records one version), and its main table is there. Otherwise why not ("not run yet" when it has no cell.json).
-std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder) {
+// records one version), every input file it read still has its recorded size and SHA-256 (`hashes` remembers the
+// files hashed so far in this sweep), and its main table is there. Otherwise why not ("not run yet" when it has no
+// cell.json).
+std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder,
+                               std::map<std::string, std::string>& hashes) {
     const std::string text = read_text(folder / "cell.json");
     if (text.empty()) return "not run yet";
     nlohmann::json record = nlohmann::json::parse(text, nullptr, false);
-    if (record.is_discarded() || !record.is_object() || record.value("key", "") != cell.key)
+    if (record.is_discarded() || !record.is_object() || text_field(record, "key") != cell.key)
         return "its cell.json is not this cell's record";
-    if (record.value("status", "") != "ok") return "it failed before";
-    const std::string version = record.value("version", "");
+    if (text_field(record, "status") != "ok") return "it failed before";
+    const std::string version = text_field(record, "version");
     if (version != version_string())
-        return "it was written by another build (" + (version.empty() ? std::string("no version recorded") : version) + ")";
+        return "it was written by another build: " + (version.empty() ? std::string("no version recorded") : version);
+    const auto inputs = record.find("inputs");
+    if (inputs == record.end() || !inputs->is_array()) return "its cell.json records no inputs";
+    for (const auto& input : *inputs) {
+        if (!input.is_object()) return "its cell.json records no inputs";
+        const std::string path = text_field(input, "path");
+        std::error_code error;
+        if (!std::filesystem::is_regular_file(path, error)) return "its input " + path + " is gone";
+        const auto bytes = input.find("bytes");
+        if (bytes == input.end() || !bytes->is_number_unsigned() ||
+            bytes->get<std::uintmax_t>() != std::filesystem::file_size(path, error))
+            return "its input " + path + " changed since";
+        auto [hash, first] = hashes.try_emplace(path);
+        if (first) hash->second = sha256_file(path);
+        if (hash->second != text_field(input, "sha256")) return "its input " + path + " changed since";
+    }
     for (const auto& table : sweep_primary_tables(grid.experiment))
         if (std::filesystem::exists(folder / table)) return "";
     return "its main table is missing";
@@ -149,6 +188,7 @@ public:
         ProcessOptions options;
         options.stdout_file = folder / "cell.log";
         options.stderr_file = folder / "cell.log";
+        const nlohmann::json inputs = input_fingerprints(cell);  // before the run: what it reads
         const auto start = std::chrono::steady_clock::now();
         const ProcessResult result = run_process(argv, options);
         CellOutcome outcome;
@@ -165,7 +205,8 @@ public:
                                  {"argv", command},
                                  {"status", outcome.ok ? "ok" : "failed"},
                                  {"seconds", outcome.seconds},
-                                 {"version", version_string()}};
+                                 {"version", version_string()},
+                                 {"inputs", inputs}};
         if (!outcome.ok) record["error"] = outcome.error;
         write_file_atomically((folder / "cell.json").string(), record.dump(2) + "\n");
         return outcome;
@@ -299,8 +340,9 @@ void run_sweep(const SweepOptions& options) {
             check_cells_parse(grid, cells);
             if (std::filesystem::exists(out) && !std::filesystem::is_directory(out))
                 throw Error("exists and is not a directory", "--out " + options.out);
+            std::map<std::string, std::string> hashes;
             for (std::size_t i = 0; i < cells.size(); ++i) {
-                reasons[i] = cell_reuse_problem(grid, cells[i], out / "cells" / cells[i].key);
+                reasons[i] = cell_reuse_problem(grid, cells[i], out / "cells" / cells[i].key, hashes);
                 done[i] = reasons[i].empty();
                 if (!done[i]) pending.push_back(static_cast<int>(i));
             }
