@@ -63,7 +63,7 @@ double fitted_collapse_rate(const std::vector<TheoryRow>& rows);
 // at round-off. A seed with fewer than kStepsToFit such steps is not fitted (two points always lie on a line: three
 // test the power law); median, min and max over the fitted seeds (NaN when none is). With skips the residual grows:
 // too few collapsing steps, no exponent. How well a power law describes the steps: each fitted seed's root mean
-// square of ln r_l − (a ln r_(l−1) + b_s) over its steps (0 for an exact power law; 0.1 is a 10% miss per step),
+// square of ln r_l − (a ln r_(l−1) + b_s) over its steps (0 for an exact power law; 0.1 is about a 10% miss per step),
 // the largest over the seeds in rms_max.
 constexpr int kStepsToFit = 3;
 struct SeedStepFit {

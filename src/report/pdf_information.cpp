@@ -48,8 +48,8 @@ bool is_delimiter(char c) { return std::string_view("()<>[]{}/%").find(c) != std
 // The end (one past) of the PDF token that starts at `at` (PDF 32000-1 §7.2–7.3): a literal string with nested
 // parentheses and backslash escapes, a hex string, a dictionary or an array with everything inside, a name, or a
 // run of regular characters (a number, a keyword such as R). kNone when it does not end inside `text`.
-std::size_t token_end(const std::string& text, std::size_t at) {
-    if (at >= text.size()) return kNone;
+std::size_t token_end(const std::string& text, std::size_t at, int depth = 0) {
+    if (at >= text.size() || depth > 64) return kNone;  // deeper nesting than any document information has
     const char c = text[at];
     if (c == '(') {
         int depth = 0;
@@ -68,7 +68,7 @@ std::size_t token_end(const std::string& text, std::size_t at) {
             } else if (text.compare(i, close.size(), close) == 0) {
                 return i + close.size();
             } else {
-                const std::size_t end = token_end(text, i);
+                const std::size_t end = token_end(text, i, depth + 1);
                 if (end == kNone || end == i) return kNone;
                 i = end;
             }
@@ -180,8 +180,9 @@ std::string object_entries(const std::string& pdf, unsigned long number, unsigne
     const std::string plain = fmt::format("{} {} obj", number, generation);
     for (std::size_t at = pdf.rfind(plain); at != kNone; at = at == 0 ? kNone : pdf.rfind(plain, at - 1)) {
         if (at > 0 && !is_space(pdf[at - 1])) continue;  // "112 0 obj" is not "12 0 obj"
-        const std::size_t open = pdf.find("<<", at);
-        if (open != kNone) return dictionary_entries(pdf, open);
+        std::size_t open = at + plain.size();
+        while (open < pdf.size() && is_space(pdf[open])) ++open;
+        return pdf.compare(open, 2, "<<") == 0 ? dictionary_entries(pdf, open) : "";  // not a dictionary: nothing kept
     }
     if (generation != 0) return "";
     for (std::size_t at = pdf.find("/ObjStm"); at != kNone; at = pdf.find("/ObjStm", at + 1)) {
@@ -258,16 +259,17 @@ std::string pdf_with_document_information(std::string pdf, const std::string& cr
                            identifier, section->offset, xref);
         return pdf;
     }
-    // A cross-reference stream for the Info object and itself (§7.5.8): uncompressed rows of type 1 (in use), a
-    // 4-byte offset and a 2-byte generation.
+    // A cross-reference stream for the Info object and itself (§7.5.8): uncompressed rows of type 1 (in use), the
+    // offset (4 bytes, 8 past 4 GiB) and a 2-byte generation.
     const unsigned long self = std::max(old_size, object + 1);
+    const int offset_bytes = xref >> 32 ? 8 : 4;
     std::string rows;
     for (const auto& [at, row_generation] : {std::pair{offset, generation}, std::pair{xref, 0ul}})
-        rows.append(1, '\x01').append(big_endian(at, 4)).append(big_endian(row_generation, 2));
+        rows.append(1, '\x01').append(big_endian(at, offset_bytes)).append(big_endian(row_generation, 2));
     pdf += fmt::format("{} 0 obj\n<< /Type /XRef /Size {} /Root {} /Info {} {} R{} /Prev {} /Index [{} 1 {} 1] "
-                       "/W [1 4 2] /Length {} >>\nstream\n",
+                       "/W [1 {} 2] /Length {} >>\nstream\n",
                        self, self + 1, root[1].str(), object, generation, identifier, section->offset, object, self,
-                       rows.size());
+                       offset_bytes, rows.size());
     pdf += rows + "\nendstream\nendobj\nstartxref\n" + std::to_string(xref) + "\n%%EOF\n";
     return pdf;
 }

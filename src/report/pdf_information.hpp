@@ -5,7 +5,7 @@
 //
 // Both kinds of file gnuplot's pdfcairo writes are extended: a classic cross-reference table and trailer (cairo 1.16,
 // Debian 12), and a cross-reference stream (cairo ≥ 1.17.6; the update is then an uncompressed cross-reference stream
-// too). The Info object's existing entries (cairo's /Producer, /CreationDate) are kept, also when they sit in a
+// too; tested on a file of that layout made by qpdf, tests/fixtures/README.md). The Info object's existing entries (cairo's /Producer, /CreationDate) are kept, also when they sit in a
 // Flate-compressed object stream; /Creator and /Subject replace any the file had.
 #include <string>
 

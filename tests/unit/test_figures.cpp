@@ -279,6 +279,33 @@ std::string pdfinfo(const fs::path& pdf) {
     return result.out;
 }
 
+// The classic layout (Debian 12's cairo): the file's /ID goes on into the update's trailer, and a second stamp replaces
+// /Creator and /Subject (in the first update's Info object) instead of repeating them, cairo's entries kept.
+TEST(Figures, PdfProvenanceUpdatesAClassicTrailerAgain) {
+    const fs::path folder = residual_folder("pdf-classic");
+    ASSERT_EQ(render_figure(folder, two_variant_residual_figure("m"), "").size(), 3u);  // no provenance: cairo's file
+    std::string pdf = read_all(folder / "residual.pdf");
+    ASSERT_EQ(pdf.find("/Creator"), std::string::npos);
+    const std::size_t trailer_end = pdf.rfind(">>", pdf.rfind("startxref"));
+    pdf.insert(trailer_end, " /ID [<0A1B><0A1B>] ");
+    const std::string once = pdf_with_document_information(pdf, "rankscope 9.9", "seed: 1\n");
+    const std::string twice = pdf_with_document_information(once, "rankscope 10", "seed: 2\n");
+    EXPECT_EQ(twice.compare(0, once.size(), once), 0);
+    const std::string update = twice.substr(once.size());
+    EXPECT_NE(update.find("/ID [<0A1B><0A1B>] /Prev " + once.substr(once.rfind("startxref") + 10,
+                                                                        once.find('\n', once.rfind("startxref") + 10) -
+                                                                            once.rfind("startxref") - 10)),
+              std::string::npos) << update;
+    const std::string info = update.substr(0, update.find("endobj"));
+    EXPECT_NE(info.find("/Producer (cairo"), std::string::npos) << info;
+    EXPECT_EQ(info.find("/Creator"), info.rfind("/Creator")) << info;
+    EXPECT_EQ(info.find("/Subject"), info.rfind("/Subject")) << info;
+    std::ofstream(folder / "twice.pdf", std::ios::binary) << twice;
+    const std::string fields = pdfinfo(folder / "twice.pdf");
+    EXPECT_NE(fields.find("\nCreator:         rankscope 10\n"), std::string::npos) << fields;
+    EXPECT_NE(("\n" + fields).find("\nSubject:         seed: 2\n"), std::string::npos) << fields;
+}
+
 // A PDF whose objects sit in a compressed object stream and which ends with a cross-reference stream (the layout of
 // cairo >= 1.17.6; fixture made by qpdf, tests/fixtures/README.md): the update is a cross-reference stream too, the
 // original bytes stay as they were, cairo's /Producer and /CreationDate are kept, and poppler reads the provenance.
