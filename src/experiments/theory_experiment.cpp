@@ -254,8 +254,8 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
     reading += fmt::format("After {} layers (1 head, mean over {} seeds) the relative residual is: {}. ", L, settings.seeds,
                            fmt::format("{}", fmt::join(parts, "; ")));
     if (const auto* san = find_variant(result, "SAN"); san && !std::isnan(san->exponent.median))
-        reading += fmt::format("Pure attention's step exponent, fitted per seed: {} (the theorems' worst case is 3; "
-                               "above 1 means faster than exponential). ",
+        reading += fmt::format("Pure attention's step exponent, fitted per seed: {}. The theorems' worst case is 3; "
+                               "above 1 means faster than exponential. ",
                                step_exponent_words(san->exponent));
     reading += fmt::format("The measured residual exceeds the per-layer bound in {} of {} checked rows.", result.bound_violations,
                            result.bound_rows_checked);
