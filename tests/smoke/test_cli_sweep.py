@@ -147,6 +147,17 @@ class Sweep(unittest.TestCase):
         self.assertIn("8 cells of `rankscope theory`, 7 done, 1 to run", listed.stdout)
         self.assertIn(f"  {key} ", listed.stdout)
         self.assertIn("(again: it was written by another build: rankscope 0.0.1 (git 000000000000))", listed.stdout)
+        # Asked to, the sweep reuses it, says so, and records which builds the tables mix.
+        mixed = os.path.join(self.directory, "older-build-reused")
+        shutil.copytree(copy, mixed)
+        reused = run("sweep", self.grid, "--out", mixed, "--reuse-other-builds")
+        self.assertIn("0 ran now, 8 reused, 0 failed", reused.stdout)
+        self.assertIn("rankscope: sweep: reusing 1 cell another build wrote (rankscope 0.0.1 (git 000000000000)): "
+                      "--reuse-other-builds", reused.stderr)
+        versions = {c["cell_key"]: c["version"] for c in read_csv(os.path.join(mixed, "cells.csv"))}
+        self.assertEqual(versions[key], "rankscope 0.0.1 (git 000000000000)")
+        self.assertEqual(len(set(versions.values())), 2)
+        self.assertEqual(sorted(load_json(os.path.join(mixed, "sweep.json"))["cell_versions"].values()), [1, 7])
         again = run("sweep", self.grid, "--out", copy)
         self.assertIn("1 ran now, 7 reused, 0 failed", again.stdout)
         self.assertIn("rankscope: sweep: running 1 cell again: it was written by another build: "

@@ -36,6 +36,7 @@ struct SweepOptions {
     int workers = 1;
     int cell_threads = 1;
     bool dry_run = false;
+    bool reuse_other_builds = false;  // reuse cells another rankscope build wrote (said on stderr, in cells.csv)
 };
 
 std::string read_text(const std::filesystem::path& path) {
@@ -117,11 +118,11 @@ std::string text_field(const nlohmann::json& record, const char* name) {
 
 // "" when the cell's earlier run can be reused: its cell.json says "ok" for this key, was written by this rankscope
 // build (the same version and git SHA: another build may compute, or lay out its tables, differently, and sweep.csv
-// records one version), every input file it read still has its recorded size and SHA-256 (`hashes` remembers the
+// records one version; any build with `any_build`), every input file it read still has its recorded size and SHA-256 (`hashes` remembers the
 // files hashed so far in this sweep), and its main table is there. Otherwise why not ("not run yet" when it has no
 // cell.json).
 std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder,
-                               std::map<std::string, std::string>& hashes) {
+                               std::map<std::string, std::string>& hashes, bool any_build) {
     const std::string text = read_text(folder / "cell.json");
     if (text.empty()) return "not run yet";
     nlohmann::json record = nlohmann::json::parse(text, nullptr, false);
@@ -129,7 +130,7 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
         return "its cell.json is not this cell's record";
     if (text_field(record, "status") != "ok") return "it failed before";
     const std::string version = text_field(record, "version");
-    if (version != version_string())
+    if (version != version_string() && !any_build)
         return "it was written by another build: " + (version.empty() ? std::string("no version recorded") : version);
     const auto inputs = record.find("inputs");
     if (inputs == record.end() || !inputs->is_array()) return "its cell.json records no inputs";
@@ -149,6 +150,12 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
     for (const auto& table : sweep_primary_tables(grid.experiment))
         if (std::filesystem::exists(folder / table)) return "";
     return "its main table is missing";
+}
+
+// The rankscope build that wrote a cell (its cell.json's version; "" when it has none).
+std::string cell_version(const std::filesystem::path& out, const SweepCell& cell) {
+    const nlohmann::json record = nlohmann::json::parse(read_text(out / "cells" / cell.key / "cell.json"), nullptr, false);
+    return record.is_object() ? text_field(record, "version") : std::string();
 }
 
 // The line of a failed cell's log that says what went wrong: its last "rankscope: error:" line, else its last line.
@@ -267,8 +274,9 @@ std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::ve
     CsvTable cell_table;
     cell_table.columns = {"cell_index", "cell_key"};
     for (const auto& axis : grid.axes) cell_table.columns.push_back(sweep_setting_column(axis.name));
-    cell_table.columns.insert(cell_table.columns.end(), {"status", "seconds", "rank", "folder", "error"});
+    cell_table.columns.insert(cell_table.columns.end(), {"status", "seconds", "rank", "folder", "error", "version"});
     int failed = 0, ran = 0;
+    std::map<std::string, int> versions;  // of the cells in the tables: one, unless --reuse-other-builds
     for (std::size_t i = 0; i < cells.size(); ++i) {
         std::vector<std::string> row = {std::to_string(cells[i].index), cells[i].key};
         for (const auto& setting : cells[i].axes) row.push_back(setting.value);
@@ -282,7 +290,9 @@ std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::ve
             error = found->second->error;
             ++(found->second->ok ? ran : failed);
         }
-        row.insert(row.end(), {status, seconds_text, rank, "cells/" + cells[i].key, error});
+        const std::string version = done[i] ? cell_version(out, cells[i]) : std::string();
+        if (done[i]) ++versions[version];
+        row.insert(row.end(), {status, seconds_text, rank, "cells/" + cells[i].key, error, version});
         cell_table.add(row);
     }
     write_csv_atomically(out / "cells.csv", cell_table, provenance);
@@ -315,6 +325,7 @@ std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::ve
         {"mpi_library", mpi_library_version()},
         {"wall_seconds", seconds},
         {"primary_table", primary_name},
+        {"cell_versions", versions},
     };
     write_json_atomically(out / "sweep.json", document, provenance);
     written.push_back("sweep.json");
@@ -342,7 +353,7 @@ void run_sweep(const SweepOptions& options) {
                 throw Error("exists and is not a directory", "--out " + options.out);
             std::map<std::string, std::string> hashes;
             for (std::size_t i = 0; i < cells.size(); ++i) {
-                reasons[i] = cell_reuse_problem(grid, cells[i], out / "cells" / cells[i].key, hashes);
+                reasons[i] = cell_reuse_problem(grid, cells[i], out / "cells" / cells[i].key, hashes, options.reuse_other_builds);
                 done[i] = reasons[i].empty();
                 if (!done[i]) pending.push_back(static_cast<int>(i));
             }
@@ -376,6 +387,13 @@ void run_sweep(const SweepOptions& options) {
             if (reasons[index] != "not run yet") ++again[reasons[index]];
         for (const auto& [reason, count] : again)
             fmt::print(stderr, "rankscope: sweep: running {} cell{} again: {}\n", count, count == 1 ? "" : "s", reason);
+        std::map<std::string, int> other_builds;
+        for (std::size_t i = 0; i < cells.size(); ++i)
+            if (done[i])
+                if (const std::string version = cell_version(out, cells[i]); version != version_string()) ++other_builds[version];
+        for (const auto& [version, count] : other_builds)
+            fmt::print(stderr, "rankscope: sweep: reusing {} cell{} another build wrote ({}): --reuse-other-builds\n", count,
+                       count == 1 ? "" : "s", version.empty() ? "no version recorded" : version);
     }
 
     CommonOptions common;
@@ -439,6 +457,9 @@ std::function<void()> setup_sweep(CLI::App& command) {
         ->capture_default_str()
         ->transform(IntRange(1, kMaxThreads));
     command.add_flag("--dry-run", options->dry_run, "List the cells still to run and stop");
+    command.add_flag("--reuse-other-builds", options->reuse_other_builds,
+                     "Reuse cells another rankscope build wrote (e.g. before a docs-only commit) instead of running them "
+                     "again; stderr, cells.csv and sweep.json say which builds the tables mix");
     return [options] { run_sweep(*options); };
 }
 
