@@ -23,6 +23,17 @@ def error(message: str, where: str = "") -> Exception:
     return instance
 
 
+def names(value: Any, name: str) -> Any:
+    """A list of names from a list or tuple, or from one name: centers="mean" is ["mean"], not its letters. None stays
+    None; an empty list is an error (None means every one)."""
+    if value is None:
+        return None
+    listed = [value] if isinstance(value, str) else list(value)
+    if not listed:
+        raise error(f"no {name} given (leave it out for every one)", name)
+    return listed
+
+
 def _torch_tensor_type():
     torch = sys.modules.get("torch")  # a torch tensor can only exist once torch is imported
     return torch.Tensor if torch is not None else None

@@ -14,7 +14,7 @@ from typing import Any, Dict, NamedTuple, Optional, Sequence
 import numpy as np
 
 from . import _rankscope
-from ._arrays import check_range, from_engine, is_torch, to_engine
+from ._arrays import check_range, from_engine, is_torch, names, to_engine
 from ._tables import as_table
 
 NORMS = _rankscope.NORMS  # ('l1', 'linf', 'composite', 'frobenius', 'spectral')
@@ -119,7 +119,10 @@ def attention_measures(p: Any) -> Dict[str, Any]:
     """For row-stochastic P [..., n, n]: mean_row_entropy and max_row_entropy (nats; ln n is uniform),
     first_token_share (the sink rate), sigma2, spectral_gap = 1 - sigma2/sigma1, each [...]."""
     array, torch_out = to_engine(p, "p")
-    return {name: from_engine(value, torch_out) for name, value in _rankscope.attention_measures(array).items()}
+    # Rows stored in float16 or bfloat16 sum to 1 within that dtype's epsilon (a bfloat16 tensor reaches the engine as
+    # float32: the epsilon comes from what it was).
+    return {name: from_engine(value, torch_out)
+            for name, value in _rankscope.attention_measures(array, _stored_epsilon(p, array)).items()}
 
 
 def measure(x: Any, centers: Optional[Sequence[str]] = None, rank_tol: Optional[float] = None,
@@ -129,7 +132,7 @@ def measure(x: Any, centers: Optional[Sequence[str]] = None, rank_tol: Optional[
     leaving out the LP-based `exact` for matrices above 4096 entries (with a warning) as the command does.
     The default rank tolerance is numerical_rank's, from the dtype the values were stored in."""
     array, _ = to_engine(x)
-    columns, exact_skipped = _rankscope.measure(array, list(centers or []), _rank_tol(rank_tol),
+    columns, exact_skipped = _rankscope.measure(array, names(centers, "centers") or [], _rank_tol(rank_tol),
                                                 _stored_epsilon(x, array), allow_nonfinite, "x")
     if exact_skipped:
         warnings.warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} entries; "

@@ -14,8 +14,10 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from . import _find, _rankscope
-from ._arrays import check_range, error, from_engine, map_arrays, to_engine
+from ._arrays import check_range, error, from_engine, map_arrays, names, to_engine
 from ._tables import as_table
 from .findings import Findings
 
@@ -35,6 +37,15 @@ def _compat(compat: str) -> bool:
         raise error(f"unknown compat '{compat}' (expected none or official)", "compat")
     return compat == "official"
 
+
+
+def _attention_mask(mask: Any) -> Any:
+    """An attention mask for the engine: 1 for a real token, 0 for padding; a boolean mask (as torch users write it)
+    as its 0/1 integers."""
+    if mask is None:
+        return None
+    array = to_engine(mask, "attention_mask")[0]
+    return array.astype(np.int64) if array.dtype == np.bool_ else array
 
 class Model:
     """An encoder or decoder with pretrained (`weights="pretrained"`) or random (`"init"`, from `seed`) weights whose
@@ -72,7 +83,7 @@ class Model:
         to every real token). Hooks: hook_embed, blocks.{l}.hook_resid_pre, hook_attn_out, hook_resid_post,
         attn.hook_pattern; decoders also ln_final.hook_normalized."""
         ids, torch_out = to_engine(input_ids, "input_ids")
-        real = None if attention_mask is None else to_engine(attention_mask, "attention_mask")[0]
+        real = _attention_mask(attention_mask)
         types = None if token_type_ids is None else to_engine(token_type_ids, "token_type_ids")[0]
         last, hooks = self._engine.forward(ids, real, types, variant, layer_norm, _compat(compat), mask or "", record)
         return from_engine(last, torch_out), map_arrays(hooks, torch_out)
@@ -153,17 +164,19 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
         raise error("text and inputs exclude each other", "inputs")
     if isinstance(inputs, dict):
         batch = {name: None if inputs.get(name) is None else to_engine(inputs[name], name)[0]
-                 for name in ("input_ids", "attention_mask", "token_type_ids")}
+                 for name in ("input_ids", "token_type_ids")}
+        batch["attention_mask"] = _attention_mask(inputs.get("attention_mask"))
     elif inputs is not None:
         batch = _rankscope.read_model_batch(source, os.fspath(inputs))
     else:
         batch = text_batch(source, text, samples, tokens, tokenizer_dir)
-    result = _rankscope.run_model(source, batch, weights, list(variants), _compat(compat), layer_norm, draws, iterate,
-                                  seed, allow_nonfinite, record, mask or "", float(sink_threshold), stream)
+    result = _rankscope.run_model(source, batch, weights, names(variants, "variants"), _compat(compat), layer_norm, draws,
+                                  iterate, seed, allow_nonfinite, record, mask or "", float(sink_threshold), stream)
     return ModelRun(model=result["model"], model_type=result["model_type"], weights=list(result["weights"]),
                     residual=as_table(result["residual"], frame), paths=as_table(result["paths"], frame),
                     skip_ratio=as_table(result["skip_ratio"], frame), iterate=as_table(result["iterate"], frame),
                     findings=result["findings"], batch=result["batch"], activations=dict(result["activations"]),
-                    attention_heads=as_table(result["attention_heads"], frame),
-                    sink_rate=as_table(result["sink_rate"], frame), mask=result["mask"],
+                    attention_heads=None if result["attention_heads"] is None else as_table(result["attention_heads"], frame),
+                    sink_rate=None if result["sink_rate"] is None else as_table(result["sink_rate"], frame),
+                    mask=result["mask"],
                     streamed=bool(result["streamed"]))

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+import numpy as np
+
 from . import _rankscope
-from ._arrays import check_range, error, from_engine, map_arrays, to_engine
+from ._arrays import check_range, error, from_engine, is_torch, map_arrays, to_engine
 from ._tables import as_table
 from .findings import Findings
 
@@ -62,6 +64,9 @@ def sample_path_products(patterns: Sequence[Any], draws: int = 100, seed: int = 
     layers with one random head each and a random sample, the product A_{l_k} ... A_{l_1} in forward order and its
     rank-1 relative residual (composite). The columns of `rankscope paths sample`'s paths.csv."""
     check_range(draws, 1, 100000, "draws")
+    if isinstance(patterns, np.ndarray) or is_torch(patterns):
+        raise error(f"one array of shape {tuple(patterns.shape)}: pass a list with one [B, H, n, n] array per layer "
+                    "(e.g. [p] for one layer)", "patterns")
     arrays = [to_engine(p, f"patterns[{l}]")[0] for l, p in enumerate(patterns)]
     mask = None if attention_mask is None else to_engine(attention_mask, "attention_mask")[0]
     return as_table(_rankscope.sample_path_products(arrays, draws, seed, mask, allow_nonfinite), frame)
@@ -80,26 +85,36 @@ class TheoryRun:
     network: SanConfig     # the base configuration run (sizes from `input` when given)
 
 
-def run_theory(layers: int = 12, heads: int = 4, d_model: int = 32, tokens: int = 32, d_qk: int = 0,
-               biases: bool = False, init_scale: float = 1.0, seeds: int = 5, seed: int = 0, input: Any = None,
-               allow_nonfinite: bool = False, frame: bool = False) -> TheoryRun:
+def run_theory(layers: int = 12, heads: int = 4, d_model: Optional[int] = None, tokens: Optional[int] = None,
+               d_qk: int = 0, d_v: int = 0, biases: bool = False, init_scale: float = 1.0, seeds: int = 5, seed: int = 0,
+               input: Any = None, allow_nonfinite: bool = False, frame: bool = False) -> TheoryRun:
     """`rankscope theory`: twelve random SAN variants (SAN, +skip, +MLP, +skip+MLP, +LN, +affine-LN; 1 and `heads`
     heads) on random N(0, 1) input (or `input`, one n × d matrix) for seeds seed..seed+seeds-1, float64, with the
-    per-layer bound c_l r_(l-1)^3 beside each measured residual. Takes ~40 s at the defaults on 2 cores; Ctrl-C stops
-    it between jobs."""
+    per-layer bound c_l r_(l-1)^3 beside each measured residual. d_model and tokens are 32 unless given; with `input`
+    its shape sets them, and one given that disagrees is an error. d_qk and d_v are per head (0: d_model / heads).
+    Takes ~40 s at the defaults on 2 cores; Ctrl-C stops it between jobs."""
     check_range(layers, 1, 100, "layers")
     check_range(heads, 1, 64, "heads")
+    array = None if input is None else to_engine(input, "input")[0]
+    if array is not None and array.ndim == 2:
+        for name, given, used, what in (("tokens", tokens, array.shape[0], "rows"),
+                                        ("d_model", d_model, array.shape[1], "columns")):
+            if given is not None and given != used:
+                raise error(f"{name} {given} disagrees with the input's {used} {what} (leave {name} out: the input "
+                            "sets it)", name)
+    d_model = 32 if d_model is None else d_model
+    tokens = 32 if tokens is None else tokens
     check_range(d_model, 1, 512, "d_model")
     check_range(tokens, 2, 512, "tokens")
     check_range(d_qk, 0, 512, "d_qk")
+    check_range(d_v, 0, 512, "d_v")
     check_range(init_scale, 0, 100, "init_scale", low_open=True)
     check_range(seeds, 1, 1000, "seeds")
     check_range(seed, 0, 2**64 - 1, "seed")
     # heads and the blocks are set per variant; with `input`, tokens and d_model come from its shape.
-    network = SanConfig(layers=layers, heads=1, d_model=d_model, d_qk=d_qk, tokens=tokens, biases=biases,
+    network = SanConfig(layers=layers, heads=1, d_model=d_model, d_qk=d_qk, d_v=d_v, tokens=tokens, biases=biases,
                         init_scale=init_scale)
-    result = _rankscope.run_theory(network, heads, seeds, seed, None if input is None else to_engine(input, "input")[0],
-                                   allow_nonfinite)
+    result = _rankscope.run_theory(network, heads, seeds, seed, array, allow_nonfinite)
     return TheoryRun(rows=as_table(result["rows"], frame), summary=as_table(result["summary"], frame),
                      variants=as_table(result["variants"], frame), bound_rows_checked=result["bound_rows_checked"],
                      bound_violations=result["bound_violations"], bound_definition=result["bound_definition"],

@@ -10,7 +10,6 @@
 #include "rankscope/error.hpp"
 #include "rankscope/measure_all.hpp"
 #include "rankscope/measures.hpp"
-#include "rankscope/tensor_file.hpp"
 
 namespace rankscope::python {
 namespace {
@@ -70,15 +69,27 @@ at::Tensor per_item(const at::Tensor& x, const std::vector<std::int64_t>& item_s
     return out.reshape(shape);
 }
 
+// fn on x [..., n, d] → [...], a chunk of matrices at a time with the GIL released and Ctrl-C polled between chunks:
+// about 2^20 entries per chunk, one matrix per chunk for the exact centre (an LP per matrix: seconds each at 128 × 64).
 template <typename BatchedFunction>
-py::array library_batched(const py::array& array, BatchedFunction fn) {
+py::array library_batched(const py::array& array, BatchedFunction fn, bool one_matrix_at_a_time = false) {
     const at::Tensor x = floating(checked_batch(array, "x"));
+    std::vector<std::int64_t> batch_shape(x.sizes().begin(), x.sizes().end() - 2);
     at::Tensor result;
     {
         py::gil_scoped_release release;
-        result = fn(x);
+        const at::Tensor items = x.reshape({-1, x.size(-2), x.size(-1)});
+        const std::int64_t count = items.size(0), entries = std::max<std::int64_t>(1, x.size(-2) * x.size(-1));
+        const std::int64_t chunk = one_matrix_at_a_time ? 1 : std::max<std::int64_t>(1, (std::int64_t{1} << 20) / entries);
+        const InterruptPoll interrupt = python_interrupt();
+        std::vector<at::Tensor> parts;
+        for (std::int64_t begin = 0; begin < count; begin += chunk) {
+            interrupt.poll();
+            parts.push_back(fn(items.narrow(0, begin, std::min(chunk, count - begin))));
+        }
+        result = parts.empty() ? fn(items) : parts.size() == 1 ? parts.front() : at::cat(parts);
     }
-    return to_numpy(result);
+    return to_numpy(result.reshape(batch_shape));
 }
 
 std::vector<Center> parse_centers(const std::vector<std::string>& names) {
@@ -109,7 +120,9 @@ void bind_measures(py::module_& m) {
         [](const py::array& x, const std::string& norm, const std::string& center) {
             const Norm parsed_norm = parse_norm(norm);
             const Center parsed_center = parse_center(center);
-            return library_batched(x, [&](const at::Tensor& t) { return batched_residual_norm(t, parsed_norm, parsed_center); });
+            return library_batched(
+                x, [&](const at::Tensor& t) { return batched_residual_norm(t, parsed_norm, parsed_center); },
+                parsed_center == Center::Exact);
         },
         "x"_a, "norm"_a, "center"_a, "||res(X)|| per matrix -> [...] float64.");
     m.def(
@@ -117,8 +130,9 @@ void bind_measures(py::module_& m) {
         [](const py::array& x, const std::string& norm, const std::string& center) {
             const Norm parsed_norm = parse_norm(norm);
             const Center parsed_center = parse_center(center);
-            return library_batched(x,
-                                   [&](const at::Tensor& t) { return batched_relative_residual(t, parsed_norm, parsed_center); });
+            return library_batched(
+                x, [&](const at::Tensor& t) { return batched_relative_residual(t, parsed_norm, parsed_center); },
+                parsed_center == Center::Exact);
         },
         "x"_a, "norm"_a, "center"_a, "||res(X)|| / ||X|| per matrix (0 for X = 0) -> [...] float64.");
     m.def(
@@ -208,14 +222,13 @@ void bind_measures(py::module_& m) {
         "x"_a, "Mean cos(x_i, x_j) over token pairs i < j (zero rows left out) -> [...].");
     m.def(
         "attention_measures",
-        [](const py::array& array) {
+        [](const py::array& array, double stored_epsilon) {
             const at::Tensor p = checked_batch(array, "p");
             if (p.size(-1) != p.size(-2))
                 throw Error(fmt::format("attention matrices must be square, got {} x {}", p.size(-2), p.size(-1)), "p");
-            // Rows stored in float16 (bfloat16) sum to 1 within that dtype's epsilon, as measure's rows do.
-            const auto type = p.scalar_type();
-            const double epsilon = at::isFloatingType(type) ? dtype_epsilon(stored_dtype(type, "p")) : 0.0;
-            const double tolerance = std::max(1e-4, epsilon);
+            // Rows stored in float16 or bfloat16 sum to 1 within that dtype's epsilon (`stored_epsilon`: the dtype the
+            // caller's values were in), as measure's rows do.
+            const double tolerance = std::max(1e-4, stored_epsilon);
             const at::Tensor packed = per_item(p, {5}, [tolerance](const Matrix& item, double* out) {
                 if (!is_row_stochastic(item, tolerance))
                     throw Error(fmt::format("not row-stochastic (rows must be >= 0 and sum to 1 within {:g})", tolerance), "p");
@@ -231,7 +244,8 @@ void bind_measures(py::module_& m) {
             for (int i = 0; i < 5; ++i) result[names[i]] = to_numpy(packed.select(-1, i).contiguous());
             return result;
         },
-        "p"_a, "Row entropy (mean, max; nats), first-token share, sigma_2, spectral gap of row-stochastic [..., n, n].");
+        "p"_a, "stored_epsilon"_a,
+        "Row entropy (mean, max; nats), first-token share, sigma_2, spectral gap of row-stochastic [..., n, n].");
     m.def(
         "measure",
         [](const py::array& array, const std::vector<std::string>& centers, double rank_tolerance, double stored_epsilon,

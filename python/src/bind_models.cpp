@@ -206,8 +206,10 @@ void bind_models(py::module_& m) {
             out["paths"] = table_columns(path_products_table(result));
             out["skip_ratio"] = table_columns(skip_ratio_table(result));
             out["iterate"] = table_columns(iterate_table(result));
-            out["attention_heads"] = table_columns(attention_heads_table(result));  // decoders; no rows otherwise
-            out["sink_rate"] = table_columns(sink_rate_table(result));
+            // Decoders only, as the command line writes them (an encoder's maps are not a causal model's).
+            const bool decoder = source.kind != ModelSource::UseLite && is_decoder(source.config);
+            out["attention_heads"] = decoder ? py::object(table_columns(attention_heads_table(result))) : py::none();
+            out["sink_rate"] = decoder ? py::object(table_columns(sink_rate_table(result))) : py::none();
             out["findings"] = real_model_findings(result);
             out["batch"] = batch_dict(batch);
             py::dict activations;
@@ -216,9 +218,7 @@ void bind_models(py::module_& m) {
             out["model"] = result.model;
             out["model_type"] = result.model_type;
             out["weights"] = kinds;
-            out["mask"] = source.kind != ModelSource::UseLite && is_decoder(source.config)
-                              ? (settings.bidirectional ? "bidirectional" : "causal")
-                              : "bidirectional";
+            out["mask"] = decoder ? (settings.bidirectional ? "bidirectional" : "causal") : "bidirectional";
             bool streamed = false;
             for (const auto& run : result.runs) streamed = streamed || run.streamed;
             out["streamed"] = streamed;

@@ -1,5 +1,6 @@
 """Ctrl-C: long calls run with the GIL released and stop on SIGINT with KeyboardInterrupt inside the call (between
-theory jobs; at the next layer of a model's forward), leaving the module usable.
+theory jobs; at the next layer of a model's forward; between the matrices of a batch of exact centres, an LP each),
+leaving the module usable.
 
 No absolute time bound (a busy machine once took 3.9 s against a 3 s bound). The child runs the call once to the end
 and reports how long it took (T); the parent interrupts the second run at T/4. Stopping between jobs (12 of them) or
@@ -20,6 +21,9 @@ SCRIPT = textwrap.dedent("""
     call = sys.argv[1]
     if call == "theory":
         work = lambda: rs.run_theory(seeds=1)                # 12 variants x 1 seed = 12 jobs
+    elif call == "exact":
+        x = np.random.default_rng(0).normal(size=(16, 48, 32))
+        work = lambda: rs.relative_residual(x, norm="linf", center="exact")  # 16 LPs, one matrix at a time
     else:
         model = rs.load_model("bert-base-cased", weights="init")
         ids = np.random.default_rng(0).integers(0, 28996, size=(8, 256))
@@ -66,3 +70,7 @@ def test_ctrl_c_stops_a_theory_run_between_jobs():
 
 def test_ctrl_c_stops_a_model_forward_within_the_forward():
     check("model")
+
+
+def test_ctrl_c_stops_a_batch_of_exact_centres_between_matrices():
+    check("exact")

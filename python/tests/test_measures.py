@@ -124,6 +124,13 @@ def test_rank_measures_match_their_definitions(batch, rng):
     np.testing.assert_allclose(rs.mean_pairwise_cosine(batch), pairs, rtol=1e-10)
 
 
+def test_measure_takes_one_centre_as_a_string_and_refuses_none(rng):
+    x = rng.normal(size=(6, 4))
+    np.testing.assert_array_equal(rs.measure(x, centers="mean")["value"], rs.measure(x, centers=["mean"])["value"])
+    with pytest.raises(rs.Error, match=r"^no centers given \(leave it out for every one\) \(centers\)$"):
+        rs.measure(x, centers=[])
+
+
 def test_attention_measures_match_their_definitions(rng):
     logits = rng.normal(size=(2, 5, 6, 6)) * 2
     p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
@@ -145,6 +152,13 @@ def test_attention_measures_match_their_definitions(rng):
                                rtol=1e-12)
     with pytest.raises(rs.Error, match=r"within 0\.000976562"):
         rs.attention_measures(half * 2)
+    # A bfloat16 tensor reaches the engine as float32, and is still held to bfloat16's epsilon (it was held to 1e-4).
+    brain = torch.softmax(torch.from_numpy(logits) * 2, -1).bfloat16()
+    assert (brain.double().sum(-1) - 1).abs().max().item() > 1e-4
+    np.testing.assert_allclose(rs.attention_measures(brain)["first_token_share"].double().numpy(),
+                               brain[..., 0].double().mean(-1).numpy(), rtol=1e-6)
+    with pytest.raises(rs.Error, match=r"within 0\.0078125"):
+        rs.attention_measures(brain * 2)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -47,6 +47,13 @@ def test_run_model_on_text_equals_the_commands_tables(tmp_path):
     assert_table_equals_csv(run.skip_ratio, tmp_path / "skip_ratio.csv")
     assert_findings_equal(run.findings, tmp_path / "findings.json")
     assert len(run.iterate["step"]) == 0  # USE lite only
+    # Attention sinks are a decoder's tables: an encoder has none (they were filled and labelled "causal").
+    assert run.attention_heads is None and run.sink_rate is None and run.mask == "bidirectional"
+    assert not (tmp_path / "attention_heads.csv").exists()
+    # One variant named as a string is that variant, not its letters.
+    one = rs.run_model(fixture("bert-tiny"), samples=4, tokens=16, draws=5, seed=3, variants="SAN")
+    assert set(one.residual["variant"]) == {"SAN"}
+    np.testing.assert_array_equal(one.residual["mean"], run.residual["mean"][run.residual["variant"] == "SAN"])
 
 
 @pytest.mark.parametrize("name", FIXTURE_MODELS)
@@ -132,6 +139,11 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
     last, hooks = model.forward(ids, variant="SAN+skip")
     assert isinstance(last, torch.Tensor) and tuple(last.shape) == (2, 10, 32)
     assert isinstance(hooks["blocks.0.attn.hook_pattern"], torch.Tensor)
+    # A boolean attention mask (True = a real token), as torch users write it, is the 0/1 mask.
+    real = torch.ones(2, 10, dtype=torch.int64)
+    real[1, 7:] = 0
+    np.testing.assert_array_equal(model.forward(ids, real.bool(), variant="SAN")[0].numpy(),
+                                  model.forward(ids, real, variant="SAN")[0].numpy())
     first, second = model.parameters(), model.parameters()
     assert "encoder.layer.0.attention.self.query.weight" in first
     assert np.shares_memory(first["embeddings.word_embeddings.weight"], second["embeddings.word_embeddings.weight"])

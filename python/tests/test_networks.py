@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import rankscope as rs
-from conftest import assert_table_equals_csv, composite_norm, relative_residual_reference, run_cli, \
+from conftest import assert_table_equals_csv, cli_error, composite_norm, relative_residual_reference, run_cli, \
     write_safetensors
 
 
@@ -149,6 +149,24 @@ def test_theory_on_a_given_input_starts_from_its_measured_residual(tmp_path, rng
         rs.run_theory(input=x[:1], layers=2, seeds=1)
     with pytest.raises(rs.Error, match=r"^0 is outside \[1, 100\] \(layers\)$"):
         rs.run_theory(layers=0)
+    # The input sets n and d: a tokens or d_model that says otherwise is refused, as the command line refuses it.
+    message = cli_error("theory", "--input", tmp_path / "x.npy", "--tokens", 5, "--layers", 2, "--seeds", 1)
+    assert message == f"--tokens 5 disagrees with the input's 6 rows (leave --tokens out: the file sets it) ({tmp_path / 'x.npy'})"
+    with pytest.raises(rs.Error, match=r"^tokens 5 disagrees with the input's 6 rows \(leave tokens out: the input sets "
+                                       r"it\) \(tokens\)$"):
+        rs.run_theory(input=x, tokens=5, layers=2, seeds=1)
+    with pytest.raises(rs.Error, match=r"d_model 16 disagrees with the input's 8 columns"):
+        rs.run_theory(input=x, d_model=16, layers=2, seeds=1)
+    assert_table_equals_csv(rs.run_theory(input=x, tokens=6, d_model=8, layers=2, heads=2, seeds=1).rows,
+                            tmp_path / "o" / "theory.csv")
+
+
+def test_theory_with_per_head_widths_equals_the_command(tmp_path):
+    # 3 heads do not divide d_model 8: the per-head widths d_qk and d_v are given, as the command line takes them.
+    run_cli("theory", "--layers", 2, "--heads", 3, "--d-model", 8, "--d-qk", 2, "--d-v", 2, "--tokens", 6, "--seeds", 1,
+            "--out", tmp_path)
+    run = rs.run_theory(layers=2, heads=3, d_model=8, d_qk=2, d_v=2, tokens=6, seeds=1)
+    assert_table_equals_csv(run.rows, tmp_path / "theory.csv")
 
 
 def test_path_counts_equal_the_command_and_the_closed_form(tmp_path):
@@ -194,6 +212,10 @@ def test_path_products_equal_the_command_and_numpy(tmp_path, rng):
     run_cli("paths", "sample", "--patterns", tmp_path / "p.safetensors", "--draws", 6, "--seed", 4, "--out", tmp_path)
     table = rs.sample_path_products(patterns, draws=6, seed=4)
     assert_table_equals_csv(table, tmp_path / "paths.csv")
+    # One layer's array where the list of layers belongs: said, not read as a list of samples.
+    with pytest.raises(rs.Error, match=r"^one array of shape \(3, 3, 7, 7\): pass a list with one \[B, H, n, n\] array "
+                                       r"per layer \(e\.g\. \[p\] for one layer\) \(patterns\)$"):
+        rs.sample_path_products(patterns[0])
     for row in range(len(table["length"])):
         layers = [int(v) for v in table["layers"][row].split()]
         heads = [int(v) for v in table["heads"][row].split()]
