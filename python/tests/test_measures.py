@@ -214,7 +214,16 @@ def test_errors_carry_the_command_lines_messages(tmp_path):
         rs.relative_residual(np.ones((0, 3)))
     with pytest.raises(rs.Error) as raised:
         rs.relative_residual(np.ones((3, 3)), norm="l2")
-    assert str(raised.value).startswith("unknown norm 'l2'")
+    assert str(raised.value).startswith("unknown norm 'l2'") and raised.value.where == "norm"
+    # Every unknown name says which setting it was given to.
+    for call, where in ((lambda: rs.relative_residual(np.ones((3, 3)), center="middle"), "center"),
+                        (lambda: rs.BlockConfig(layer_norm="sideways"), "layer_norm"),
+                        (lambda: rs.run_trainability(depths=[2], scalings=["none"]), "scalings"),
+                        (lambda: rs.run_trainability(depths=[2], layer_norms=["affine"]), "layer_norms")):
+        with pytest.raises(rs.Error) as raised:
+            call()
+        assert raised.value.where == where, (str(raised.value), where)
+        assert str(raised.value).endswith(f" ({where})")
     assert cli_error("measure", tmp_path / "nan.npy", "--rank-tol", "2") == "2 is outside [0, 1] (--rank-tol)"
     with pytest.raises(rs.Error, match=r"^2 is outside \[0, 1\] \(rank_tol\)$"):
         rs.measure(np.ones((3, 3)), rank_tol=2)

@@ -46,7 +46,7 @@ ModelSource resolve_model_source(const std::string& argument) {
 
 std::vector<std::string> weight_kinds(const ModelSource& source, const std::string& weights) {
     if (weights != "both" && weights != "init" && weights != "pretrained")
-        throw Error("unknown weights '" + weights + "' (expected pretrained, init or both)");
+        throw Error("unknown weights '" + weights + "' (expected pretrained, init or both)", "weights");
     if (source.kind == ModelSource::BuiltIn && weights != "init")
         throw Error("the built-in configuration '" + source.argument + "' has no pretrained weights: use --weights init, "
                     "or point --model at a downloaded Hugging Face folder");
@@ -102,7 +102,7 @@ bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained)
 std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed,
                                          Streaming stream) {
     if (weights != "init" && weights != "pretrained")
-        throw Error("unknown weights '" + weights + "' (expected pretrained or init)");
+        throw Error("unknown weights '" + weights + "' (expected pretrained or init)", "weights");
     weight_kinds(source, weights);  // a built-in configuration has no pretrained weights
     const bool init = weights == "init";
     const bool streamed = stream_layers(source, stream, !init);

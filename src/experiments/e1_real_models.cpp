@@ -18,7 +18,7 @@ Surgery surgery_for_variant(const std::string& variant, bool official_compat) {
     else if (variant == "SAN+MLP") surgery.remove_attention_skip = true;
     else if (variant == "SAN+skip") surgery.remove_mlp = true;
     else if (variant != "transformer")
-        throw Error("unknown variant '" + variant + "' (expected SAN, SAN+MLP, SAN+skip or transformer)");
+        throw Error("unknown variant '" + variant + "' (expected SAN, SAN+MLP, SAN+skip or transformer)", "variant");
     return surgery;
 }
 

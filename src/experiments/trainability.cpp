@@ -25,7 +25,7 @@ std::string to_string(ResidualScaling scaling) {
 ResidualScaling parse_residual_scaling(const std::string& text) {
     for (auto scaling : {ResidualScaling::Plain, ResidualScaling::InverseSqrtDepth})
         if (to_string(scaling) == text) return scaling;
-    throw Error("unknown residual scaling '" + text + "' (expected plain or inverse-sqrt-depth)");
+    throw Error("unknown residual scaling '" + text + "' (expected plain or inverse-sqrt-depth)", "scalings");
 }
 
 double residual_scale(ResidualScaling scaling, int depth) {
@@ -46,7 +46,7 @@ void TrainabilitySettings::validate() const {
     for (auto kind : layer_norms)
         if (kind != LayerNormKind::Post && kind != LayerNormKind::Pre)
             throw Error("the trainability experiment compares post-LN and pre-LN blocks, not '" + to_string(kind) + "'",
-                        "layer norms");
+                        "layer_norms");
     positive(heads, 64, "heads");
     positive(d_model, 1024, "d_model");
     if (d_model % heads != 0) throw Error(fmt::format("d_model {} is not divisible by heads {}", d_model, heads), "d_model");

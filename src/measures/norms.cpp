@@ -38,12 +38,12 @@ std::string to_string(Center center) {
 Norm parse_norm(const std::string& text) {
     for (Norm norm : all_norms())
         if (to_string(norm) == text) return norm;
-    throw Error("unknown norm '" + text + "' (expected l1, linf, composite, frobenius or spectral)");
+    throw Error("unknown norm '" + text + "' (expected l1, linf, composite, frobenius or spectral)", "norm");
 }
 Center parse_center(const std::string& text) {
     for (Center center : all_centers())
         if (to_string(center) == text) return center;
-    throw Error("unknown centre '" + text + "' (expected mean, median, exact or rank1)");
+    throw Error("unknown centre '" + text + "' (expected mean, median, exact or rank1)", "center");
 }
 
 namespace detail {

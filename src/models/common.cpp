@@ -132,7 +132,7 @@ LayerNormSurgery parse_layer_norm_surgery(const std::string& text) {
     if (text == "keep") return LayerNormSurgery::Keep;
     if (text == "remove") return LayerNormSurgery::Remove;
     if (text == "freeze") return LayerNormSurgery::Freeze;
-    throw Error("unknown LayerNorm surgery '" + text + "' (expected keep, remove or freeze)");
+    throw Error("unknown LayerNorm surgery '" + text + "' (expected keep, remove or freeze)", "layer_norm");
 }
 
 std::string to_string(LayerNormSurgery surgery) {

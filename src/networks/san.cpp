@@ -20,7 +20,7 @@ std::string to_string(LayerNormKind kind) {
 LayerNormKind parse_layer_norm(const std::string& text) {
     for (auto kind : {LayerNormKind::None, LayerNormKind::Post, LayerNormKind::Pre, LayerNormKind::Affine})
         if (to_string(kind) == text) return kind;
-    throw Error("unknown LayerNorm kind '" + text + "' (expected none, post, pre or affine)");
+    throw Error("unknown LayerNorm kind '" + text + "' (expected none, post, pre or affine)", "layer_norm");
 }
 
 BlockConfig SanConfig::block_at(int layer) const {
