@@ -1,9 +1,10 @@
 // rankscope sweep — a grid of one experiment's settings (sweep.hpp), each cell run as that experiment's own command
 // into DIR/cells/<key>/, on local workers or MPI ranks; the cells' tables gathered into DIR/sweep.csv and DIR/tables/.
 //
-// A cell is done when DIR/cells/<key>/cell.json says "ok", this build wrote it and its main table is there: a re-run
-// (after a kill, or with more axis values) runs only the cells that are not done. A failed cell is recorded in cell.json and cells.csv and does
-// not stop the others; the sweep then ends with exit status 2 after writing the tables of the cells that succeeded.
+// A cell is done when DIR/cells/<key>/cell.json says "ok", this build wrote it, its input files are as they were and
+// its main table is there: a re-run (after a kill, or with more axis values) runs only the cells that are not done. A
+// failed cell is recorded in cell.json and cells.csv and does not stop the others; the sweep then ends with exit status
+// 2 after writing the tables of the cells that succeeded.
 #include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -118,9 +119,9 @@ std::string text_field(const nlohmann::json& record, const char* name) {
 
 // "" when the cell's earlier run can be reused: its cell.json says "ok" for this key, was written by this rankscope
 // build (the same version and git SHA: another build may compute, or lay out its tables, differently, and sweep.csv
-// records one version; any build with `any_build`), every input file it read still has its recorded size and SHA-256 (`hashes` remembers the
-// files hashed so far in this sweep), and its main table is there. Otherwise why not ("not run yet" when it has no
-// cell.json).
+// records one version; any build with `any_build`, whose older cells may record no inputs), every input file it read
+// still has its recorded size and SHA-256 (`hashes` remembers the files hashed so far in this sweep), and its main
+// table is there. Otherwise why not ("not run yet" when it has no cell.json).
 std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder,
                                std::map<std::string, std::string>& hashes, bool any_build) {
     const std::string text = read_text(folder / "cell.json");
@@ -133,8 +134,9 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
     if (version != version_string() && !any_build)
         return "it was written by another build: " + (version.empty() ? std::string("no version recorded") : version);
     const auto inputs = record.find("inputs");
-    if (inputs == record.end() || !inputs->is_array()) return "its cell.json records no inputs";
-    for (const auto& input : *inputs) {
+    const bool recorded = inputs != record.end() && inputs->is_array();
+    if (!recorded && !any_build) return "its cell.json records no inputs";
+    for (const auto& input : recorded ? *inputs : nlohmann::json::array()) {
         if (!input.is_object()) return "its cell.json records no inputs";
         const std::string path = text_field(input, "path");
         std::error_code error;
