@@ -277,7 +277,10 @@ def processes_mentioning(text):
 
 class InterruptAndResume(unittest.TestCase):
     def start_and_wait_for_e1_cell(self, sandbox, out):
-        """Starts `reproduce --quick --seed 1` and returns (process, args) once the e1_use-lite cell computes."""
+        """Starts `reproduce --quick --seed 1` and returns (process, args, cell pids) once the e1_use-lite cell's process
+        runs, with that process stopped (SIGSTOP): the quick cell takes about 1.2 s, so a signal sent "while it
+        computes" raced with its end (a CI run once found its manifest written). The caller signals the parent, then
+        continues the cell (SIGCONT), which then meets the signal before it can finish."""
         args = [os.path.abspath(sys.argv[1]), "reproduce", "--quick", "--seed", "1", "--out", out]
         process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sandbox)
         manifest_path = os.path.join(out, "manifest.json")
@@ -294,18 +297,33 @@ class InterruptAndResume(unittest.TestCase):
                 pass
             time.sleep(0.1)
         self.assertIsNotNone(running, "the run never reached the e1_use-lite cell")
-        time.sleep(1.0)  # the cell's process is computing
-        self.assertTrue(processes_mentioning(os.path.join(out, "e1_use-lite")), "no cell process")
-        return process, args
+        cell = []
+        while time.time() < deadline and not cell:
+            cell = processes_mentioning(os.path.join(out, "e1_use-lite"))
+            time.sleep(0.005)
+        self.assertTrue(cell, "no cell process")
+        for pid in cell:
+            os.kill(pid, signal.SIGSTOP)
+        return process, args, cell
+
+    @staticmethod
+    def continue_cell(pids):
+        time.sleep(0.3)  # the parent's signal (forwarded, or the kernel's on its death) reaches the stopped cell
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
     def test_sigkill_of_the_parent_stops_the_cell(self):
         # SIGKILL cannot be caught or forwarded: the cell asked the kernel for SIGTERM when its parent dies.
         require(RTE)
         sandbox = tempfile.mkdtemp(prefix="rankscope-kill-")
         out = os.path.join(sandbox, "killed run")
-        process, _ = self.start_and_wait_for_e1_cell(sandbox, out)
+        process, _, cell = self.start_and_wait_for_e1_cell(sandbox, out)
         process.kill()
         process.communicate(timeout=60)
+        self.continue_cell(cell)
         self.assertEqual(process.returncode, -signal.SIGKILL)
         deadline = time.time() + 15
         while time.time() < deadline and processes_mentioning(out):
@@ -322,8 +340,9 @@ class InterruptAndResume(unittest.TestCase):
         sandbox = tempfile.mkdtemp(prefix="rankscope-resume-")
         out = os.path.join(sandbox, "resume run")
         manifest_path = os.path.join(out, "manifest.json")
-        process, args = self.start_and_wait_for_e1_cell(sandbox, out)
+        process, args, cell = self.start_and_wait_for_e1_cell(sandbox, out)
         process.send_signal(signal.SIGINT)  # to the parent alone, as `kill -INT` would
+        self.continue_cell(cell)
         stdout, stderr = process.communicate(timeout=60)
         self.assertEqual(process.returncode, 130, stderr)
         self.assertIn("interrupted by SIGINT", stderr)
