@@ -121,16 +121,16 @@ std::string text_field(const nlohmann::json& record, const char* name) {
 // build (the same version and git SHA: another build may compute, or lay out its tables, differently, and sweep.csv
 // records one version; any build with `any_build`, whose older cells may record no inputs), every input file it read
 // still has its recorded size and SHA-256 (`hashes` remembers the files hashed so far in this sweep), and its main
-// table is there. Otherwise why not ("not run yet" when it has no cell.json).
+// table is there. Otherwise why not ("not run yet" when it has no cell.json). `written_by`: the build cell.json names.
 std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder,
-                               std::map<std::string, std::string>& hashes, bool any_build) {
+                               std::map<std::string, std::string>& hashes, bool any_build, std::string& written_by) {
     const std::string text = read_text(folder / "cell.json");
     if (text.empty()) return "not run yet";
     nlohmann::json record = nlohmann::json::parse(text, nullptr, false);
     if (record.is_discarded() || !record.is_object() || text_field(record, "key") != cell.key)
         return "its cell.json is not this cell's record";
     if (text_field(record, "status") != "ok") return "it failed before";
-    const std::string version = text_field(record, "version");
+    const std::string version = written_by = text_field(record, "version");
     if (version != version_string() && !any_build)
         return "it was written by another build: " + (version.empty() ? std::string("no version recorded") : version);
     const auto inputs = record.find("inputs");
@@ -152,12 +152,6 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
     for (const auto& table : sweep_primary_tables(grid.experiment))
         if (std::filesystem::exists(folder / table)) return "";
     return "its main table is missing";
-}
-
-// The rankscope build that wrote a cell (its cell.json's version; "" when it has none).
-std::string cell_version(const std::filesystem::path& out, const SweepCell& cell) {
-    const nlohmann::json record = nlohmann::json::parse(read_text(out / "cells" / cell.key / "cell.json"), nullptr, false);
-    return record.is_object() ? text_field(record, "version") : std::string();
 }
 
 // The line of a failed cell's log that says what went wrong: its last "rankscope: error:" line, else its last line.
@@ -241,8 +235,9 @@ std::vector<std::string> cell_table_names(const std::vector<SweepCell>& cells, c
 }
 
 // Returns the files written, as the manifest lists them (the "wrote" line names the same).
+// `versions`: the build that wrote each done cell (cells.csv's version column).
 std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::vector<SweepCell>& cells, const std::vector<bool>& done,
-                        const std::vector<CellOutcome>& outcomes, const std::filesystem::path& out,
+                        const std::vector<std::string>& versions, const std::vector<CellOutcome>& outcomes, const std::filesystem::path& out,
                         const Provenance& provenance, const MpiSession& mpi, int workers, double seconds) {
     const std::string comment = csv_provenance_lines(provenance);
     std::vector<const SweepCell*> done_cells;
@@ -278,7 +273,7 @@ std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::ve
     for (const auto& axis : grid.axes) cell_table.columns.push_back(sweep_setting_column(axis.name));
     cell_table.columns.insert(cell_table.columns.end(), {"status", "seconds", "rank", "folder", "error", "version"});
     int failed = 0, ran = 0;
-    std::map<std::string, int> versions;  // of the cells in the tables: one, unless --reuse-other-builds
+    std::map<std::string, int> version_counts;  // of the cells in the tables: one, unless --reuse-other-builds
     for (std::size_t i = 0; i < cells.size(); ++i) {
         std::vector<std::string> row = {std::to_string(cells[i].index), cells[i].key};
         for (const auto& setting : cells[i].axes) row.push_back(setting.value);
@@ -292,8 +287,8 @@ std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::ve
             error = found->second->error;
             ++(found->second->ok ? ran : failed);
         }
-        const std::string version = done[i] ? cell_version(out, cells[i]) : std::string();
-        if (done[i]) ++versions[version];
+        const std::string version = done[i] ? versions[i] : std::string();
+        if (done[i]) ++version_counts[version];
         row.insert(row.end(), {status, seconds_text, rank, "cells/" + cells[i].key, error, version});
         cell_table.add(row);
     }
@@ -327,7 +322,7 @@ std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::ve
         {"mpi_library", mpi_library_version()},
         {"wall_seconds", seconds},
         {"primary_table", primary_name},
-        {"cell_versions", versions},
+        {"cell_versions", version_counts},
     };
     write_json_atomically(out / "sweep.json", document, provenance);
     written.push_back("sweep.json");
@@ -346,6 +341,7 @@ void run_sweep(const SweepOptions& options) {
     const std::filesystem::path out = options.out;
     std::vector<bool> done(cells.size(), false);
     std::vector<std::string> reasons(cells.size());  // why a cell runs (again): cell_reuse_problem
+    std::vector<std::string> versions(cells.size());  // the build that wrote each cell's folder
     std::vector<int> pending;
     std::string problem;
     if (mpi.rank() == 0) {
@@ -355,7 +351,8 @@ void run_sweep(const SweepOptions& options) {
                 throw Error("exists and is not a directory", "--out " + options.out);
             std::map<std::string, std::string> hashes;
             for (std::size_t i = 0; i < cells.size(); ++i) {
-                reasons[i] = cell_reuse_problem(grid, cells[i], out / "cells" / cells[i].key, hashes, options.reuse_other_builds);
+                reasons[i] = cell_reuse_problem(grid, cells[i], out / "cells" / cells[i].key, hashes, options.reuse_other_builds,
+                                                versions[i]);
                 done[i] = reasons[i].empty();
                 if (!done[i]) pending.push_back(static_cast<int>(i));
             }
@@ -391,8 +388,7 @@ void run_sweep(const SweepOptions& options) {
             fmt::print(stderr, "rankscope: sweep: running {} cell{} again: {}\n", count, count == 1 ? "" : "s", reason);
         std::map<std::string, int> other_builds;
         for (std::size_t i = 0; i < cells.size(); ++i)
-            if (done[i])
-                if (const std::string version = cell_version(out, cells[i]); version != version_string()) ++other_builds[version];
+            if (done[i] && versions[i] != version_string()) ++other_builds[versions[i]];
         for (const auto& [version, count] : other_builds)
             fmt::print(stderr, "rankscope: sweep: reusing {} cell{} another build wrote ({}): --reuse-other-builds\n", count,
                        count == 1 ? "" : "s", version.empty() ? "no version recorded" : version);
@@ -420,12 +416,16 @@ void run_sweep(const SweepOptions& options) {
     if (mpi.rank() != 0) return;
     progress.reset();
     for (const auto& outcome : outcomes) {
-        if (outcome.ok) done[static_cast<std::size_t>(outcome.index)] = true;
+        if (outcome.ok) {
+            done[static_cast<std::size_t>(outcome.index)] = true;
+            versions[static_cast<std::size_t>(outcome.index)] = version_string();  // CellRun's cell.json says so
+        }
         else fmt::print(stderr, "rankscope: sweep: cell {} ({}) failed: {}\n", cells[outcome.index].key,
                         fmt::join(cells[outcome.index].arguments, " "), outcome.error);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::vector<std::string> written = write_sweep_tables(grid, cells, done, outcomes, out, provenance, mpi, options.workers, seconds);
+    std::vector<std::string> written = write_sweep_tables(grid, cells, done, versions, outcomes, out, provenance, mpi,
+                                                           options.workers, seconds);
     // tables/<name> for every table: "tables/" once.
     written.erase(std::remove_if(written.begin(), written.end(), [](const std::string& name) { return name.rfind("tables/", 0) == 0; }),
                   written.end());
