@@ -38,7 +38,6 @@ def _compat(compat: str) -> bool:
     return compat == "official"
 
 
-
 def _attention_mask(mask: Any) -> Any:
     """An attention mask for the engine: 1 for a real token, 0 for padding; a boolean mask (as torch users write it)
     as its 0/1 integers."""
@@ -46,6 +45,7 @@ def _attention_mask(mask: Any) -> Any:
         return None
     array = to_engine(mask, "attention_mask")[0]
     return array.astype(np.int64) if array.dtype == np.bool_ else array
+
 
 class Model:
     """An encoder or decoder with pretrained (`weights="pretrained"`) or random (`"init"`, from `seed`) weights whose
