@@ -30,6 +30,10 @@ at::ScalarType parse_float_dtype(const std::string& name) {
     throw Error("unknown dtype '" + name + "' (expected float64 or float32)", "dtype");
 }
 
+std::string nonfinite_problem(at::ScalarType dtype) {
+    return dtype == at::kFloat ? "has NaN or Inf entries or entries beyond float32's range" : "has NaN or Inf entries";
+}
+
 // A SAN with its own weights: built from a config and a seed (the caller's torch random state is left as it was).
 struct SanNetwork {
     San network{nullptr};
@@ -54,11 +58,20 @@ struct SanNetwork {
                                     network->config.d_model, fmt::join(x.sizes(), ", ")),
                         "x");
         if (x.size(0) == 0 || x.size(1) == 0) throw Error("empty input", "x");
-        return x.to(dtype);
+        x = x.to(dtype);
+        if (!torch::isfinite(x).all().item<bool>()) throw Error(nonfinite_problem(dtype), "x");
+        return x;
+    }
+
+    // parameters() hands out writable views, so the weights are checked at each use, not only when loaded.
+    void check_weights_finite() const {
+        for (const auto& item : network->named_parameters())
+            if (!torch::isfinite(item.value()).all().item<bool>()) throw Error("has NaN or Inf entries", item.key());
     }
 
     py::tuple forward(const py::array& array, bool record) {
         const at::Tensor x = input(array);
+        check_weights_finite();
         Recorder recorder;
         at::Tensor y;
         {
@@ -92,6 +105,7 @@ struct SanNetwork {
                 throw Error(fmt::format("shape [{}] differs from the parameter's [{}]", fmt::join(source.sizes(), ", "),
                                         fmt::join(target->sizes(), ", ")),
                             name);
+            if (!torch::isfinite(source.to(dtype)).all().item<bool>()) throw Error(nonfinite_problem(dtype), name);
             target->copy_(source);
         }
     }
@@ -201,6 +215,7 @@ void bind_networks(py::module_& m) {
             "check_path_decomposition",
             [](SanNetwork& s, const py::array& array, double max_paths) {
                 const at::Tensor x = s.input(array);
+                s.check_weights_finite();
                 PathCheck check;
                 {
                     py::gil_scoped_release release;
