@@ -8,6 +8,7 @@ same memory either way; bfloat16 tensors (no numpy dtype) are converted to float
 """
 from __future__ import annotations
 
+import numbers
 import sys
 from typing import Any, Tuple
 
@@ -86,3 +87,11 @@ def check_range(value: float, low: float, high: float, name: str, low_open: bool
     if not (value <= high and (value > low if low_open else value >= low)):
         raise error(f"{text(value) if isinstance(value, (int, float)) else value} is outside "
                     f"{'(' if low_open else '['}{text(low)}, {text(high)}]", name)
+
+
+def check_count(value: Any, low: int, high: int, name: str) -> None:
+    """check_range for a whole-number setting (layers, seed, ...): 2.5, True or "3" is an error naming the setting,
+    not the binding's TypeError listing every signature."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise error(f"{value!r} is not a whole number", name)
+    check_range(int(value), low, high, name)

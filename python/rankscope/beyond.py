@@ -6,19 +6,19 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import _rankscope
-from ._arrays import check_range
+from ._arrays import check_count, check_range
 from ._tables import as_table
 from .findings import Findings
 
 
 def _check_sizes(d_model: int, heads: int, tokens: int, samples: int, seeds: int, seed: int) -> None:
     """The ranges both commands give these flags (trainability.cpp, failure_modes.cpp)."""
-    check_range(d_model, 1, 1024, "d_model")
-    check_range(heads, 1, 64, "heads")
-    check_range(tokens, 2, 1024, "tokens")
-    check_range(samples, 1, 1024, "samples")
-    check_range(seeds, 1, 1000, "seeds")
-    check_range(seed, 0, 2**64 - 1, "seed")
+    check_count(d_model, 1, 1024, "d_model")
+    check_count(heads, 1, 64, "heads")
+    check_count(tokens, 2, 1024, "tokens")
+    check_count(samples, 1, 1024, "samples")
+    check_count(seeds, 1, 1000, "seeds")
+    check_count(seed, 0, 2**64 - 1, "seed")
 
 
 @dataclass
@@ -38,7 +38,7 @@ def run_trainability(depths: Sequence[int] = (2, 4, 8, 16, 32, 64), layer_norms:
     on random tokens with a linear read-out loss: the mean token cosine per layer and the Frobenius norms of the
     gradients of W_Q, W_K and W_V of every layer. About 8 s at the defaults on 2 cores."""
     for depth in depths:
-        check_range(depth, 1, 256, "depths")
+        check_count(depth, 1, 256, "depths")
     _check_sizes(d_model, heads, tokens, samples, seeds, seed)
     result = _rankscope.run_trainability(list(depths), list(layer_norms), list(scalings), d_model, heads, tokens, samples,
                                          seeds, seed)
@@ -65,7 +65,7 @@ def run_failure_modes(query_key_scales: Sequence[float] = (0.25, 0.35, 0.5, 0.71
     3 s at the defaults on 2 cores."""
     for scale in query_key_scales:
         check_range(scale, 0, 100, "query_key_scales", low_open=True)
-    check_range(layers, 1, 256, "layers")
+    check_count(layers, 1, 256, "layers")
     _check_sizes(d_model, heads, tokens, samples, seeds, seed)
     check_range(entropy_threshold, 0, 1, "entropy_threshold", low_open=True)
     check_range(rank_threshold, 0, 1, "rank_threshold", low_open=True)

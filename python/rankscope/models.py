@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _find, _rankscope
-from ._arrays import check_range, error, from_engine, map_arrays, names, to_engine
+from ._arrays import check_count, check_range, error, from_engine, map_arrays, names, to_engine
 from ._tables import as_table
 from .findings import Findings
 
@@ -55,6 +55,7 @@ class Model:
     available memory."""
 
     def __init__(self, model: ModelArgument, weights: str = "pretrained", seed: int = 0, stream: str = "auto"):
+        check_count(seed, 0, 2**64 - 1, "seed")
         self._engine = _rankscope.Model(model_source(model), weights, seed, stream)
 
     @property
@@ -117,8 +118,8 @@ def text_batch(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = 
     attention_mask, token_type_ids (int64 numpy). A built-in configuration trains a 4000-piece SentencePiece model on
     the text into `tokenizer_dir` (default: a temporary folder), as the command line does."""
     source = model_source(model)
-    check_range(samples, 1, 4096, "samples")
-    check_range(tokens, 4, 4096, "tokens")
+    check_count(samples, 1, 4096, "samples")
+    check_count(tokens, 4, 4096, "tokens")
     with tempfile.TemporaryDirectory(prefix="rankscope-tokenizer-") as scratch:
         return _rankscope.text_batch(source, _text_path(text), samples, tokens, tokenizer_dir or scratch)
 
@@ -158,8 +159,9 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
     mean attention to the first real token exceeds `sink_threshold`); `stream` as in Model. Ctrl-C stops it within a
     layer."""
     source = model_source(model)
-    check_range(draws, 0, 100000, "draws")  # 0: no E2
-    check_range(iterate, 0, 1000, "iterate")
+    check_count(draws, 0, 100000, "draws")  # 0: no E2
+    check_count(iterate, 0, 1000, "iterate")
+    check_count(seed, 0, 2**64 - 1, "seed")
     if inputs is not None and text is not None:
         raise error("text and inputs exclude each other", "inputs")
     if isinstance(inputs, dict):

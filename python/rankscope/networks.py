@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _rankscope
-from ._arrays import check_range, error, from_engine, is_torch, map_arrays, to_engine
+from ._arrays import check_count, check_range, error, from_engine, is_torch, map_arrays, to_engine
 from ._tables import as_table
 from .findings import Findings
 
@@ -28,6 +28,7 @@ class San:
     """
 
     def __init__(self, config: SanConfig, seed: int = 0, dtype: str = "float64"):
+        check_count(seed, 0, 2**64 - 1, "seed")
         self._engine = _rankscope.San(config, seed, dtype)
 
     @property
@@ -63,7 +64,8 @@ def sample_path_products(patterns: Sequence[Any], draws: int = 100, seed: int = 
     """E2 on any recorded attention (patterns[l]: [B, H, n, n] of layer l): for k = 1..L, `draws` times, k distinct
     layers with one random head each and a random sample, the product A_{l_k} ... A_{l_1} in forward order and its
     rank-1 relative residual (composite). The columns of `rankscope paths sample`'s paths.csv."""
-    check_range(draws, 1, 100000, "draws")
+    check_count(draws, 1, 100000, "draws")
+    check_count(seed, 0, 2**64 - 1, "seed")
     if isinstance(patterns, np.ndarray) or is_torch(patterns):
         raise error(f"one array of shape {tuple(patterns.shape)}: pass a list with one [B, H, n, n] array per layer "
                     "(e.g. [p] for one layer)", "patterns")
@@ -93,8 +95,8 @@ def run_theory(layers: int = 12, heads: int = 4, d_model: Optional[int] = None, 
     per-layer bound c_l r_(l-1)^3 beside each measured residual. d_model and tokens are 32 unless given; with `input`
     its shape sets them, and one given that disagrees is an error. d_qk and d_v are per head (0: d_model / heads).
     Takes ~40 s at the defaults on 2 cores; Ctrl-C stops it between jobs."""
-    check_range(layers, 1, 100, "layers")
-    check_range(heads, 1, 64, "heads")
+    check_count(layers, 1, 100, "layers")
+    check_count(heads, 1, 64, "heads")
     array = None if input is None else to_engine(input, "input")[0]
     if array is not None and array.ndim == 2:
         for name, given, used, what in (("tokens", tokens, array.shape[0], "rows"),
@@ -104,13 +106,13 @@ def run_theory(layers: int = 12, heads: int = 4, d_model: Optional[int] = None, 
                             "sets it)", name)
     d_model = 32 if d_model is None else d_model
     tokens = 32 if tokens is None else tokens
-    check_range(d_model, 1, 512, "d_model")
-    check_range(tokens, 2, 512, "tokens")
-    check_range(d_qk, 0, 512, "d_qk")
-    check_range(d_v, 0, 512, "d_v")
+    check_count(d_model, 1, 512, "d_model")
+    check_count(tokens, 2, 512, "tokens")
+    check_count(d_qk, 0, 512, "d_qk")
+    check_count(d_v, 0, 512, "d_v")
     check_range(init_scale, 0, 100, "init_scale", low_open=True)
-    check_range(seeds, 1, 1000, "seeds")
-    check_range(seed, 0, 2**64 - 1, "seed")
+    check_count(seeds, 1, 1000, "seeds")
+    check_count(seed, 0, 2**64 - 1, "seed")
     # heads and the blocks are set per variant; with `input`, tokens and d_model come from its shape.
     network = SanConfig(layers=layers, heads=1, d_model=d_model, d_qk=d_qk, d_v=d_v, tokens=tokens, biases=biases,
                         init_scale=init_scale)
@@ -141,8 +143,8 @@ def path_counts(layers: Optional[int] = None, heads: Optional[int] = None, alpha
     else:
         if heads is None:
             raise error("layers needs heads", "heads")
-        check_range(layers, 1, 100, "layers")
-        check_range(heads, 1, 128, "heads")
+        check_count(layers, 1, 100, "layers")
+        check_count(heads, 1, 128, "heads")
         result = _rankscope.path_counts(layers, heads, [float(a) for a in (alpha or [])])
     return PathCounts(table=as_table(result["table"], frame), mean_lengths=dict(result["mean_lengths"]),
                       alpha_mean_lengths=dict(result["alpha_mean_lengths"]), findings=result["findings"])

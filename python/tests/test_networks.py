@@ -82,6 +82,48 @@ def test_san_forward_matches_numpy_with_the_same_weights(rng, block):
         net.load_parameters({"nope": np.zeros(3)})
 
 
+def test_nonfinite_inputs_and_weights_are_refused_with_their_name(rng):
+    net = rs.San(rs.SanConfig(layers=2, heads=2, d_model=8), seed=0)
+    x = rng.normal(size=(1, 4, 8))
+    x[0, 1, 2] = np.nan
+    for call in (net.forward, net.check_path_decomposition):
+        with pytest.raises(rs.Error, match=r"^has NaN or Inf entries \(x\)$"):
+            call(x)
+    with pytest.raises(rs.Error, match=r"^has NaN or Inf entries or entries beyond float32's range \(x\)$"):
+        rs.San(rs.SanConfig(layers=2, heads=2, d_model=8), seed=0, dtype="float32").forward(np.full((3, 8), 1e300))
+    before = np.array(net.parameters()["blocks.0.attn.W_Q"])
+    with pytest.raises(rs.Error, match=r"^has NaN or Inf entries \(blocks.0.attn.W_Q\)$"):
+        net.load_parameters({"blocks.0.attn.W_Q": np.full(before.shape, np.inf)})
+    np.testing.assert_array_equal(net.parameters()["blocks.0.attn.W_Q"], before)
+    # parameters() are writable views: a NaN written there is found at the next use.
+    net.parameters()["blocks.1.attn.W_V"][0, 0, 0] = np.nan
+    for call in (net.forward, net.check_path_decomposition):
+        with pytest.raises(rs.Error, match=r"^has NaN or Inf entries \(blocks.1.attn.W_V\)$"):
+            call(rng.normal(size=(4, 8)))
+
+
+def test_whole_number_settings_are_checked_before_the_binding_sees_them():
+    # A float, a bool or a negative seed was pybind's TypeError listing every signature; now one line naming it.
+    config = rs.SanConfig(layers=1, heads=1, d_model=4)
+    cases = [
+        (lambda: rs.run_theory(layers=2.5), r"^2\.5 is not a whole number \(layers\)$"),
+        (lambda: rs.run_theory(layers=2, seeds="1"), r"^'1' is not a whole number \(seeds\)$"),
+        (lambda: rs.San(config, seed=-1), r"^-1 is outside \[0, 18446744073709551615\] \(seed\)$"),
+        (lambda: rs.San(config, seed=True), r"^True is not a whole number \(seed\)$"),
+        (lambda: rs.sample_path_products([np.full((1, 1, 2, 2), 0.5)], seed=1.0),
+         r"^1\.0 is not a whole number \(seed\)$"),
+        (lambda: rs.run_trainability(depths=[2], samples=1.5), r"^1\.5 is not a whole number \(samples\)$"),
+        (lambda: rs.run_failure_modes(seed=2**64), r"^18446744073709551616 is outside \[0, 18446744073709551615\] "
+                                                   r"\(seed\)$"),
+    ]
+    for call, message in cases:
+        with pytest.raises(rs.Error, match=message):
+            call()
+    # numpy integers are whole numbers.
+    run = rs.run_theory(layers=np.int64(1), heads=np.int32(1), d_model=4, tokens=3, seeds=np.uint8(1), seed=np.int64(5))
+    assert set(run.rows["seed"]) == {5}
+
+
 def test_same_seed_same_network_and_the_callers_torch_stream_is_untouched():
     torch.manual_seed(123)
     expected = torch.rand(3)
