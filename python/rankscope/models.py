@@ -92,7 +92,8 @@ class Model:
     __call__ = forward
 
     def parameters(self) -> Dict[str, Any]:
-        """{checkpoint name: array} viewing the weights (no copy; writing into them changes the model)."""
+        """{checkpoint name: array} viewing the weights (no copy; writing into them changes the model, and from then
+        on each forward refuses NaN or Inf weights by name)."""
         return self._engine.parameters()
 
 

@@ -46,7 +46,7 @@ class San:
 
     def parameters(self) -> Dict[str, Any]:
         """{name: array} viewing the weights (blocks.{l}.attn.W_Q [H, d, d_qk], ...); writing into them changes the
-        network."""
+        network, and from then on each forward refuses NaN or Inf weights by name."""
         return self._engine.parameters()
 
     def load_parameters(self, values: Dict[str, Any]) -> None:

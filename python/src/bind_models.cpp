@@ -74,6 +74,9 @@ struct LoadedModel {
     ModelSource source;
     std::string weights;
     std::unique_ptr<EncoderModel> model;
+    // parameters() hands out writable views: from then on the weights are checked at each forward (the loaders
+    // checked them once).
+    bool views_handed_out = false;
 
     py::tuple forward(const py::object& input_ids, const py::object& attention_mask, const py::object& token_type_ids,
                       const std::string& variant, const std::string& layer_norm, bool official_compat,
@@ -82,6 +85,9 @@ struct LoadedModel {
         Surgery surgery = surgery_for_variant(variant, official_compat);
         surgery.layer_norm = parse_layer_norm_option(layer_norm);
         surgery.bidirectional = parse_mask_option(mask, model->config());
+        if (views_handed_out)
+            for (const auto& [name, value] : model->parameters())
+                if (!torch::isfinite(value).all().item<bool>()) throw Error("has NaN or Inf entries", name);
         Recorder recorder;
         at::Tensor last;
         {
@@ -98,6 +104,7 @@ struct LoadedModel {
     }
 
     py::dict parameters() {
+        views_handed_out = true;
         py::dict result;
         for (const auto& [name, value] : model->parameters()) result[name.c_str()] = to_numpy(value.detach());
         return result;

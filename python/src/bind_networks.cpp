@@ -63,8 +63,11 @@ struct SanNetwork {
         return x;
     }
 
-    // parameters() hands out writable views, so the weights are checked at each use, not only when loaded.
+    // parameters() hands out writable views: from then on the weights are checked at each use (load_parameters
+    // checks what it copies).
+    bool views_handed_out = false;
     void check_weights_finite() const {
+        if (!views_handed_out) return;
         for (const auto& item : network->named_parameters())
             if (!torch::isfinite(item.value()).all().item<bool>()) throw Error("has NaN or Inf entries", item.key());
     }
@@ -87,6 +90,7 @@ struct SanNetwork {
     }
 
     py::dict parameters() {
+        views_handed_out = true;
         py::dict result;
         for (const auto& item : network->named_parameters()) result[item.key().c_str()] = to_numpy(item.value().detach());
         return result;

@@ -147,6 +147,10 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
     first, second = model.parameters(), model.parameters()
     assert "encoder.layer.0.attention.self.query.weight" in first
     assert np.shares_memory(first["embeddings.word_embeddings.weight"], second["embeddings.word_embeddings.weight"])
+    # Writing into those views changes the model; a NaN written there is refused at the next forward, by name.
+    first["encoder.layer.1.attention.output.dense.weight"][0, 0] = float("nan")
+    with pytest.raises(rs.Error, match=r"^has NaN or Inf entries \(encoder\.layer\.1\.attention\.output\.dense\.weight\)$"):
+        model.forward(ids)
     # The same messages as the command line.
     assert cli_error("model", "--model", "/nonexistent", "--weights", "init") == \
         "cannot open config file: No such file or directory (/nonexistent/config.json)"
