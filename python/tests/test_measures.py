@@ -161,6 +161,98 @@ def test_attention_measures_match_their_definitions(rng):
         rs.attention_measures(brain * 2)
 
 
+def test_masked_measures_are_each_matrix_over_its_real_rows(rng):
+    x = rng.normal(size=(2, 3, 7, 5))
+    real = np.ones((2, 3, 7), dtype=bool)
+    real[0, 1, 5:] = False           # right padding
+    real[1, 0, :3] = False           # left padding
+    real[1, 2, [0, 2, 6]] = False    # holes
+    real[0, 2, 1:] = False           # one real row
+    x[~real] = np.nan                # the padding plays no part, NaN included
+    rows = [(index, x[index][real[index]]) for index in np.ndindex(2, 3)]
+
+    def each(function, **settings):
+        return [np.asarray(function(matrix, **settings)) for _, matrix in rows]
+
+    # Against numpy's definitions on the real rows.
+    got = rs.relative_residual(x, attention_mask=real)
+    for (index, matrix) in rows:
+        np.testing.assert_allclose(got[index], relative_residual_reference(matrix), rtol=1e-12, atol=1e-15)
+    values = rs.singular_values(x, attention_mask=real)
+    for (index, matrix) in rows:
+        expected = np.linalg.svd(matrix, compute_uv=False)
+        np.testing.assert_allclose(values[index][:len(expected)], expected, rtol=1e-12)
+        assert (values[index][len(expected):] == 0).all()
+    res = rs.residual(x, attention_mask=real)
+    assert res.shape == x.shape and (res[~real] == 0).all()
+    for (index, matrix) in rows:
+        np.testing.assert_allclose(res[index][real[index]], matrix - matrix.mean(0), rtol=1e-12, atol=1e-15)
+    # Every other measure equals its unmasked self on each matrix of real rows (each tested against its definition
+    # above), in one call over the batch.
+    for function, settings in ((rs.matrix_norm, {"norm": "l1"}), (rs.residual_norm, {"center": "median"}),
+                               (rs.relative_residual, {"norm": "spectral", "center": "rank1"}),
+                               (rs.center_of, {"norm": "linf", "center": "exact"}), (rs.effective_rank, {}),
+                               (rs.stable_rank, {}), (rs.numerical_rank, {}), (rs.mean_pairwise_cosine, {})):
+        got = function(x, attention_mask=real, **settings)
+        for (index, _), expected in zip(rows, each(function, **settings)):
+            np.testing.assert_array_equal(got[index], expected, err_msg=function.__name__)
+    exact = rs.exact_center(x, attention_mask=real)
+    for (index, matrix) in rows:
+        one = rs.exact_center(matrix)
+        np.testing.assert_array_equal(exact.center[index], one.center)
+        assert exact.residual[index] == one.residual and exact.linear_programs[index] == one.linear_programs
+    # Every norm of the masked residual is the masked residual norm (its padding rows are zero).
+    np.testing.assert_allclose(rs.matrix_norm(rs.residual(x, attention_mask=real)),
+                               rs.residual_norm(x, attention_mask=real), rtol=1e-14)
+    # A 0/1 mask is the boolean one; torch in, torch out; an all-real mask is the unmasked call, bit for bit.
+    np.testing.assert_array_equal(rs.stable_rank(x, attention_mask=real.astype(np.int64)),
+                                  rs.stable_rank(x, attention_mask=real))
+    as_torch = rs.relative_residual(torch.from_numpy(x), attention_mask=torch.from_numpy(real))
+    assert isinstance(as_torch, torch.Tensor)
+    np.testing.assert_array_equal(as_torch.numpy(), rs.relative_residual(x, attention_mask=real))
+    clean = rng.normal(size=(3, 6, 4))
+    np.testing.assert_array_equal(rs.relative_residual(clean, attention_mask=np.ones((3, 6))),
+                                  rs.relative_residual(clean))
+
+
+def test_masked_attention_measures_keep_the_real_rows_and_columns(rng):
+    # A padded batch's attention [B, H, n, n]: padded keys get no weight; a tokenizer's [B, n] mask covers every head.
+    real = np.ones((2, 7), dtype=np.int64)
+    real[1, :2] = 0  # left padding: the first real token is at 2
+    logits = rng.normal(size=(2, 3, 7, 7)) * 2 + np.where(real[:, None, None, :] == 1, 0.0, -np.inf)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    got = rs.attention_measures(p, attention_mask=real)
+    for b in range(2):
+        keep = real[b] == 1
+        inner = p[b][:, keep][:, :, keep]  # [H, k, k], row-stochastic
+        entropy = -(inner * np.log(inner)).sum(-1)
+        np.testing.assert_allclose(got["mean_row_entropy"][b], entropy.mean(-1), rtol=1e-12)
+        np.testing.assert_allclose(got["first_token_share"][b], inner[..., 0].mean(-1), rtol=1e-12)
+        s = np.linalg.svd(inner, compute_uv=False)
+        np.testing.assert_allclose(got["spectral_gap"][b], 1 - s[:, 1] / s[:, 0], rtol=1e-10)
+    # Unmasked, sample 1's "first token" is padding, which no query attends to.
+    assert (rs.attention_measures(p)["first_token_share"][1] == 0).all() and (got["first_token_share"][1] > 0).all()
+
+
+def test_masked_measure_errors_name_the_mask_or_the_real_entry(rng):
+    x = rng.normal(size=(2, 4, 3))
+    real = np.ones((2, 4), dtype=bool)
+    real[1, 3] = False
+    x[1, 3, 0] = np.nan  # padding: ignored
+    x[1, 1, 2] = np.inf  # a real entry: flat index 1*12 + 1*3 + 2 = 17 of x
+    with pytest.raises(rs.Error, match=r"^Inf at flat index 17 \(x\)$"):
+        rs.relative_residual(x, attention_mask=real)
+    x[1, 1, 2] = 0
+    cases = [(np.ones((2, 3)), r"^shape \(2, 3\) differs from x's rows \(2, 4\)"),
+             (np.full((2, 4), 2), r"^entries other than 0 and 1"),
+             (np.array([[1, 1, 1, 1], [0, 0, 0, 0]]), r"^matrix 1 \(counted over the leading axes\) has no real row")]
+    for mask, message in cases:
+        with pytest.raises(rs.Error, match=message) as raised:
+            rs.relative_residual(x, attention_mask=mask)
+        assert raised.value.where == "attention_mask"
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_measure_table_equals_the_command_lines_measures_csv(tmp_path, rng, dtype):
     x = (rng.normal(size=(2, 8, 5)) + rng.normal(size=(1, 1, 5))).astype(dtype)

@@ -104,6 +104,23 @@ def test_token_id_inputs_with_padding_equal_the_commands_inputs_run(tmp_path, na
         np.testing.assert_array_equal(run.batch["attention_mask"], inputs["attention_mask"])
 
 
+def test_masked_measures_on_recorded_hidden_states_give_e1_of_a_padded_batch():
+    # E1 measures each sample over its real tokens; the same from the recorded activations and the tokenizer's mask.
+    expected, _ = read_safetensors(os.path.join(fixture("bert-tiny"), "expected-transformer.safetensors"))
+    inputs = {key: expected[key].copy() for key in ("input_ids", "attention_mask", "token_type_ids")}
+    inputs["attention_mask"][0, 7:] = 0
+    run = rs.run_model(fixture("bert-tiny"), inputs=inputs, weights="pretrained", variants="transformer", draws=0,
+                       record=True)
+    layers = len(run.residual["layer"])
+    for layer in range(layers):
+        name = "blocks.0.hook_resid_pre" if layer == 0 else f"blocks.{layer - 1}.hook_resid_post"
+        values = rs.relative_residual(run.activations[name], attention_mask=inputs["attention_mask"])
+        for column, value in (("mean", values.mean()), ("min", values.min()), ("max", values.max())):
+            np.testing.assert_allclose(run.residual[column][layer], value, rtol=1e-12, err_msg=f"{name} {column}")
+        unmasked = rs.relative_residual(run.activations[name])
+        assert abs(unmasked.mean() - values.mean()) > 1e-4, "the padding rows change the measure"
+
+
 def test_use_lite_with_its_iterate_experiment_equals_the_command(tmp_path):
     run_cli("model", "--model", "use-lite", "--samples", 3, "--tokens", 24, "--draws", 4, "--iterate", 3, *threads(),
             "--out", tmp_path)
@@ -219,6 +236,8 @@ def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
                                   for b in range(3)], axis=0)
                 rows = heads["layer"] == layer
                 np.testing.assert_allclose(heads["first_token_share"][rows], shares, rtol=1e-5)
+                masked = rs.attention_measures(pattern, attention_mask=real)["first_token_share"]  # [B, H]
+                np.testing.assert_allclose(heads["first_token_share"][rows], masked.mean(0), rtol=1e-5)
                 rate = run.sink_rate["sink_rate"][run.sink_rate["layer"] == layer][0]
                 assert rate == np.mean(shares > 0.2)
             if mask == "causal":  # the causal map is lower triangular on the real tokens
