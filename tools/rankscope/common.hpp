@@ -39,6 +39,10 @@ std::vector<std::uint64_t> consecutive_seeds(std::uint64_t first, int count);
 // CLI::ValidationError "--variants: 'SAN' is listed twice". Run by main and by sweep's check of every cell.
 void check_lists_name_values_once(const CLI::App& app);
 
+// What sweep's and reproduce's cell_reuse_problem answer for a cell with no earlier run: a cell to run, but no reason
+// to report ("running ... again", "recomputing ...").
+inline constexpr char kNotRunYet[] = "not run yet";
+
 // A CLI11 parse error as rankscope's one line: "0 is outside [1, 100] (--layers)", "unknown option '--layrs' (--help
 // lists the options)".
 std::string cli_error_line(std::string message);

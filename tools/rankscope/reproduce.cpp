@@ -370,12 +370,12 @@ void seal_cell(const std::filesystem::path& directory) {
 }
 
 // "" when the cell can be reused: its manifest records the same command, is complete, lists every file the report
-// needs, and every listed file still has its recorded size and SHA-256. Otherwise why not ("not run yet" when there
+// needs, and every listed file still has its recorded size and SHA-256. Otherwise why not (kNotRunYet when there
 // is no manifest at all).
 std::string cell_reuse_problem(const std::filesystem::path& directory, const std::vector<std::string>& arguments,
                                const Cell& cell, const std::string& git_sha) {
     const auto manifest_path = directory / "manifest.json";
-    if (!std::filesystem::exists(manifest_path)) return "not run yet";
+    if (!std::filesystem::exists(manifest_path)) return kNotRunYet;
     try {
         const nlohmann::json manifest = read_json_file(manifest_path.string(), "the cell manifest");
         const auto argv = manifest.at("argv").get<std::vector<std::string>>();
@@ -688,7 +688,7 @@ void run_reproduce(const ReproduceOptions& options) {
             progress.advance();
             continue;
         }
-        if (problem != "not run yet") fmt::print(stderr, "rankscope: reproduce: recomputing {}: {}\n", cell.name, problem);
+        if (problem != kNotRunYet) fmt::print(stderr, "rankscope: reproduce: recomputing {}: {}\n", cell.name, problem);
         // A killed cell must never look finished: its old manifest goes before it starts (and stale temporaries).
         std::filesystem::create_directories(directory);
         std::filesystem::remove(directory / "manifest.json");
@@ -696,7 +696,7 @@ void run_reproduce(const ReproduceOptions& options) {
             if (entry.is_regular_file() && entry.path().filename().string().find(".tmp-") != std::string::npos)
                 std::filesystem::remove(entry.path());
         cell_state.status = "running";
-        cell_state.note = problem == "not run yet" ? "" : "recomputed: " + problem;
+        cell_state.note = problem == kNotRunYet ? "" : "recomputed: " + problem;
         write_state(out, cells, state, provenance, limits);
 
         std::vector<std::string> argv = {self};

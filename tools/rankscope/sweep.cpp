@@ -121,11 +121,11 @@ std::string text_field(const nlohmann::json& record, const char* name) {
 // build (the same version and git SHA: another build may compute, or lay out its tables, differently, and sweep.csv
 // records one version; any build with `any_build`, whose older cells may record no inputs), every input file it read
 // still has its recorded size and SHA-256 (`hashes` remembers the files hashed so far in this sweep), and its main
-// table is there. Otherwise why not ("not run yet" when it has no cell.json). `written_by`: the build cell.json names.
+// table is there. Otherwise why not (kNotRunYet when it has no cell.json). `written_by`: the build cell.json names.
 std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, const std::filesystem::path& folder,
                                std::map<std::string, std::string>& hashes, bool any_build, std::string& written_by) {
     const std::string text = read_text(folder / "cell.json");
-    if (text.empty()) return "not run yet";
+    if (text.empty()) return kNotRunYet;
     nlohmann::json record = nlohmann::json::parse(text, nullptr, false);
     if (record.is_discarded() || !record.is_object() || text_field(record, "key") != cell.key)
         return "its cell.json is not this cell's record";
@@ -375,7 +375,7 @@ void run_sweep(const SweepOptions& options) {
                    cells.size() - pending.size(), pending.size());
         for (int index : pending)
             fmt::print("  {} {}{}\n", cells[index].key, fmt::join(cells[index].arguments, " "),
-                       reasons[index] == "not run yet" ? "" : " (again: " + reasons[index] + ")");
+                       reasons[index] == kNotRunYet ? "" : " (again: " + reasons[index] + ")");
         return;
     }
     if (mpi.rank() == 0) {
@@ -383,7 +383,7 @@ void run_sweep(const SweepOptions& options) {
         // per cell).
         std::map<std::string, int> again;
         for (int index : pending)
-            if (reasons[index] != "not run yet") ++again[reasons[index]];
+            if (reasons[index] != kNotRunYet) ++again[reasons[index]];
         for (const auto& [reason, count] : again)
             fmt::print(stderr, "rankscope: sweep: running {} cell{} again: {}\n", count, count == 1 ? "" : "s", reason);
         std::map<std::string, int> other_builds;
