@@ -324,6 +324,7 @@ std::string sweep_cell_key(const std::string& experiment, std::vector<SweepSetti
 std::vector<std::string> sweep_cell_arguments(const std::string& experiment, const std::vector<SweepSetting>& settings,
                                               const std::set<std::string>& positionals) {
     std::vector<std::string> arguments = sweep_command_words(experiment), values;
+    const auto after_command_words = static_cast<std::ptrdiff_t>(arguments.size());
     for (const auto& setting : settings) {
         if (positionals.count(setting.name)) {
             values.push_back(setting.value.rfind('-', 0) == 0 ? "./" + setting.value : setting.value);
@@ -333,8 +334,7 @@ std::vector<std::string> sweep_cell_arguments(const std::string& experiment, con
             arguments.insert(arguments.end(), {"--" + setting.name, setting.value});
         }
     }
-    arguments.insert(arguments.begin() + static_cast<std::ptrdiff_t>(sweep_command_words(experiment).size()), values.begin(),
-                     values.end());
+    arguments.insert(arguments.begin() + after_command_words, values.begin(), values.end());
     return arguments;
 }
 
