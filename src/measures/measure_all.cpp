@@ -83,12 +83,18 @@ MeasureArrayResult measure_array(const ArrayView& array, const MeasureArrayOptio
         interrupt.poll();
         const Matrix x = Eigen::Map<const Matrix>(values.data() + m * static_cast<std::size_t>(n * d), n, d);
         result.matrices.push_back(measure_all(x, measure_options));
-        for (const auto& r : result.matrices.back())
+        for (const auto& r : result.matrices.back()) {
+            // The cosine is undefined, not broken, with fewer than two nonzero rows: say so.
+            std::string why;
+            if (r.measure == "mean_pairwise_cosine" && std::isnan(r.value))
+                if (const auto rows = (x.rowwise().squaredNorm().array() > 0).count(); rows < 2)
+                    why = fmt::format(" ({} nonzero row{}: no pair of tokens)", rows, rows == 1 ? "" : "s");
             check_finite_result(r.value,
-                                fmt::format("{}{}{}{} of matrix {}", r.measure, r.norm.empty() ? "" : " " + r.norm,
+                                fmt::format("{}{}{}{} of matrix {}{}", r.measure, r.norm.empty() ? "" : " " + r.norm,
                                             r.center.empty() ? "" : " " + r.center,
-                                            r.index < 0 ? "" : fmt::format(" [{}]", r.index), m),
+                                            r.index < 0 ? "" : fmt::format(" [{}]", r.index), m, why),
                                 where, options.allow_nonfinite);
+        }
     }
     return result;
 }

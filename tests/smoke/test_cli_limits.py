@@ -215,6 +215,13 @@ class Limits(unittest.TestCase):
         self.assertIn("NaN", line)
         self.assertIn("matrix 0", line)
         self.assertFalse(os.path.exists(out))
+        # The cosine of a matrix without two nonzero rows is undefined, and the error says why.
+        self.assertTrue(line.startswith("rankscope: error: mean_pairwise_cosine of matrix 0 (0 nonzero rows: no pair of "
+                                        "tokens) is NaN (pass --allow-nonfinite to write it anyway)"), line)
+        one_row = os.path.join(self.directory, "one_row.npy")
+        np.save(one_row, np.ones((1, 4)))
+        line = self.assert_one_line_error(run("measure", one_row, check=False), "one_row.npy")
+        self.assertIn("(1 nonzero row: no pair of tokens) is NaN", line)
         allowed = run("measure", zeros, "--allow-nonfinite", "--format", "json", check=False)
         self.assertEqual(allowed.returncode, 0, allowed.stderr)
         # X with entries of 1e300: the network overflows; the error names the variant and the layer.
