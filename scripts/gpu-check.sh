@@ -145,7 +145,7 @@ fi
 [ -n "$MODULE" ] && RANKSCOPE_CMAKE_BUILD_DIR=$BUILD RANKSCOPE_CMAKE_BUILD=0 python3 -m pip install -q --no-deps \
   --no-build-isolation . > "$OUT/pip.log" 2>&1
 elapsed "pip install . into the image's venv (python3: $(command -v python3)): exit $?"
-(cd /tmp && python3 - <<'PY'
+(cd /tmp && RANKSCOPE_ROOT=$ROOT python3 - <<'PY'
 import os, subprocess, torch, rankscope
 so = [f for f in os.listdir(os.path.dirname(rankscope.__file__)) if f.startswith("_rankscope")][0]
 libraries = subprocess.run(["ldd", os.path.join(os.path.dirname(rankscope.__file__), so)], capture_output=True,
@@ -155,7 +155,17 @@ print("module links the venv's torch:", all(torch_lib in line for line in librar
       [line.split()[2] for line in libraries.splitlines() if "libtorch_cpu" in line or "libc10.so" in line])
 x = torch.randn(16, 24, dtype=torch.float64, device="cuda")
 print("relative_residual of a cuda tensor:", float(rankscope.relative_residual(x.cpu())))
+# device= in the module: run_model and run_theory on the GPU against the same calls on the CPU.
+import numpy as np
+model = os.path.join(os.environ["RANKSCOPE_ROOT"], "tests", "fixtures", "bert-tiny")
+ids = {"input_ids": np.arange(24, dtype=np.int64).reshape(2, 12) % 60 + 2}
+for name, call, column in (
+        ("run_model", lambda device: rankscope.run_model(model, inputs=ids, weights="init", draws=2, device=device).residual, "mean"),
+        ("run_theory", lambda device: rankscope.run_theory(layers=3, d_model=16, tokens=8, seeds=2, device=device).rows, "residual")):
+    cpu, cuda = call("cpu")[column], call("cuda")[column]
+    difference = float(np.max(np.abs(cuda - cpu) / np.maximum(np.abs(cpu), 1e-12)))  # residuals at 0 compared absolutely
+    print(f"python {name} device=cuda vs cpu: max relative difference {difference:.2e}")
 PY
-) 2>&1 | tail -5
+) 2>&1 | tail -8
 cp $WORK/*.log "$OUT/" 2>/dev/null
 elapsed done

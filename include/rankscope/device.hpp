@@ -17,7 +17,8 @@
 namespace rankscope {
 
 // "cpu", "cuda" (= cuda:0) or "cuda:N". Throws rankscope::Error for another spelling, for CUDA when this libtorch was
-// built without it or sees no GPU, and for an index past the devices it sees.
-at::Device parse_device(const std::string& text);
+// built without it or sees no GPU, and for an index past the devices it sees; the error names `where` (the flag, or
+// the Python module's setting).
+at::Device parse_device(const std::string& text, const std::string& where = "--device");
 
 }  // namespace rankscope

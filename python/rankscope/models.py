@@ -150,15 +150,16 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
               draws: int = 100, iterate: int = 12, layer_norm: str = "keep", seed: int = 0,
               allow_nonfinite: bool = False, record: bool = False, frame: bool = False,
               tokenizer_dir: Optional[str] = None, mask: Optional[str] = None, sink_threshold: float = 0.3,
-              stream: str = "auto") -> ModelRun:
+              stream: str = "auto", device: str = "cpu") -> ModelRun:
     """`rankscope model`: E1 (relative residual after the embeddings and each layer for each surgery), E2 (attention
     products along `draws` random paths per length; 0: no E2), the skip ratio α and, for USE lite, `iterate` applications of its
     pretrained layer-1 attention. `weights`: pretrained, init or both. The batch: `inputs` (token ids: a .safetensors
     file as --inputs, or a dict with input_ids and optional attention_mask, token_type_ids), else `text` packed into
     `samples` × `tokens`. Decoders: `mask` causal (default) or bidirectional for every variant, and the attention
     statistics of the unmodified model per head (attention_heads) and the sink rate per layer (sink_rate: heads whose
-    mean attention to the first real token exceeds `sink_threshold`); `stream` as in Model. Ctrl-C stops it within a
-    layer."""
+    mean attention to the first real token exceeds `sink_threshold`); `stream` as in Model. `device` (cpu, cuda,
+    cuda:N) runs the forwards and measures there, as --device does (the tables come back to the CPU; a CUDA torch
+    build is needed). Ctrl-C stops it within a layer."""
     source = model_source(model)
     check_count(draws, 0, 100000, "draws")  # 0: no E2
     check_count(iterate, 0, 1000, "iterate")
@@ -174,7 +175,8 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
     else:
         batch = text_batch(source, text, samples, tokens, tokenizer_dir)
     result = _rankscope.run_model(source, batch, weights, names(variants, "variants"), _compat(compat), layer_norm, draws,
-                                  iterate, seed, allow_nonfinite, record, mask or "", float(sink_threshold), stream)
+                                  iterate, seed, allow_nonfinite, record, mask or "", float(sink_threshold), stream,
+                                  device)
     return ModelRun(model=result["model"], model_type=result["model_type"], weights=list(result["weights"]),
                     residual=as_table(result["residual"], frame), paths=as_table(result["paths"], frame),
                     skip_ratio=as_table(result["skip_ratio"], frame), iterate=as_table(result["iterate"], frame),

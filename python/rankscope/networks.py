@@ -89,12 +89,13 @@ class TheoryRun:
 
 def run_theory(layers: int = 12, heads: int = 4, d_model: Optional[int] = None, tokens: Optional[int] = None,
                d_qk: int = 0, d_v: int = 0, biases: bool = False, init_scale: float = 1.0, seeds: int = 5, seed: int = 0,
-               input: Any = None, allow_nonfinite: bool = False, frame: bool = False) -> TheoryRun:
+               input: Any = None, allow_nonfinite: bool = False, frame: bool = False, device: str = "cpu") -> TheoryRun:
     """`rankscope theory`: twelve random SAN variants (SAN, +skip, +MLP, +skip+MLP, +LN, +affine-LN; 1 and `heads`
     heads) on random N(0, 1) input (or `input`, one n × d matrix) for seeds seed..seed+seeds-1, float64, with the
     per-layer bound c_l r_(l-1)^3 beside each measured residual. d_model and tokens are 32 unless given; with `input`
     its shape sets them, and one given that disagrees is an error. d_qk and d_v are per head (0: d_model / heads).
-    Takes ~40 s at the defaults on 2 cores; Ctrl-C stops it between jobs."""
+    `device` (cpu, cuda, cuda:N) runs the forwards there, as --device does. Takes ~40 s at the defaults on 2 cores;
+    Ctrl-C stops it between jobs."""
     check_count(layers, 1, 100, "layers")
     check_count(heads, 1, 64, "heads")
     array = None if input is None else to_engine(input, "input")[0]
@@ -116,7 +117,7 @@ def run_theory(layers: int = 12, heads: int = 4, d_model: Optional[int] = None, 
     # heads and the blocks are set per variant; with `input`, tokens and d_model come from its shape.
     network = SanConfig(layers=layers, heads=1, d_model=d_model, d_qk=d_qk, d_v=d_v, tokens=tokens, biases=biases,
                         init_scale=init_scale)
-    result = _rankscope.run_theory(network, heads, seeds, seed, array, allow_nonfinite)
+    result = _rankscope.run_theory(network, heads, seeds, seed, array, allow_nonfinite, device)
     return TheoryRun(rows=as_table(result["rows"], frame), summary=as_table(result["summary"], frame),
                      variants=as_table(result["variants"], frame), bound_rows_checked=result["bound_rows_checked"],
                      bound_violations=result["bound_violations"], bound_definition=result["bound_definition"],

@@ -100,7 +100,9 @@ ArrayView array_view_of(const py::array& array, py::array& contiguous, const std
 }
 
 py::array to_numpy(const at::Tensor& tensor) {
-    const at::Tensor source = tensor.scalar_type() == at::kBFloat16 ? tensor.to(at::kFloat) : tensor.detach();
+    // Results computed on a GPU (device="cuda") are read back here; on the CPU .to(kCPU) is the tensor itself.
+    const at::Tensor on_cpu = tensor.detach().to(at::kCPU);
+    const at::Tensor source = on_cpu.scalar_type() == at::kBFloat16 ? on_cpu.to(at::kFloat) : on_cpu;
     auto owner = std::make_unique<at::Tensor>(source);
     const at::Tensor& t = *owner;
     std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end());

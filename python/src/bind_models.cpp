@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "bindings.hpp"
+#include "rankscope/device.hpp"
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/models.hpp"
@@ -180,7 +181,7 @@ void bind_models(py::module_& m) {
         [](const ModelSource& source, const py::dict& batch_arrays, const std::string& weights,
            const std::vector<std::string>& variants, bool official_compat, const std::string& layer_norm, int draws,
            int iterate, std::uint64_t seed, bool allow_nonfinite, bool record, const std::string& mask,
-           double sink_threshold, const std::string& stream) {
+           double sink_threshold, const std::string& stream, const std::string& device) {
             if (!(sink_threshold >= 0.0 && sink_threshold <= 1.0))
                 throw Error(fmt::format("{} is outside [0, 1]", sink_threshold), "sink_threshold");
             if (draws < 0 || draws > 100000) throw Error(std::to_string(draws) + " is outside [0, 100000]", "draws");
@@ -199,6 +200,7 @@ void bind_models(py::module_& m) {
             settings.bidirectional = parse_mask_option(mask, source.config);
             settings.sink_threshold = sink_threshold;
             settings.stream = parse_streaming(stream);
+            settings.device = parse_device(device, "device");
             Recorder recorder;
             RealModelResult result;
             {
@@ -232,7 +234,7 @@ void bind_models(py::module_& m) {
             return out;
         },
         "source"_a, "batch"_a, "weights"_a, "variants"_a, "official_compat"_a, "layer_norm"_a, "draws"_a, "iterate"_a,
-        "seed"_a, "allow_nonfinite"_a, "record"_a, "mask"_a, "sink_threshold"_a, "stream"_a,
+        "seed"_a, "allow_nonfinite"_a, "record"_a, "mask"_a, "sink_threshold"_a, "stream"_a, "device"_a,
         "One `rankscope model` run: E1 (residual.csv), E2 (paths.csv), skip_ratio.csv, iterate.csv (USE lite), "
         "attention_heads.csv and sink_rate.csv (decoders), findings.");
 }

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "bindings.hpp"
+#include "rankscope/device.hpp"
 #include "rankscope/e6_path_counts.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/paths.hpp"
@@ -265,7 +266,7 @@ void bind_networks(py::module_& m) {
     m.def(
         "run_theory",
         [](const SanConfig& network, int heads, int seeds, std::uint64_t seed, const py::object& input,
-           bool allow_nonfinite) {
+           bool allow_nonfinite, const std::string& device) {
             if (seeds < 1 || seeds > 1000) throw Error(std::to_string(seeds) + " is outside [1, 1000]", "seeds");
             if (heads < 1 || heads > 64) throw Error(std::to_string(heads) + " is outside [1, 64]", "heads");
             TheorySettings settings;
@@ -273,6 +274,7 @@ void bind_networks(py::module_& m) {
             settings.heads = heads;
             settings.seeds = seeds;
             settings.seed = seed;
+            settings.device = parse_device(device, "device");
             at::Tensor given;
             py::array contiguous;
             if (!input.is_none())
@@ -296,7 +298,7 @@ void bind_networks(py::module_& m) {
             out["network"] = settings.network;
             return out;
         },
-        "network"_a, "heads"_a, "seeds"_a, "seed"_a, "input"_a, "allow_nonfinite"_a,
+        "network"_a, "heads"_a, "seeds"_a, "seed"_a, "input"_a, "allow_nonfinite"_a, "device"_a,
         "The theory experiment: every variant x seed, summaries, bound checks and findings.");
 
     m.def(

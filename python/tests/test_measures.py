@@ -371,4 +371,4 @@ def test_an_array_that_cannot_be_copied_raises_instead_of_crashing_python():
     with pytest.raises(rs.Error, match=r"unsupported dtype"):
         net._engine.load_parameters({"blocks.0.attn.W_Q": "text"})
     with pytest.raises(MemoryError):
-        rs._rankscope.run_theory(rs.SanConfig(layers=1, heads=1, d_model=4), 1, 1, 0, huge, False)
+        rs._rankscope.run_theory(rs.SanConfig(layers=1, heads=1, d_model=4), 1, 1, 0, huge, False, "cpu")

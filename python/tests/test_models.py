@@ -121,6 +121,32 @@ def test_masked_measures_on_recorded_hidden_states_give_e1_of_a_padded_batch():
         assert abs(unmasked.mean() - values.mean()) > 1e-4, "the padding rows change the measure"
 
 
+def test_device_is_taken_as_the_command_lines_device():
+    # device="cpu" is the default run; CUDA runs where this torch has it (gpu-check.sh on a lent GPU), and is
+    # refused, naming the setting, where it has not (this CPU wheel).
+    model = fixture("bert-tiny")
+    ids = {"input_ids": np.arange(24, dtype=np.int64).reshape(2, 12) % 60 + 2}
+    default = rs.run_model(model, inputs=ids, weights="init", draws=2)
+    on_cpu = rs.run_model(model, inputs=ids, weights="init", draws=2, device="cpu")
+    np.testing.assert_array_equal(on_cpu.residual["mean"], default.residual["mean"])
+    theory = rs.run_theory(layers=2, d_model=8, tokens=5, seeds=1, device="cpu")
+    np.testing.assert_array_equal(theory.rows["residual"],
+                                  rs.run_theory(layers=2, d_model=8, tokens=5, seeds=1).rows["residual"])
+    runs = ((lambda device: rs.run_model(model, inputs=ids, weights="init", draws=2, device=device).residual["mean"],
+             default.residual["mean"]),
+            (lambda device: rs.run_theory(layers=2, d_model=8, tokens=5, seeds=1, device=device).rows["residual"],
+             theory.rows["residual"]))
+    for call, on_the_cpu in runs:
+        with pytest.raises(rs.Error, match=r"^unknown device 'gpu' \(expected cpu, cuda or cuda:N\) \(device\)$"):
+            call("gpu")
+        if torch.cuda.is_available():
+            np.testing.assert_allclose(call("cuda"), on_the_cpu, rtol=1e-5)
+        else:
+            with pytest.raises(rs.Error, match=r"^device cuda: this libtorch has no CUDA or sees no GPU") as raised:
+                call("cuda")
+            assert raised.value.where == "device"
+
+
 def test_use_lite_with_its_iterate_experiment_equals_the_command(tmp_path):
     run_cli("model", "--model", "use-lite", "--samples", 3, "--tokens", 24, "--draws", 4, "--iterate", 3, *threads(),
             "--out", tmp_path)

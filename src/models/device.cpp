@@ -9,7 +9,7 @@
 
 namespace rankscope {
 
-at::Device parse_device(const std::string& text) {
+at::Device parse_device(const std::string& text, const std::string& where) {
     if (text == "cpu") return at::Device(at::kCPU);
     int index = 0;
     if (text != "cuda") {
@@ -17,15 +17,15 @@ at::Device parse_device(const std::string& text) {
         const std::string digits = text.compare(0, prefix.size(), prefix) == 0 ? text.substr(prefix.size()) : "";
         const bool numeral = !digits.empty() && digits.size() <= 3 &&
                              std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); });
-        if (!numeral) throw Error("unknown device '" + text + "' (expected cpu, cuda or cuda:N)", "--device");
+        if (!numeral) throw Error("unknown device '" + text + "' (expected cpu, cuda or cuda:N)", where);
         index = std::stoi(digits);
     }
     if (!torch::cuda::is_available())
         throw Error("device " + text + ": this libtorch has no CUDA or sees no GPU (Debian's libtorch is CPU-only; "
-                    "configure with -DCMAKE_PREFIX_PATH=<CUDA libtorch>, docs/cluster.md)", "--device");
+                    "configure with -DCMAKE_PREFIX_PATH=<CUDA libtorch>, docs/cluster.md)", where);
     const auto count = static_cast<int>(torch::cuda::device_count());
     if (index >= count)
-        throw Error("device " + text + ": only " + std::to_string(count) + " CUDA device(s) visible", "--device");
+        throw Error("device " + text + ": only " + std::to_string(count) + " CUDA device(s) visible", where);
     return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
