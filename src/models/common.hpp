@@ -22,7 +22,8 @@ at::Tensor additive_key_mask(const at::Tensor& attention_mask, at::ScalarType dt
 //   head_context: C[b, :, h·k .. h·k + k] = P[b, h] V[b, :, g·k .. g·k + k]      pattern [B, H, n, n], value [B, n, G·k] → [B, n, H·k]
 // Batched: torch::matmul on [B, H, n, k] heads (the reference; it copies Q, K and V into those blocks first). BySample:
 // one bmm per sample, reading the heads straight from the projections' [n, G·k] rows (writes into its outputs, so not
-// under autograd). The two give the same bits (tests/unit/test_models.cpp). head_products picks BySample on the CPU
+// under autograd). The two agree to round-off (tests/unit/test_models.cpp: the same bits on the Intel VMs, 1 unit in
+// the last place apart for float64 on an AMD EPYC VM). head_products picks BySample on the CPU
 // outside autograd (BERT-base at 32 × 128, 1 thread: both products and the softmax 20 ms against 24–31 ms batched,
 // whose copies were ~3% of the E1 grid's perf samples; 2026-12-05; measured at 1 and 2 threads only), Batched elsewhere
 // (the GPU keeps the form it was measured with).

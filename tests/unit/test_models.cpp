@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -192,11 +193,18 @@ TEST(HfLoader, ReadsEveryValueFromTheCheckpointAndDrawsNothing) {
     fs::remove_all(dir);
 }
 
-// The attention's products sample by sample (the CPU path) against the batched torch::matmul reference: the same bits,
-// for plain multi-head and grouped-query sharing, on projections that are views of a wider tensor (GPT-2's c_attn
-// chunks) and on contiguous ones, in float32 and float64.
-TEST(HeadProducts, SampleBySampleEqualsTheBatchedReferenceBitForBit) {
+// The attention's products sample by sample (the CPU path) against the batched torch::matmul reference, for plain
+// multi-head and grouped-query sharing, on projections that are views of a wider tensor (GPT-2's c_attn chunks) and on
+// contiguous ones, in float32 and float64: within 4 units in the last place of the largest entry. On the Intel VMs
+// they were the same bits; on an AMD EPYC VM (2026-12-06) float64 multi-head scores were 1 unit apart (3.6e-15 of
+// 18.7): the GEMM kernels may sum in another order for one sample than for the batch.
+TEST(HeadProducts, SampleBySampleEqualsTheBatchedReferenceToRoundOff) {
     torch::NoGradGuard no_grad;
+    auto ulps_apart = [](const at::Tensor& a, const at::Tensor& b) {
+        const double unit = a.scalar_type() == torch::kFloat ? std::numeric_limits<float>::epsilon()
+                                                              : std::numeric_limits<double>::epsilon();
+        return (a - b).abs().max().item<double>() / (unit * b.abs().max().item<double>());
+    };
     torch::manual_seed(3);
     const std::int64_t B = 3, n = 37, k = 16;
     for (const auto dtype : {torch::kFloat, torch::kDouble})
@@ -211,7 +219,7 @@ TEST(HeadProducts, SampleBySampleEqualsTheBatchedReferenceBitForBit) {
                 const at::Tensor scores = models::head_scores(query, key, heads, kv_heads, models::HeadProducts::BySample);
                 const at::Tensor reference = models::head_scores(query, key, heads, kv_heads, models::HeadProducts::Batched);
                 ASSERT_EQ(scores.sizes(), (std::vector<std::int64_t>{B, heads, n, n}));
-                EXPECT_TRUE(torch::equal(scores, reference)) << heads << "/" << kv_heads << " views " << views;
+                EXPECT_LE(ulps_apart(scores, reference), 4.0) << heads << "/" << kv_heads << " views " << views << " " << dtype;
                 // Query head h reads key head h / (H / G) (not h % G): a score of every head recomputed by hand.
                 for (int h = 0; h < heads; ++h) {
                     const int g = h / (heads / kv_heads);
@@ -223,7 +231,8 @@ TEST(HeadProducts, SampleBySampleEqualsTheBatchedReferenceBitForBit) {
                 const at::Tensor context_reference =
                     models::head_context(pattern, value, heads, kv_heads, models::HeadProducts::Batched);
                 ASSERT_EQ(context.sizes(), (std::vector<std::int64_t>{B, n, heads * k}));
-                EXPECT_TRUE(torch::equal(context, context_reference)) << heads << "/" << kv_heads << " views " << views;
+                EXPECT_LE(ulps_apart(context, context_reference), 4.0)
+                    << heads << "/" << kv_heads << " views " << views << " " << dtype;
             }
         }
     // Under autograd the batched form runs (bmm's out= form throws on an input that requires grad).
