@@ -48,6 +48,10 @@ struct SanNetwork {
         network = San(config);
         network->to(dtype);
         network->eval();
+        for (const auto& item : network->named_parameters())  // an init_scale that overflows the dtype
+            if (!torch::isfinite(item.value()).all().item<bool>())
+                throw Error(fmt::format("init_scale {} draws NaN or Inf weights in {}", config.init_scale, dtype_name),
+                            item.key());
     }
 
     // x [B, n, d] (or [n, d]) in the network's dtype (a copy only when the dtype differs).
@@ -97,22 +101,26 @@ struct SanNetwork {
         return result;
     }
 
+    // All or nothing: every value is checked (name, shape, finite in the network's dtype) before any is copied.
     void load_parameters(const py::dict& values) {
         auto parameters = network->named_parameters();
-        torch::NoGradGuard no_grad;
+        std::vector<py::array> arrays;  // keep the viewed memory alive until the copies
+        std::vector<std::pair<at::Tensor*, at::Tensor>> copies;
         for (const auto& [key, value] : values) {
             const std::string name = py::cast<std::string>(key);
             at::Tensor* target = parameters.find(name);
             if (!target) throw Error("no parameter named '" + name + "'", name);
-            const py::array array = array_of(value, name);
-            const at::Tensor source = tensor_view(array, name);
+            arrays.push_back(array_of(value, name));
+            const at::Tensor source = tensor_view(arrays.back(), name);
             if (source.sizes() != target->sizes())
                 throw Error(fmt::format("shape [{}] differs from the parameter's [{}]", fmt::join(source.sizes(), ", "),
                                         fmt::join(target->sizes(), ", ")),
                             name);
             if (!torch::isfinite(source.to(dtype)).all().item<bool>()) throw Error(nonfinite_problem(dtype), name);
-            target->copy_(source);
+            copies.emplace_back(target, source);
         }
+        torch::NoGradGuard no_grad;
+        for (auto& [target, source] : copies) target->copy_(source);
     }
 };
 
