@@ -82,6 +82,8 @@ def map_arrays(values: dict, torch_out: bool) -> dict:
 def check_range(value: float, low: float, high: float, name: str, low_open: bool = False) -> None:
     """The command line's range check for a numeric option: '<value> is outside [low, high] (<name>)'."""
     def text(number: float) -> str:
+        if isinstance(number, numbers.Integral):  # exact, and no float() overflow for 10**400
+            return str(int(number))
         return str(int(number)) if float(number).is_integer() else repr(float(number))
 
     if not (value <= high and (value > low if low_open else value >= low)):
@@ -95,3 +97,14 @@ def check_count(value: Any, low: int, high: int, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise error(f"{value!r} is not a whole number", name)
     check_range(int(value), low, high, name)
+
+
+def zero_one_mask(mask: Any, name: str = "attention_mask") -> np.ndarray:
+    """An attention mask as booleans (True: a real token): booleans, or numbers that are all 0 or 1 (any dtype, as
+    tokenizers and torch users write them); anything else is an error naming the setting."""
+    array = to_engine(mask, name)[0]
+    if array.dtype == np.bool_:
+        return array
+    if array.dtype.kind not in "biuf" or not np.isin(array, (0, 1)).all():
+        raise error("entries other than 0 and 1 (1 or True: a real token; 0 or False: padding)", name)
+    return array.astype(np.bool_)

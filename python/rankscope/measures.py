@@ -1,13 +1,16 @@
 """The measures of SPEC.md §2 on numpy arrays or torch tensors X [..., n, d] (n tokens × d features), batched over
 the leading dimensions. A numpy input gives numpy results, a torch input torch results (float64).
 
-Inputs are viewed, not copied, on the way in; float32 and float64 batches in C order reach the C++ kernels as they are
+Inputs are viewed, not copied, on the way in (with an attention_mask that pads some matrix, their real rows are
+gathered: a copy); float32 and float64 batches in C order reach the C++ kernels as they are
 (other dtypes are converted to float64). Every input is checked as the command line checks a matrix file: rank >= 2,
 no empty matrix, no NaN/Inf (rankscope.Error naming the flat index).
 
 attention_mask (x.shape[:-1], or a tokenizer's [batch, tokens] for x [batch, ..., tokens, d]; 1 or True for a real
 token, 0 or False for padding) measures each matrix over its real rows only, as `rankscope model` measures a padded
-batch: the padding's values play no part (NaN there is allowed). Every matrix needs one real row at least.
+batch: the padding's values play no part (NaN there is allowed; for an attention map, the padding's rows and columns,
+while the real rows must still sum to 1 over the real columns, as when the model gave padding no attention). Every
+matrix needs one real row at least.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
 import numpy as np
 
 from . import _rankscope
-from ._arrays import check_range, error, from_engine, is_torch, names, to_engine
+from ._arrays import check_range, error, from_engine, is_torch, names, to_engine, zero_one_mask
 from ._tables import as_table
 
 NORMS = _rankscope.NORMS  # ('l1', 'linf', 'composite', 'frobenius', 'spectral')
@@ -28,25 +31,23 @@ CENTERS = _rankscope.CENTERS  # ('mean', 'median', 'exact', 'rank1')
 def _real_rows(attention_mask: Any, rows_shape: tuple) -> np.ndarray:
     """attention_mask as booleans of shape x.shape[:-1] (True or 1: a real token; False or 0: padding). A [B, n] mask
     (a tokenizer's) is taken for every matrix of sample b when x is [B, ..., n, d] (the heads of a [B, H, n, n] map)."""
-    mask = to_engine(attention_mask, "attention_mask")[0]
+    mask = zero_one_mask(attention_mask)
     if mask.ndim == 2 and len(rows_shape) > 2 and mask.shape == (rows_shape[0], rows_shape[-1]):
         mask = np.broadcast_to(mask.reshape((rows_shape[0],) + (1,) * (len(rows_shape) - 2) + (rows_shape[-1],)),
                                rows_shape)
     if mask.shape != rows_shape:
         raise error(f"shape {tuple(mask.shape)} differs from x's rows {rows_shape} (x.shape[:-1], or [batch, tokens] "
                     "for x [batch, ..., tokens, d])", "attention_mask")
-    if mask.dtype != np.bool_:
-        if not np.isin(mask, (0, 1)).all():
-            raise error("entries other than 0 and 1 (1 or True: a real token)", "attention_mask")
-        mask = mask.astype(np.bool_)
     return mask
 
 
-def _check_real_entries_finite(array: np.ndarray, real: np.ndarray, name: str) -> None:
-    """The engine's NaN/Inf check on the real rows only (padding may hold anything), with x's own flat index."""
+def _check_real_entries_finite(array: np.ndarray, real: np.ndarray, name: str, square: bool) -> None:
+    """The engine's NaN/Inf check on the real entries only (padding may hold anything: for an attention map, the rows
+    and the columns of padding tokens), with x's own flat index."""
     if not np.issubdtype(array.dtype, np.floating):
         return
-    bad = ~np.isfinite(array) & real[..., None]
+    used = real[..., :, None] & real[..., None, :] if square else real[..., None]
+    bad = ~np.isfinite(array) & used
     if bad.any():
         index = int(np.flatnonzero(bad)[0])
         raise error(f"{'NaN' if np.isnan(array.flat[index]) else 'Inf'} at flat index {index}", name)
@@ -62,26 +63,30 @@ def _per_matrix(x: Any, attention_mask: Any, compute: Callable[[np.ndarray], Any
     norm of it is the masked residual's), "square" (x is an attention map [..., n, n]: the rows and columns of the
     real tokens are kept)."""
     array, torch_out = to_engine(x, name)
-    if attention_mask is None:
+    if attention_mask is None or array.size == 0:  # (an empty matrix or batch: the engine's own error)
         results = compute(array)
     else:
         if array.ndim < 2:
             raise error(f"need a matrix (rank >= 2), got an array of rank {array.ndim}", name)
+        if placement == "square" and array.shape[-1] != array.shape[-2]:
+            raise error(f"attention matrices must be square, got {array.shape[-2]} x {array.shape[-1]}", name)
         real = _real_rows(attention_mask, array.shape[:-1])
-        _check_real_entries_finite(array, real, name)
-        results = compute(array) if real.all() else _masked(array, real, compute, placement)
+        _check_real_entries_finite(array, real, name, placement == "square")
+        results = compute(array) if real.all() else _masked(array, real, compute, placement, name)
     if isinstance(results, tuple):
         return tuple(from_engine(np.asarray(r), torch_out) for r in results)
     return from_engine(np.asarray(results), torch_out)
 
 
-def _masked(array: np.ndarray, real: np.ndarray, compute: Callable[[np.ndarray], Any], placement: str) -> Any:
+def _masked(array: np.ndarray, real: np.ndarray, compute: Callable[[np.ndarray], Any], placement: str,
+            name: str) -> Any:
     n, d = array.shape[-2:]
     matrices = array.reshape(-1, n, d)
     rows = real.reshape(-1, n)
     counts = rows.sum(axis=1)
     if counts.min() == 0:
-        raise error(f"matrix {int(np.argmin(counts))} (counted over the leading axes) has no real row", "attention_mask")
+        where = np.unravel_index(int(np.argmin(counts)), array.shape[:-2])
+        raise error(f"matrix {tuple(int(i) for i in where)} of {name} has no real row", "attention_mask")
     full_shape = {"rows": (n, d), "leading": (min(n, d),)}
     outputs: list = []
     for count in np.unique(counts):
@@ -105,18 +110,24 @@ def _masked(array: np.ndarray, real: np.ndarray, compute: Callable[[np.ndarray],
 
 def matrix_norm(x: Any, norm: str = "composite", attention_mask: Any = None) -> Any:
     """||X|| per matrix: l1 (max column abs sum), linf (max row abs sum), composite sqrt(l1*linf), frobenius,
-    spectral. [..., n, d] -> [...]."""
+    spectral. [..., n, d] -> [...].
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     return _per_matrix(x, attention_mask, lambda a: _rankscope.matrix_norm(a, norm))
 
 
 def residual_norm(x: Any, norm: str = "composite", center: str = "mean", attention_mask: Any = None) -> Any:
     """||res(X)|| with res(X) = X - 1 c^T, c the `center` (mean, median, exact = the true argmin for the norm) or, for
-    rank1, X minus its best rank-1 matrix. [..., n, d] -> [...]."""
+    rank1, X minus its best rank-1 matrix. [..., n, d] -> [...].
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     return _per_matrix(x, attention_mask, lambda a: _rankscope.residual_norm(a, norm, center))
 
 
 def relative_residual(x: Any, norm: str = "composite", center: str = "mean", attention_mask: Any = None) -> Any:
-    """||res(X)|| / ||X|| (0 when X = 0): the paper's plotted quantity with the defaults. [..., n, d] -> [...]."""
+    """||res(X)|| / ||X|| (0 when X = 0): the paper's plotted quantity with the defaults. [..., n, d] -> [...].
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     return _per_matrix(x, attention_mask, lambda a: _rankscope.relative_residual(a, norm, center))
 
 
@@ -127,7 +138,9 @@ def residual(x: Any, norm: str = "composite", center: str = "mean", attention_ma
 
 def center_of(x: Any, norm: str = "composite", center: str = "mean", attention_mask: Any = None) -> Any:
     """The centre row c of res(X) = X - 1 c^T (mean, median, or exact: the true argmin of ||X - 1 c^T|| for the norm,
-    an LP for linf and composite). [..., n, d] -> [..., d]."""
+    an LP for linf and composite). [..., n, d] -> [..., d].
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     return _per_matrix(x, attention_mask, lambda a: _rankscope.center(a, norm, center))
 
 
@@ -138,7 +151,9 @@ class ExactCenter(NamedTuple):
 
 
 def exact_center(x: Any, norm: str = "composite", attention_mask: Any = None) -> ExactCenter:
-    """The true argmin over centres of ||X - 1 c^T|| (GLPK for linf and the composite norm)."""
+    """The true argmin over centres of ||X - 1 c^T|| (GLPK for linf and the composite norm).
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     return ExactCenter(*_per_matrix(x, attention_mask, lambda a: tuple(_rankscope.exact_center(a, norm))))
 
 
@@ -149,12 +164,16 @@ def singular_values(x: Any, attention_mask: Any = None) -> Any:
 
 
 def effective_rank(x: Any, attention_mask: Any = None) -> Any:
-    """exp(-sum p_i log p_i), p_i = s_i / sum s (Roy & Vetterli). [..., n, d] -> [...]."""
+    """exp(-sum p_i log p_i), p_i = s_i / sum s (Roy & Vetterli). [..., n, d] -> [...].
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     return _per_matrix(x, attention_mask, _rankscope.effective_rank)
 
 
 def stable_rank(x: Any, attention_mask: Any = None) -> Any:
-    """sum s_i^2 / s_1^2. [..., n, d] -> [...]."""
+    """sum s_i^2 / s_1^2. [..., n, d] -> [...].
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     return _per_matrix(x, attention_mask, _rankscope.stable_rank)
 
 
@@ -177,14 +196,18 @@ def _stored_epsilon(x: Any, array: np.ndarray) -> float:
 def numerical_rank(x: Any, rank_tol: Optional[float] = None, attention_mask: Any = None) -> Any:
     """#{s_i > rank_tol * s_1}. rank_tol=None: for float32/float64 numpy.linalg.matrix_rank's default, max(n, d) * eps;
     for float16/bfloat16 the bound of their rounding, u * ||X||_F / s_1 (u = eps / 2: 2^-11, 2^-8), never below the
-    float32 default (numpy computes float16 in float32 and counts its rounding as rank). [..., n, d] -> [...] int64."""
+    float32 default (numpy computes float16 in float32 and counts its rounding as rank). [..., n, d] -> [...] int64.
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     tolerance = _rank_tol(rank_tol)
     return _per_matrix(x, attention_mask,
                        lambda a: _rankscope.numerical_rank(a, tolerance, _stored_epsilon(x, a)))
 
 
 def mean_pairwise_cosine(x: Any, attention_mask: Any = None) -> Any:
-    """Mean cos(x_i, x_j) over token pairs i < j (zero rows left out; NaN with fewer than 2). [..., n, d] -> [...]."""
+    """Mean cos(x_i, x_j) over token pairs i < j (zero rows left out; NaN with fewer than 2). [..., n, d] -> [...].
+    attention_mask: each matrix over its real rows only (see the module docstring).
+    """
     return _per_matrix(x, attention_mask, _rankscope.mean_pairwise_cosine)
 
 

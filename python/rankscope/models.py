@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _find, _rankscope
-from ._arrays import check_count, check_range, error, from_engine, map_arrays, names, to_engine
+from ._arrays import check_count, check_range, error, from_engine, map_arrays, names, to_engine, zero_one_mask
 from ._tables import as_table
 from .findings import Findings
 
@@ -39,12 +39,9 @@ def _compat(compat: str) -> bool:
 
 
 def _attention_mask(mask: Any) -> Any:
-    """An attention mask for the engine: 1 for a real token, 0 for padding; a boolean mask (as torch users write it)
-    as its 0/1 integers."""
-    if mask is None:
-        return None
-    array = to_engine(mask, "attention_mask")[0]
-    return array.astype(np.int64) if array.dtype == np.bool_ else array
+    """An attention mask for the engine: 1 for a real token, 0 for padding; booleans or 0/1 numbers of any dtype (as
+    the measures take them) become its 0/1 integers."""
+    return None if mask is None else zero_one_mask(mask).astype(np.int64)
 
 
 class Model:

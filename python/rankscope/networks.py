@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _rankscope
-from ._arrays import check_count, check_range, error, from_engine, is_torch, map_arrays, to_engine
+from ._arrays import check_count, check_range, error, from_engine, is_torch, map_arrays, to_engine, zero_one_mask
 from ._tables import as_table
 from .findings import Findings
 
@@ -70,7 +70,7 @@ def sample_path_products(patterns: Sequence[Any], draws: int = 100, seed: int = 
         raise error(f"one array of shape {tuple(patterns.shape)}: pass a list with one [B, H, n, n] array per layer "
                     "(e.g. [p] for one layer)", "patterns")
     arrays = [to_engine(p, f"patterns[{l}]")[0] for l, p in enumerate(patterns)]
-    mask = None if attention_mask is None else to_engine(attention_mask, "attention_mask")[0]
+    mask = None if attention_mask is None else zero_one_mask(attention_mask).astype(np.int64)
     return as_table(_rankscope.sample_path_products(arrays, draws, seed, mask, allow_nonfinite), frame)
 
 
@@ -102,6 +102,8 @@ def run_theory(layers: int = 12, heads: int = 4, d_model: Optional[int] = None, 
     if array is not None and array.ndim == 2:
         for name, given, used, what in (("tokens", tokens, array.shape[0], "rows"),
                                         ("d_model", d_model, array.shape[1], "columns")):
+            if given is not None:
+                check_count(given, 1, 2**31 - 1, name)
             if given is not None and given != used:
                 raise error(f"{name} {given} disagrees with the input's {used} {what} (leave {name} out: the input "
                             "sets it)", name)

@@ -233,6 +233,14 @@ def test_masked_attention_measures_keep_the_real_rows_and_columns(rng):
         np.testing.assert_allclose(got["spectral_gap"][b], 1 - s[:, 1] / s[:, 0], rtol=1e-10)
     # Unmasked, sample 1's "first token" is padding, which no query attends to.
     assert (rs.attention_measures(p)["first_token_share"][1] == 0).all() and (got["first_token_share"][1] > 0).all()
+    # The padding's rows and columns play no part, NaN included.
+    p[1][:, :2, :] = np.nan
+    p[1][:, :, :2] = np.nan
+    again = rs.attention_measures(p, attention_mask=real.astype(np.float32))  # 0/1 floats are a mask too
+    for name, values in got.items():
+        np.testing.assert_array_equal(again[name], values, err_msg=name)
+    with pytest.raises(rs.Error, match=r"^attention matrices must be square, got 7 x 6 \(p\)$"):
+        rs.attention_measures(p[..., :6], attention_mask=real)
 
 
 def test_masked_measure_errors_name_the_mask_or_the_real_entry(rng):
@@ -246,11 +254,17 @@ def test_masked_measure_errors_name_the_mask_or_the_real_entry(rng):
     x[1, 1, 2] = 0
     cases = [(np.ones((2, 3)), r"^shape \(2, 3\) differs from x's rows \(2, 4\)"),
              (np.full((2, 4), 2), r"^entries other than 0 and 1"),
-             (np.array([[1, 1, 1, 1], [0, 0, 0, 0]]), r"^matrix 1 \(counted over the leading axes\) has no real row")]
+             (np.array([[1, 1, 1, 1], [0, 0, 0, 0]]), r"^matrix \(1,\) of x has no real row")]
     for mask, message in cases:
         with pytest.raises(rs.Error, match=message) as raised:
             rs.relative_residual(x, attention_mask=mask)
         assert raised.value.where == "attention_mask"
+    with pytest.raises(rs.Error, match=r"^empty matrix \(4 x 0\) \(x\)$"):
+        rs.relative_residual(np.zeros((2, 4, 0)), attention_mask=real)
+    # A [batch, tokens] mask on [batch, heads, n, n] maps: a sample without a real token is named with its head.
+    uniform = np.full((2, 3, 4, 4), 0.25)
+    with pytest.raises(rs.Error, match=r"^matrix \(1, 0\) of p has no real row"):
+        rs.attention_measures(uniform, attention_mask=np.array([[1, 1, 0, 0], [0, 0, 0, 0]]))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -185,8 +185,11 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
     # A boolean attention mask (True = a real token), as torch users write it, is the 0/1 mask.
     real = torch.ones(2, 10, dtype=torch.int64)
     real[1, 7:] = 0
-    np.testing.assert_array_equal(model.forward(ids, real.bool(), variant="SAN")[0].numpy(),
-                                  model.forward(ids, real, variant="SAN")[0].numpy())
+    for same in (real.bool(), real.float()):  # 0/1 floats too, as the measures take them
+        np.testing.assert_array_equal(model.forward(ids, same, variant="SAN")[0].numpy(),
+                                      model.forward(ids, real, variant="SAN")[0].numpy())
+    with pytest.raises(rs.Error, match=r"^entries other than 0 and 1 .*\(attention_mask\)$"):
+        model.forward(ids, real * 2)
     first, second = model.parameters(), model.parameters()
     assert "encoder.layer.0.attention.self.query.weight" in first
     assert np.shares_memory(first["embeddings.word_embeddings.weight"], second["embeddings.word_embeddings.weight"])

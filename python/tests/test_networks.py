@@ -95,6 +95,15 @@ def test_nonfinite_inputs_and_weights_are_refused_with_their_name(rng):
     with pytest.raises(rs.Error, match=r"^has NaN or Inf entries \(blocks.0.attn.W_Q\)$"):
         net.load_parameters({"blocks.0.attn.W_Q": np.full(before.shape, np.inf)})
     np.testing.assert_array_equal(net.parameters()["blocks.0.attn.W_Q"], before)
+    # All or nothing: a bad value leaves the good ones before it uncopied.
+    before_k = np.array(net.parameters()["blocks.0.attn.W_K"])
+    for bad in (np.full(before.shape, np.nan), np.zeros((1, 2))):
+        with pytest.raises(rs.Error, match=r"\(blocks.0.attn.W_V\)$"):
+            net.load_parameters({"blocks.0.attn.W_K": np.full(before_k.shape, 7.0), "blocks.0.attn.W_V": bad})
+        np.testing.assert_array_equal(net.parameters()["blocks.0.attn.W_K"], before_k)
+    # Weights drawn beyond the dtype's range are refused when the network is made.
+    with pytest.raises(rs.Error, match=r"^init_scale 1e\+40 draws NaN or Inf weights in float32 \(blocks.0.attn.W_Q\)$"):
+        rs.San(rs.SanConfig(layers=1, heads=1, d_model=4, init_scale=1e40), seed=0, dtype="float32")
     # parameters() are writable views: a NaN written there is found at the next use.
     net.parameters()["blocks.1.attn.W_V"][0, 0, 0] = np.nan
     for call in (net.forward, net.check_path_decomposition):
@@ -115,6 +124,10 @@ def test_whole_number_settings_are_checked_before_the_binding_sees_them():
         (lambda: rs.run_trainability(depths=[2], samples=1.5), r"^1\.5 is not a whole number \(samples\)$"),
         (lambda: rs.run_failure_modes(seed=2**64), r"^18446744073709551616 is outside \[0, 18446744073709551615\] "
                                                    r"\(seed\)$"),
+        (lambda: rs.run_theory(layers=10**400), r"^1{1}0{400} is outside \[1, 100\] \(layers\)$"),
+        (lambda: rs.run_theory(layers=1, input=np.ones((8, 4)), tokens="8"), r"^'8' is not a whole number \(tokens\)$"),
+        (lambda: rs.sample_path_products([np.full((1, 1, 3, 3), 1 / 3)], draws=2, attention_mask=[[1, 0.5, 1]]),
+         r"^entries other than 0 and 1"),
     ]
     for call, message in cases:
         with pytest.raises(rs.Error, match=message):
