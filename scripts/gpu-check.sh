@@ -161,7 +161,8 @@ model = os.path.join(os.environ["RANKSCOPE_ROOT"], "tests", "fixtures", "bert-ti
 ids = {"input_ids": np.arange(24, dtype=np.int64).reshape(2, 12) % 60 + 2}
 for name, call, column in (
         ("run_model", lambda device: rankscope.run_model(model, inputs=ids, weights="init", draws=2, device=device).residual, "mean"),
-        ("run_theory", lambda device: rankscope.run_theory(layers=3, d_model=16, tokens=8, seeds=2, device=device).rows, "residual")):
+        ("run_theory", lambda device: rankscope.run_theory(layers=3, d_model=16, tokens=8, seeds=2, device=device).rows, "residual"),
+        ("Model.forward", lambda device: {"last": rankscope.load_model(model, weights="init", seed=1, device=device).forward(ids["input_ids"])[0]}, "last")):
     cpu, cuda = call("cpu")[column], call("cuda")[column]
     difference = float(np.max(np.abs(cuda - cpu) / np.maximum(np.abs(cpu), 1e-12)))  # residuals at 0 compared absolutely
     print(f"python {name} device=cuda vs cpu: max relative difference {difference:.2e}")

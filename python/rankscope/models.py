@@ -49,11 +49,18 @@ class Model:
     parameter names are the checkpoint's. `stream` (pretrained decoders): "on" reads each layer from the checkpoint
     when the forward reaches it and frees it after (peak memory about one layer; parameters() is then unavailable),
     "off" loads the whole model, "auto" streams when the weights in float32 would take more than 3/4 of the
-    available memory."""
+    available memory. `device` (cpu, cuda, cuda:N): the weights are moved there once and each forward runs there, as
+    --device does; the arrays in and out stay on the CPU, and parameters() (views in CPU memory) needs the CPU."""
 
-    def __init__(self, model: ModelArgument, weights: str = "pretrained", seed: int = 0, stream: str = "auto"):
+    def __init__(self, model: ModelArgument, weights: str = "pretrained", seed: int = 0, stream: str = "auto",
+                 device: str = "cpu"):
         check_count(seed, 0, 2**64 - 1, "seed")
-        self._engine = _rankscope.Model(model_source(model), weights, seed, stream)
+        self._engine = _rankscope.Model(model_source(model), weights, seed, stream, device)
+
+    @property
+    def device(self) -> str:
+        """Where the weights live and the forward runs: cpu, cuda:N (its arrays in and out stay on the CPU)."""
+        return self._engine.device
 
     @property
     def streamed(self) -> bool:
@@ -94,10 +101,11 @@ class Model:
         return self._engine.parameters()
 
 
-def load_model(model: ModelArgument, weights: str = "pretrained", seed: int = 0, stream: str = "auto") -> Model:
+def load_model(model: ModelArgument, weights: str = "pretrained", seed: int = 0, stream: str = "auto",
+               device: str = "cpu") -> Model:
     """The model `model` names with pretrained weights, or random ones (weights="init", drawn from `seed` as the
     library's from_config init: normal(0, initializer_range), zero biases, unit norms). `stream`: see Model."""
-    return Model(model, weights, seed, stream)
+    return Model(model, weights, seed, stream, device)
 
 
 def _text_path(text: Optional["str | os.PathLike[str]"]) -> str:

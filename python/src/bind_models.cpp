@@ -75,6 +75,7 @@ struct LoadedModel {
     ModelSource source;
     std::string weights;
     std::unique_ptr<EncoderModel> model;
+    at::Device device = at::kCPU;  // where the weights live and the forward runs (its arrays come back to the CPU)
     // parameters() hands out writable views: from then on the weights are checked at each forward (the loaders
     // checked them once).
     bool views_handed_out = false;
@@ -95,7 +96,7 @@ struct LoadedModel {
             py::gil_scoped_release release;
             torch::NoGradGuard no_grad;
             recorder.set_interrupt(python_interrupt());
-            last = model->forward(batch, surgery, &recorder);
+            last = model->forward(batch_on(batch, device), surgery, &recorder);
             recorder.set_interrupt({});
         }
         py::dict hooks;
@@ -105,6 +106,10 @@ struct LoadedModel {
     }
 
     py::dict parameters() {
+        if (!device.is_cpu())
+            throw Error("parameters() views the weights in CPU memory; this model is on " + device.str() +
+                            " (load it with device='cpu' to read or edit them)",
+                        "device");
         views_handed_out = true;
         py::dict result;
         for (const auto& [name, value] : model->parameters()) result[name.c_str()] = to_numpy(value.detach());
@@ -130,15 +135,17 @@ void bind_models(py::module_& m) {
 
     py::class_<LoadedModel>(m, "Model", "An encoder (BERT, ALBERT, XLNet, USE lite) with pretrained or random weights.")
         .def(py::init([](const ModelSource& source, const std::string& weights, std::uint64_t seed,
-                         const std::string& stream) {
+                         const std::string& stream, const std::string& device) {
                  TorchRandomStateGuard random_state;
-                 LoadedModel loaded{source, weights, nullptr};
+                 LoadedModel loaded{source, weights, nullptr, parse_device(device, "device")};
                  const Streaming streaming = parse_streaming(stream);
                  py::gil_scoped_release release;
-                 loaded.model = make_model(source, weights, seed, streaming);
+                 loaded.model = make_model(source, weights, seed, streaming);  // on the CPU, then moved once
+                 loaded.model->to(loaded.device);
                  return loaded;
              }),
-             "source"_a, "weights"_a, "seed"_a, "stream"_a)
+             "source"_a, "weights"_a, "seed"_a, "stream"_a, "device"_a)
+        .def_property_readonly("device", [](const LoadedModel& l) { return l.device.str(); })
         .def_property_readonly("streamed", [](const LoadedModel& l) { return l.model->streamed(); })
         .def_readonly("source", &LoadedModel::source)
         .def_readonly("weights", &LoadedModel::weights)

@@ -132,19 +132,29 @@ def test_device_is_taken_as_the_command_lines_device():
     theory = rs.run_theory(layers=2, d_model=8, tokens=5, seeds=1, device="cpu")
     np.testing.assert_array_equal(theory.rows["residual"],
                                   rs.run_theory(layers=2, d_model=8, tokens=5, seeds=1).rows["residual"])
+    loaded = rs.load_model(model, weights="init", seed=1)
+    hidden = loaded.forward(ids["input_ids"])[0]
+    assert loaded.device == "cpu"
+    np.testing.assert_array_equal(rs.load_model(model, weights="init", seed=1, device="cpu").forward(ids["input_ids"])[0],
+                                  hidden)
     runs = ((lambda device: rs.run_model(model, inputs=ids, weights="init", draws=2, device=device).residual["mean"],
              default.residual["mean"]),
             (lambda device: rs.run_theory(layers=2, d_model=8, tokens=5, seeds=1, device=device).rows["residual"],
-             theory.rows["residual"]))
+             theory.rows["residual"]),
+            (lambda device: rs.load_model(model, weights="init", seed=1, device=device).forward(ids["input_ids"])[0],
+             hidden))
     for call, on_the_cpu in runs:
         with pytest.raises(rs.Error, match=r"^unknown device 'gpu' \(expected cpu, cuda or cuda:N\) \(device\)$"):
             call("gpu")
         if torch.cuda.is_available():
-            np.testing.assert_allclose(call("cuda"), on_the_cpu, rtol=1e-5)
+            np.testing.assert_allclose(call("cuda"), on_the_cpu, rtol=1e-5, atol=1e-6)
         else:
             with pytest.raises(rs.Error, match=r"^device cuda: this libtorch has no CUDA or sees no GPU") as raised:
                 call("cuda")
             assert raised.value.where == "device"
+    if torch.cuda.is_available():  # the weights live on the GPU: no CPU views to hand out
+        with pytest.raises(rs.Error, match=r"^parameters\(\) views the weights in CPU memory; this model is on cuda"):
+            rs.load_model(model, weights="init", seed=1, device="cuda").parameters()
 
 
 def test_use_lite_with_its_iterate_experiment_equals_the_command(tmp_path):
