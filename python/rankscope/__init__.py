@@ -3,6 +3,7 @@ C++ engine of the `rankscope` command line. See README.md, "Python".
 
     import rankscope as rs
     rs.relative_residual(hidden)                  # [..., n, d] numpy or torch -> [...]: the paper's measure
+    rs.relative_residual(hidden, attention_mask=mask)   # a padded batch: each sample over its real tokens
     rs.measure(hidden, frame=True)                # every measure, as `rankscope measure` (a DataFrame)
     run = rs.run_theory(layers=6, seeds=2)        # the SAN laboratory: run.rows, run.findings.checks
     run = rs.run_model("tests/fixtures/bert-tiny", samples=8, tokens=32)   # E1/E2: run.residual, run.paths
