@@ -91,19 +91,24 @@ def _masked(array: np.ndarray, real: np.ndarray, compute: Callable[[np.ndarray],
     outputs: list = []
     for count in np.unique(counts):
         members = np.flatnonzero(counts == count)
-        group = np.stack([matrices[b][rows[b]][:, rows[b]] if placement == "square" else matrices[b][rows[b]]
-                          for b in members])
+        real_rows = rows[members]  # [m, n], `count` True per row
+        # Boolean indexing keeps row-major order: each member's real rows, in order, `count` of them.
+        group = matrices[members][real_rows].reshape(len(members), count, d)
+        if placement == "square":  # and the real columns
+            columns = np.nonzero(real_rows)[1].reshape(len(members), 1, count)
+            group = np.take_along_axis(group, columns, axis=2)
         results = compute(group)
         parts = [np.asarray(part) for part in (results if isinstance(results, tuple) else (results,))]
         if not outputs:
             outputs = [np.zeros((len(matrices),) + full_shape.get(placement, part.shape[1:]), dtype=part.dtype)
                        for part in parts]
         for output, part in zip(outputs, parts):
-            for position, b in enumerate(members):
-                if placement == "rows":
-                    output[b, rows[b]] = part[position]
-                else:
-                    output[(b,) + tuple(slice(0, size) for size in part.shape[1:])] = part[position]
+            if placement == "rows":
+                placed = np.zeros((len(members),) + output.shape[1:], dtype=output.dtype)
+                placed[real_rows] = part.reshape(-1, d)
+                output[members] = placed
+            else:
+                output[(members,) + tuple(slice(0, size) for size in part.shape[1:])] = part
     shaped = tuple(output.reshape(array.shape[:-2] + output.shape[1:]) for output in outputs)
     return shaped if len(shaped) > 1 else shaped[0]
 

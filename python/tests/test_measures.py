@@ -219,6 +219,7 @@ def test_masked_attention_measures_keep_the_real_rows_and_columns(rng):
     # A padded batch's attention [B, H, n, n]: padded keys get no weight; a tokenizer's [B, n] mask covers every head.
     real = np.ones((2, 7), dtype=np.int64)
     real[1, :2] = 0  # left padding: the first real token is at 2
+    real[0, [1, 4]] = 0  # holes (packed sequences)
     logits = rng.normal(size=(2, 3, 7, 7)) * 2 + np.where(real[:, None, None, :] == 1, 0.0, -np.inf)
     p = np.exp(logits - logits.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
@@ -231,6 +232,18 @@ def test_masked_attention_measures_keep_the_real_rows_and_columns(rng):
         np.testing.assert_allclose(got["first_token_share"][b], inner[..., 0].mean(-1), rtol=1e-12)
         s = np.linalg.svd(inner, compute_uv=False)
         np.testing.assert_allclose(got["spectral_gap"][b], 1 - s[:, 1] / s[:, 0], rtol=1e-10)
+    # A 3 x 5 batch of maps, one mask each: equal to each map's real rows and columns measured alone.
+    maps = np.exp(rng.normal(size=(3, 5, 6, 6)))
+    each = rng.random((3, 5, 6)) < 0.6
+    each[..., 0] = True
+    maps = maps * each[..., None, :]
+    maps /= maps.sum(-1, keepdims=True)
+    batched = rs.attention_measures(maps, attention_mask=each)
+    for index in np.ndindex(3, 5):
+        keep = each[index]
+        alone = rs.attention_measures(maps[index][keep][:, keep])
+        for name, values in alone.items():
+            assert batched[name][index] == values, (name, index)
     # Unmasked, sample 1's "first token" is padding, which no query attends to.
     assert (rs.attention_measures(p)["first_token_share"][1] == 0).all() and (got["first_token_share"][1] > 0).all()
     # The padding's rows and columns play no part, NaN included.
