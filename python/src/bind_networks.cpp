@@ -48,10 +48,15 @@ struct SanNetwork {
         network = San(config);
         network->to(dtype);
         network->eval();
-        for (const auto& item : network->named_parameters())  // an init_scale that overflows the dtype
-            if (!torch::isfinite(item.value()).all().item<bool>())
-                throw Error(fmt::format("init_scale {} draws NaN or Inf weights in {}", config.init_scale, dtype_name),
-                            item.key());
+        if (const std::string name = nonfinite_weight(); !name.empty())  // an init_scale that overflows the dtype
+            throw Error(fmt::format("init_scale {} draws NaN or Inf weights in {}", config.init_scale, dtype_name), name);
+    }
+
+    // The name of the first weight with a NaN or Inf entry; "" when every one is finite.
+    std::string nonfinite_weight() const {
+        for (const auto& item : network->named_parameters())
+            if (!torch::isfinite(item.value()).all().item<bool>()) return item.key();
+        return "";
     }
 
     // x [B, n, d] (or [n, d]) in the network's dtype (a copy only when the dtype differs).
@@ -73,8 +78,7 @@ struct SanNetwork {
     bool views_handed_out = false;
     void check_weights_finite() const {
         if (!views_handed_out) return;
-        for (const auto& item : network->named_parameters())
-            if (!torch::isfinite(item.value()).all().item<bool>()) throw Error("has NaN or Inf entries", item.key());
+        if (const std::string name = nonfinite_weight(); !name.empty()) throw Error("has NaN or Inf entries", name);
     }
 
     py::tuple forward(const py::array& array, bool record) {
