@@ -108,3 +108,9 @@ def zero_one_mask(mask: Any, name: str = "attention_mask") -> np.ndarray:
     if array.dtype.kind not in "biuf" or not np.isin(array, (0, 1)).all():
         raise error("entries other than 0 and 1 (1 or True: a real token; 0 or False: padding)", name)
     return array.astype(np.bool_)
+
+
+def attention_mask_ids(mask: Any) -> Any:
+    """An attention mask as the engine takes it (zero_one_mask's rule): int64 1 for a real token, 0 for padding; None
+    stays None."""
+    return None if mask is None else zero_one_mask(mask).astype(np.int64)

@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _find, _rankscope
-from ._arrays import check_count, check_range, error, from_engine, map_arrays, names, to_engine, zero_one_mask
+from ._arrays import attention_mask_ids, check_count, check_range, error, from_engine, map_arrays, names, to_engine
 from ._tables import as_table
 from .findings import Findings
 
@@ -36,12 +36,6 @@ def _compat(compat: str) -> bool:
     if compat not in ("none", "official"):
         raise error(f"unknown compat '{compat}' (expected none or official)", "compat")
     return compat == "official"
-
-
-def _attention_mask(mask: Any) -> Any:
-    """An attention mask for the engine: 1 for a real token, 0 for padding; booleans or 0/1 numbers of any dtype (as
-    the measures take them) become its 0/1 integers."""
-    return None if mask is None else zero_one_mask(mask).astype(np.int64)
 
 
 class Model:
@@ -88,7 +82,7 @@ class Model:
         to every real token). Hooks: hook_embed, blocks.{l}.hook_resid_pre, hook_attn_out, hook_resid_post,
         attn.hook_pattern; decoders also ln_final.hook_normalized."""
         ids, torch_out = to_engine(input_ids, "input_ids")
-        real = _attention_mask(attention_mask)
+        real = attention_mask_ids(attention_mask)
         types = None if token_type_ids is None else to_engine(token_type_ids, "token_type_ids")[0]
         last, hooks = self._engine.forward(ids, real, types, variant, layer_norm, _compat(compat), mask or "", record)
         return from_engine(last, torch_out), map_arrays(hooks, torch_out)
@@ -174,7 +168,7 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
     if isinstance(inputs, dict):
         batch = {name: None if inputs.get(name) is None else to_engine(inputs[name], name)[0]
                  for name in ("input_ids", "token_type_ids")}
-        batch["attention_mask"] = _attention_mask(inputs.get("attention_mask"))
+        batch["attention_mask"] = attention_mask_ids(inputs.get("attention_mask"))
     elif inputs is not None:
         batch = _rankscope.read_model_batch(source, os.fspath(inputs))
     else:

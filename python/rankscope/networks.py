@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _rankscope
-from ._arrays import check_count, check_range, error, from_engine, is_torch, map_arrays, to_engine, zero_one_mask
+from ._arrays import attention_mask_ids, check_count, check_range, error, from_engine, is_torch, map_arrays, to_engine
 from ._tables import as_table
 from .findings import Findings
 
@@ -70,8 +70,8 @@ def sample_path_products(patterns: Sequence[Any], draws: int = 100, seed: int = 
         raise error(f"one array of shape {tuple(patterns.shape)}: pass a list with one [B, H, n, n] array per layer "
                     "(e.g. [p] for one layer)", "patterns")
     arrays = [to_engine(p, f"patterns[{l}]")[0] for l, p in enumerate(patterns)]
-    mask = None if attention_mask is None else zero_one_mask(attention_mask).astype(np.int64)
-    return as_table(_rankscope.sample_path_products(arrays, draws, seed, mask, allow_nonfinite), frame)
+    return as_table(_rankscope.sample_path_products(arrays, draws, seed, attention_mask_ids(attention_mask),
+                                                    allow_nonfinite), frame)
 
 
 @dataclass
