@@ -207,12 +207,17 @@ void set_final(TheoryVariantSummary& v, double mean, double min, double max) {
     v.final_relative_residual_max = max;
 }
 void set_final(TheoryVariantSummary& v, double every_seed) { set_final(v, every_seed, every_seed, every_seed); }
+// The settings of a one-head theory run of `layers` layers and `seeds` seeds.
+TheorySettings one_head_theory(int layers, int seeds) {
+    TheorySettings settings;
+    settings.network.layers = layers;
+    settings.heads = 1;
+    settings.seeds = seeds;
+    return settings;
+}
 
 TEST(FindingsTheory, CollapseVerdictFlips) {
-    TheorySettings settings;
-    settings.network.layers = 6;
-    settings.heads = 1;
-    settings.seeds = 3;
+    const TheorySettings settings = one_head_theory(6, 3);
     TheoryResult result;
     result.variants.push_back({"SAN", 1, true, 1.1, 3.0, {3.0, 2.9, 3.1, 3, 3}, 1e-15, 2.0});
     result.variants.push_back({"SAN+skip", 1, false, NAN, NAN, {}, 0.3, NAN});
@@ -288,10 +293,7 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
 // "Too few layers to tell" steps each seed's own fitted law r → e^b r^a, constant included, two layers on from its last
 // layer, and needs every seed not yet at round-off to get there.
 TEST(FindingsTheory, TooShallowStepsEachSeedsOwnFittedLaw) {
-    TheorySettings settings;
-    settings.network.layers = 3;
-    settings.heads = 1;
-    settings.seeds = 2;
+    const TheorySettings settings = one_head_theory(3, 2);
     TheoryResult result;
     result.variants.push_back({"SAN", 1, true, 1.1, 3.0, {3.0, 3.0, 3.0, 2, 2}, 1e-3, 2.0});
     result.bound_rows_checked = 1;
