@@ -6,6 +6,7 @@
 //     rankscope: error: <what> (<where>)
 // and exit with status 2.
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -29,6 +30,11 @@ private:
 // A size computed from several settings (e.g. samples × tokens), checked before allocating: throws
 // Error("<what> = <value> is too large (at most <limit>)", where) — `where` names the flags or file that set it.
 void check_size_limit(const std::string& what, double value, double limit, const std::string& where);
+
+// `count` consecutive seeds from `first` (first, first + 1, ...) must not pass the largest seed, 2^64 − 1 (they wrapped
+// to 0, 1, ... before): throws Error("seeds 18446744073709551614 to 18446744073709551616 pass the largest seed,
+// 18446744073709551615 (at most 2 seeds from 18446744073709551614)", where).
+void check_consecutive_seeds(std::uint64_t first, long long count, const std::string& where);
 
 // A NaN/Inf result (a diverged network, an overflowing norm) is an error naming what and where, unless the caller
 // allows non-finite results (the command line's --allow-nonfinite, the Python module's allow_nonfinite=True):

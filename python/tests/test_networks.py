@@ -125,6 +125,12 @@ def test_whole_number_settings_are_checked_before_the_binding_sees_them():
         (lambda: rs.run_failure_modes(seed=2**64), r"^18446744073709551616 is outside \[0, 18446744073709551615\] "
                                                    r"\(seed\)$"),
         (lambda: rs.run_theory(layers=10**400), r"^1{1}0{400} is outside \[1, 100\] \(layers\)$"),
+        # seed, seed + 1, ... stop at 2^64 - 1 (they wrapped to 0 before).
+        (lambda: rs.run_theory(layers=1, seed=2**64 - 2, seeds=3),
+         r"^seeds 18446744073709551614 to 18446744073709551616 pass the largest seed, 18446744073709551615 "
+         r"\(at most 2 seeds from 18446744073709551614\) \(seeds\)$"),
+        (lambda: rs.run_trainability(depths=[2], seed=2**64 - 1, seeds=2), r"^seeds .* \(at most 1 seed from "),
+        (lambda: rs.run_failure_modes(seed=2**64 - 1, seeds=2), r"^seeds 18446744073709551615 to 18446744073709551616 "),
         (lambda: rs.run_theory(layers=1, input=np.ones((8, 4)), tokens="8"), r"^'8' is not a whole number \(tokens\)$"),
         (lambda: rs.sample_path_products([np.full((1, 1, 3, 3), 1 / 3)], draws=2, attention_mask=[[1, 0.5, 1]]),
          r"^entries other than 0 and 1"),

@@ -73,6 +73,14 @@ REJECTED = [
     (["failure-modes", "--query-key-scales", "1,1.0"], "a scale is listed twice"),  # (equal as numbers)
     (["embed", "a sentence", "  "], "empty text: every sentence needs a word (sentence 2)"),
     (["task", "circle", "--seeds", "0,5,9"], "(a set of seeds that are not consecutive cannot be given) (--seeds)"),
+    # --seed, --seed + 1, ... stop at the largest seed, 2^64 - 1 (they wrapped to 0, 1, ... before).
+    (["theory", "--seed", "18446744073709551614", "--seeds", "3"],
+     "seeds 18446744073709551614 to 18446744073709551616 pass the largest seed, 18446744073709551615 "
+     "(at most 2 seeds from 18446744073709551614) (seeds)"),
+    (["trainability", "--seed", "18446744073709551615", "--seeds", "2"], "(at most 1 seed from 18446744073709551615) (seeds)"),
+    (["failure-modes", "--seed", "18446744073709551600", "--seeds", "17"], "to 18446744073709551616 pass the largest seed"),
+    (["task", "circle", "--seed", "18446744073709551615"], "seeds 18446744073709551615 to 18446744073709551617 pass"),
+    (["circle-regimes", "--seed", "18446744073709551610", "--seeds", "7"], "(at most 6 seeds from 18446744073709551610) (--seeds)"),
     # CLI11's "The following arguments were not expected: 3 --layrs", the mistyped option named first.
     (["theory", "--layrs", "3"], "unknown option '--layrs' (--help lists the options)"),
     (["theory", "7"], "unexpected argument '7' (--help lists the options)"),
@@ -174,6 +182,14 @@ class Limits(unittest.TestCase):
             self.assertIn('"layers": 10', f.read())
         result = run("measure", "--seed", "18446744073709551615", "--format", "json")
         self.assertIn('"seed": 18446744073709551615', result.stdout)
+        # The last seeds before 2^64 - 1 run, each recorded as itself.
+        out = os.path.join(self.directory, "last-seeds")
+        run("theory", "--layers", "2", "--d-model", "4", "--tokens", "3", "--seed", "18446744073709551614", "--seeds", "2",
+            "--threads", "1", "--out", out)
+        with open(os.path.join(out, "theory.csv")) as f:
+            rows = [line.rstrip("\n").split(",") for line in f if not line.startswith("#")]
+        seeds = {row[rows[0].index("seed")] for row in rows[1:]}
+        self.assertEqual(seeds, {"18446744073709551614", "18446744073709551615"})
 
     def test_files_that_are_directories_or_missing(self):
         for args in [["measure", self.directory], ["theory", "--input", self.directory],

@@ -90,6 +90,7 @@ void check_lists_name_values_once(const CLI::App& app) {
 }
 
 std::vector<std::uint64_t> consecutive_seeds(std::uint64_t first, int count) {
+    check_consecutive_seeds(first, count, "--seeds");
     std::vector<std::uint64_t> seeds;
     for (int i = 0; i < count; ++i) seeds.push_back(first + std::uint64_t(i));
     return seeds;
