@@ -204,17 +204,20 @@ std::string list(const std::vector<const CircleRun*>& runs, F f) {
     return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::string merge_text(const CircleRun& r) {
-    return r.rollout.merge_step < 0 ? std::string("none") : std::to_string(r.rollout.merge_step);
-}
-
 bool trained_ok(const CircleRun& r, double rmse_limit) { return std::isfinite(r.train_rmse) && r.train_rmse < rmse_limit; }
 bool diverged(const CircleRun& r) { return r.rollout.finite_steps < static_cast<int>(r.trajectory.size()); }
+
+// "14", "none", "14 (then ran away after 282 finite steps)": a merged pair can still run off together.
+std::string merge_text(const CircleRun& r) {
+    if (r.rollout.merge_step < 0) return "none";
+    if (!diverged(r)) return std::to_string(r.rollout.merge_step);
+    return fmt::format("{} (then ran away after {} finite steps)", r.rollout.merge_step, r.rollout.finite_steps);
+}
 bool follows_arcs(const CircleRun& r, double limit) { return follows_circle_arcs(r, limit); }
 
 // "merged at step 14", "ran away after 37 finite steps", "drifted (mean distance 0.21)", "on the arcs (0.004)"
 std::string outcome(const CircleRun& r, double limit) {
-    if (r.rollout.merge_step >= 0) return fmt::format("merged at step {}", r.rollout.merge_step);
+    if (r.rollout.merge_step >= 0) return "merged at step " + merge_text(r);
     if (diverged(r)) return fmt::format("ran away after {} finite steps", r.rollout.finite_steps);
     if (r.rollout.mean_distance_to_arcs >= limit)
         return fmt::format("off the arcs (mean distance {})", quote_number(r.rollout.mean_distance_to_arcs));
@@ -340,18 +343,24 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
         f.key(variant + ": epochs run (per seed)",
               list(runs, [](const CircleRun& r) { return r.epochs < 0 ? std::string("reused") : std::to_string(r.epochs); }));
         std::vector<double> steps, distances;
-        int merged = 0, on = 0, ran_away = 0;
+        int merged = 0, on = 0, ran_away = 0, ran_away_merged = 0;
         for (const auto* r : runs) {
             if (r->rollout.merge_step >= 0) ++merged, steps.push_back(r->rollout.merge_step);
             on += follows_arcs(*r, settings.arc_distance);
-            ran_away += diverged(*r) && r->rollout.merge_step < 0;
+            ran_away += diverged(*r);
+            ran_away_merged += diverged(*r) && r->rollout.merge_step >= 0;
             distances.push_back(r->rollout.mean_distance_to_arcs);
         }
         std::string s = fmt::format("{} merged its two tokens in {} of {} seeds", variant, merged, runs.size());
-        if (merged > 0) s += fmt::format(" (median step {:g})", median(steps));
+        if (merged == 1) s += fmt::format(" (step {:g})", steps.front());
+        if (merged > 1) s += fmt::format(" (median step {:g})", median(steps));
         s += fmt::format(" and stayed on the arcs in {} of {} (median mean distance {})", on, runs.size(),
                          quote_number(median(distances), 2));
-        if (ran_away > 0) s += fmt::format("; {} rollout{} ran away", ran_away, ran_away > 1 ? "s" : "");
+        if (ran_away > 0)
+            s += fmt::format("; {} rollout{} ran away{}", ran_away, ran_away > 1 ? "s" : "",
+                             ran_away_merged == 0        ? ""
+                             : ran_away_merged == ran_away ? " after merging"
+                                                           : fmt::format(" ({} after merging)", ran_away_merged));
         s += fmt::format("; one-step RMSE {} to {} (step length {})",
                          quote_number(std::min_element(runs.begin(), runs.end(), [](auto a, auto b) { return a->train_rmse < b->train_rmse; })[0]->train_rmse, 2),
                          quote_number(std::max_element(runs.begin(), runs.end(), [](auto a, auto b) { return a->train_rmse < b->train_rmse; })[0]->train_rmse, 2),

@@ -160,6 +160,23 @@ TEST(E3Circle, VerdictsFollowTheNumbers) {
     EXPECT_NE(check_named(partly, "a skip connection").measured.find("2/3 seeds"), std::string::npos);
     EXPECT_EQ(check_named(partly, "an MLP").verdict, Verdict::Reproduced);
 
+    // A merged pair that then runs off together (the quick run's SAN seed 2: merged at step 14, 282 finite steps)
+    // still merged, and the reading and the check say it ran away, as they do for a rollout that never merged.
+    CircleResult runaway = synthetic(1e-5, 12, 0.005);
+    for (auto& r : runaway.runs)
+        if (r.variant == "SAN" && r.seed == 3) r.rollout.finite_steps = 282;
+    const Findings merged_then_away = circle_findings(runaway, settings);
+    EXPECT_EQ(check_named(merged_then_away, "Pure attention").verdict, Verdict::Reproduced);
+    EXPECT_NE(check_named(merged_then_away, "Pure attention").measured.find("(steps 12, 13 (then ran away after 282 finite "
+                                                                            "steps), 14)"),
+              std::string::npos)
+        << check_named(merged_then_away, "Pure attention").measured;
+    EXPECT_NE(merged_then_away.reading.find("SAN merged its two tokens in 3 of 3 seeds (median step 13) and stayed on the "
+                                            "arcs in 0 of 3 (median mean distance 0.30); 1 rollout ran away after merging;"),
+              std::string::npos)
+        << merged_then_away.reading;
+    EXPECT_EQ(agree.reading.find("ran away"), std::string::npos) << agree.reading;
+
     // Not trained to a small one-step error: the rollout claims are not comparable, at reduced and at full settings;
     // the precondition (rankscope's, not the paper's) reads not comparable when unmet.
     const Findings untrained = circle_findings(synthetic(1e-2, -1, 0.2), settings);

@@ -145,11 +145,17 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
     std::vector<std::string> titles;
     for (const auto& variant : settings.variants) {
         const CircleRun* shown = nullptr;
-        for (const auto& r : result.runs)
-            if (r.variant == variant && r.seed == first) shown = &r;
-        titles.push_back(fmt::format("{}: {}", variant,
-                                     shown->rollout.merge_step < 0 ? std::string("no merge")
-                                                                   : fmt::format("merged at step {}", shown->rollout.merge_step)));
+        int runs = 0, merged = 0;
+        for (const auto& r : result.runs) {
+            if (r.variant != variant) continue;
+            if (r.seed == first) shown = &r;
+            ++runs, merged += r.rollout.merge_step >= 0;
+        }
+        // The title speaks of the drawn seed; with several seeds it says so and counts the merges over all of them.
+        const std::string drawn = shown->rollout.merge_step < 0 ? std::string("no merge")
+                                                                : fmt::format("merged at step {}", shown->rollout.merge_step);
+        titles.push_back(runs > 1 ? fmt::format("{}, seed {}: {} ({}/{} seeds merged)", variant, first, drawn, merged, runs)
+                                  : fmt::format("{}: {}", variant, drawn));
     }
     render_figure(out, circle_figure(settings.variants, titles, first, settings.steps, settings.seeds.size() > 1),
                   csv_provenance_lines(provenance));
