@@ -33,6 +33,21 @@ Table path_counts_table(const std::vector<ArchitecturePaths>& tables, bool with_
     return table;
 }
 
+namespace {
+
+// The most common path length, "11", or the two tied ones, "11 and 12". N(k) = C(L,k)·H^k rises while
+// N(k+1)/N(k) = (L − k)·H/(k + 1) > 1, so at most two neighbouring lengths share the largest count, exactly when
+// (L − k)·H = k + 1: BERT-base's 11 and 12 (12·12^11 = 12^12), GPT-3's 95 and 96. Decided in integers, since the
+// two counts as doubles may round apart.
+std::string most_common_lengths(int layers, int heads, int mode) {
+    const auto tie = [&](int k) { return static_cast<long long>(layers - k) * heads == k + 1; };
+    if (mode < layers && tie(mode)) return fmt::format("{} and {}", mode, mode + 1);
+    if (mode > 0 && tie(mode - 1)) return fmt::format("{} and {}", mode - 1, mode);
+    return std::to_string(mode);
+}
+
+}  // namespace
+
 Findings path_count_findings(const std::vector<ArchitecturePaths>& tables) {
     Findings f;
     f.experiment = "E6";
@@ -46,9 +61,11 @@ Findings path_count_findings(const std::vector<ArchitecturePaths>& tables) {
             total += r.count;
             if (r.share > mode_share) mode_share = r.share, mode = r.length;
         }
+        const std::string most_common = most_common_lengths(t.architecture.layers, t.architecture.heads, mode);
         f.key(fmt::format("{} (L = {}, H = {}): mean path length; most common length", t.architecture.name,
                           t.architecture.layers, t.architecture.heads),
-              fmt::format("{}; {} ({} of the paths)", quote_number(t.mean_length, 4), mode, quote_number(mode_share)));
+              fmt::format("{}; {} ({} of the paths{})", quote_number(t.mean_length, 4), most_common, quote_number(mode_share),
+                          most_common.find(' ') == std::string::npos ? "" : " each"));
         if (std::string(t.architecture.name) == "BERT-base") {
             f.check({"E6", "With skips, paths of length k number C(L,k)·H^k; their mean length is LH/(H+1)",
                      "BERT-base: mean path length 11.08 of 12", fmt::format("{} of {} ({} paths in all)",
@@ -57,8 +74,10 @@ Findings path_count_findings(const std::vector<ArchitecturePaths>& tables) {
                      "|measured − 11.08| < 0.005", judge(true, std::fabs(t.mean_length - kPaperBertBase) < 0.005),
                      fmt::format("L = {}, H = {}", t.architecture.layers, t.architecture.heads)});
             reading += fmt::format("Counted without weights, BERT-base's paths have mean length {} of {}: most paths are long "
-                                   "(the most common length is {}, with {} of all paths). ",
-                                   quote_number(t.mean_length, 4), t.architecture.layers, mode, quote_number(mode_share));
+                                   "(the most common length{} {}, with {} of all paths{}). ",
+                                   quote_number(t.mean_length, 4), t.architecture.layers,
+                                   most_common.find(' ') == std::string::npos ? " is" : "s are", most_common,
+                                   quote_number(mode_share), most_common.find(' ') == std::string::npos ? "" : " each");
         }
     }
     reading += "The α-weighted distribution needs a measured skip ratio α_l per layer: it is computed, and judged, in the E1 "

@@ -1,7 +1,9 @@
 // Verdicts are computed from the data: a result that contradicts the paper flips the verdict AND the reading; a result
 // at settings that cannot show a claim reads "not comparable". Synthetic results with known values stand in for runs.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "rankscope/e1.hpp"
@@ -352,6 +354,49 @@ TEST(FindingsE6, BertBaseMeanLengthIsTheClosedForm) {
     for (auto& t : wrong)
         if (std::string(t.architecture.name) == "BERT-base") t.mean_length = 10.5;
     EXPECT_EQ(find_check(path_count_findings(wrong), "C(L,k)").verdict, Verdict::NotReproduced);
+}
+
+TEST(FindingsE6, MostCommonLengthsAreTheLargestExactCountsTiesIncluded) {
+    // Brute force in exact 128-bit integers, N(k) = C(L,k)·H^k, for every table architecture whose counts fit (all
+    // but GPT-3): the key number names every length with the largest count. BERT-base's 11 and 12 tie (12·12^11 =
+    // 12^12): the reading said "the most common length is 11".
+    const auto tables = path_count_tables(known_architectures());
+    const Findings f = path_count_findings(tables);
+    int compared = 0;
+    for (const auto& t : tables) {
+        const int L = t.architecture.layers, H = t.architecture.heads;
+        std::vector<unsigned __int128> counts;
+        bool fits = true;
+        unsigned __int128 binomial = 1, power = 1;  // C(L,k), H^k
+        for (int k = 0; k <= L && fits; ++k) {
+            if (k > 0) {
+                binomial = binomial * static_cast<unsigned>(L - k + 1) / static_cast<unsigned>(k);
+                fits = power <= ~static_cast<unsigned __int128>(0) / static_cast<unsigned>(H) / binomial;
+                power *= static_cast<unsigned>(H);
+            }
+            counts.push_back(binomial * power);
+        }
+        if (!fits) continue;
+        const auto largest = *std::max_element(counts.begin(), counts.end());
+        std::vector<std::string> modes;
+        for (int k = 0; k <= L; ++k)
+            if (counts[static_cast<std::size_t>(k)] == largest) modes.push_back(std::to_string(k));
+        const std::string expected = modes.size() == 1 ? modes[0] : modes[0] + " and " + modes[1];
+        const std::string name = fmt::format("{} (L = {}, H = {}): mean path length; most common length", t.architecture.name, L, H);
+        bool found = false;
+        for (const auto& key : f.key_numbers)
+            if (key.what == name) {
+                found = true;
+                EXPECT_NE(key.value.find("; " + expected + " ("), std::string::npos) << key.value;
+            }
+        EXPECT_TRUE(found) << name;
+        ++compared;
+    }
+    EXPECT_EQ(compared, 6);  // ViT-H, T5-11B and GPT-3 overflow 128 bits; GPT-3's tie from Python's exact integers:
+    for (const auto& key : f.key_numbers)
+        if (key.what.rfind("GPT-3 ", 0) == 0) EXPECT_NE(key.value.find("; 95 and 96 ("), std::string::npos) << key.value;
+    EXPECT_NE(f.reading.find("the most common lengths are 11 and 12, with 0.383 of all paths each"), std::string::npos)
+        << f.reading;
 }
 
 // ---- E4 -----------------------------------------------------------------------------------------------------------
