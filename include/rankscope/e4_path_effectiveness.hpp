@@ -35,6 +35,7 @@ struct SeedOutcome {
     TrainedTask trained;
     TaskBatch eval;  // the evaluation batch (written out so any number can be recomputed)
     double whole_model_accuracy = 0, whole_model_train_accuracy = 0, majority_accuracy = 0;
+    double position_majority_accuracy = 0;  // the most common training label at each position (tasks.hpp)
     std::vector<LayerResidual> residual;  // relative residual per layer of the trained model on eval
 };
 
@@ -42,6 +43,7 @@ struct PathEffectivenessResult {
     std::vector<SeedOutcome> seeds;
     // Means over the seeds (with one seed, that seed's numbers).
     double whole_model_accuracy = 0, whole_model_train_accuracy = 0, majority_accuracy = 0, chance_accuracy = 0;
+    double position_majority_accuracy = 0;
     double train_seconds = 0;                // wall time of training (the seeds not reused, together); 0 when all reused
     std::vector<PathEffectivenessRow> rows;  // every ensemble of every seed
     std::vector<PathAccuracy> by_length;     // summarised over seeds and repeats

@@ -101,7 +101,8 @@ Figure iterate_figure(const std::vector<std::string>& weight_kinds, FloatFloor f
 Figure path_counts_figure(const std::vector<std::string>& architectures, bool alpha_weighted);
 
 // paths_effectiveness.svg (E4) from paths_effectiveness_summary.csv (sub_path, n_paths, k, mean, std) and the
-// reference accuracies in paths_effectiveness.csv (metric = whole_model_accuracy / majority_accuracy, value).
+// reference accuracies in paths_effectiveness.csv (metric = whole_model_accuracy / majority_accuracy /
+// position_majority_accuracy, value).
 // `series`: (sub_path "yes"/"no", n_paths) per line.
 Figure paths_effectiveness_figure(const std::string& task, const std::vector<std::pair<std::string, int>>& series, int seeds = 1);
 

@@ -129,6 +129,11 @@ double token_accuracy(const at::Tensor& logits, const at::Tensor& targets);
 double token_accuracy(TaskModel& model, const TaskBatch& batch);
 // Accuracy of always predicting the most frequent training label, measured on `eval`.
 double majority_accuracy(const TaskBatch& train, const TaskBatch& eval, int classes);
+// Accuracy of predicting, at each position, the most frequent training label at that position (ties: the smaller
+// label; a position no training item reaches: the overall majority), measured on `eval`. Like the majority level it
+// never looks at the input, but it knows the position: on sort the first sorted digit is usually 0, the last 9, and
+// this level is ≈0.35 where the majority class is 0.1.
+double position_majority_accuracy(const TaskBatch& train, const TaskBatch& eval, int classes);
 
 // ---- paths (E4) --------------------------------------------------------------------------------------------------
 // A path picks, per layer, a head in [0, H) or the skip (= H). Exactly `length` layers use a head.

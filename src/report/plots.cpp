@@ -436,15 +436,18 @@ Figure paths_effectiveness_figure(const std::string& task, const std::vector<std
                           y_from_zero(csv, csv_number("mean") + " + " + csv_spread("std"), 1.05, "acc");
     // The measured reference accuracies, read from the run's own CSV.
     for (const auto& [name, metric] : std::vector<std::pair<std::string, std::string>>{
-             {"whole", "whole_model_accuracy"}, {"majority", "majority_accuracy"}})
+             {"whole", "whole_model_accuracy"}, {"majority", "majority_accuracy"},
+             {"by_position", "position_majority_accuracy"}})
         preface += fmt::format("undefine {0}_*\nstats [*:*][*:*] {1} using {2} name '{0}' nooutput\n"
                                "if (!exists('{0}_mean')) {0}_mean = NaN\n",
                                name, file(reference), only_if(text_is("metric", metric), csv_number("value")));
     figure.add_preface(preface);
     std::vector<std::string> plots = {"whole_mean with lines lc rgb '#000000' lw 2 dt 2",
-                                      "majority_mean with lines lc rgb '#777777' lw 2 dt 3"};
+                                      "majority_mean with lines lc rgb '#777777' lw 2 dt 3",
+                                      "by_position_mean with lines lc rgb '#777777' lw 2 dt 4"};
     figure.add_key_entry("whole model (measured)", "with lines lc rgb '#000000' lw 2 dt 2");
     figure.add_key_entry("majority class (measured)", "with lines lc rgb '#777777' lw 2 dt 3");
+    figure.add_key_entry("most common label per position (measured)", "with lines lc rgb '#777777' lw 2 dt 4");
     for (std::size_t i = 0; i < series.size(); ++i) {
         // Series side by side around each k so that their error bars do not hide each other.
         const double shift = (static_cast<double>(i) - (series.size() - 1) / 2.0) * 0.08;

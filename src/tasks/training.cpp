@@ -248,6 +248,22 @@ double majority_accuracy(const TaskBatch& train, const TaskBatch& eval, int clas
     return (eval.targets.eq(majority) & real).sum().item<double>() / real.sum().item<double>();
 }
 
+double position_majority_accuracy(const TaskBatch& train, const TaskBatch& eval, int classes) {
+    // counts[p, c]: training tokens at position p with label c (padding, −1, counted nowhere).
+    const std::int64_t positions = std::max(train.targets.size(1), eval.targets.size(1));
+    const at::Tensor train_targets = train.targets.to(torch::kInt64);
+    const at::Tensor real = train_targets.ne(-1);
+    const at::Tensor position = torch::arange(train_targets.size(1), torch::kInt64).expand_as(train_targets);
+    const at::Tensor cells = position.masked_select(real) * classes + train_targets.masked_select(real);
+    at::Tensor counts = torch::bincount(cells, {}, positions * classes).view({positions, classes});
+    const std::int64_t overall = counts.sum(0).argmax().item<std::int64_t>();
+    at::Tensor label = counts.argmax(1);  // the first largest: the smaller label on a tie
+    label.masked_fill_(counts.sum(1).eq(0), overall);
+    const at::Tensor eval_real = eval.targets.ne(-1);
+    const at::Tensor predicted = label.narrow(0, 0, eval.targets.size(1)).unsqueeze(0).expand_as(eval.targets);
+    return (eval.targets.eq(predicted) & eval_real).sum().item<double>() / eval_real.sum().item<double>();
+}
+
 void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings) {
     NamedTensors parameters;
     for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value().to(at::kCPU, torch::kFloat));

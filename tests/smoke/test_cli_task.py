@@ -65,7 +65,8 @@ class TaskCommand(unittest.TestCase):
         self.assertEqual(list(rows[0].keys()), ["task", "seed", "sub_path", "k", "n_paths", "repeat", "metric", "value"])
         accuracy = [r for r in rows if r["metric"] == "token_accuracy"]
         self.assertEqual(len(accuracy), 3 * 2 * 2 * 2)  # k = 0..2, n in {5, 20}, 2 repeats, with/without sub-paths
-        self.assertEqual({r["metric"] for r in rows} - {"token_accuracy"}, {"whole_model_accuracy", "majority_accuracy"})
+        self.assertEqual({r["metric"] for r in rows} - {"token_accuracy"}, {"whole_model_accuracy", "majority_accuracy",
+                                                                       "position_majority_accuracy"})
         for r in rows:
             self.assertTrue(0.0 <= float(r["value"]) <= 1.0)
         self.assert_svg(os.path.join(self.out, "paths_effectiveness.svg"))

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <numeric>
 #include <set>
 
 #include "rankscope/error.hpp"
@@ -96,6 +97,46 @@ TEST(TaskData, SortTargetsAreTheSortedInputs) {
         EXPECT_EQ(a, b);
         for (auto value : in) EXPECT_TRUE(value >= 0 && value < 10);
     }
+}
+
+TEST(TaskBaselines, PositionMajorityEqualsCountingByHand) {
+    // Random labels with padding (−1) and a training batch longer than the evaluation batch: per position, count the
+    // training labels in plain loops, take the most common (the smaller on a tie; the overall majority where no
+    // training item reaches), and score it on the evaluation batch's real tokens.
+    std::mt19937_64 rng(11);
+    const int classes = 4;
+    auto labels = [&](int items, int positions, int reach) {
+        at::Tensor t = torch::full({items, positions}, -1, torch::kInt64);
+        for (int i = 0; i < items; ++i)
+            for (int p = 0; p < positions; ++p)
+                if (p < reach && rng() % 5 != 0) t[i][p] = static_cast<std::int64_t>(rng() % (p % 2 ? 2 : classes));
+        return t;
+    };
+    TaskBatch train, eval;
+    train.targets = labels(60, 7, 5);  // positions 5 and 6: no training label at all
+    eval.targets = labels(40, 7, 7);
+    std::vector<std::int64_t> overall(classes, 0);
+    std::vector<std::vector<std::int64_t>> counts(7, std::vector<std::int64_t>(classes, 0));
+    for (int i = 0; i < 60; ++i)
+        for (int p = 0; p < 7; ++p)
+            if (const auto c = train.targets[i][p].item<std::int64_t>(); c >= 0) ++counts[p][c], ++overall[c];
+    auto most = [](const std::vector<std::int64_t>& v) {
+        return static_cast<std::int64_t>(std::max_element(v.begin(), v.end()) - v.begin());  // the first largest
+    };
+    double right = 0, real = 0;
+    for (int i = 0; i < 40; ++i)
+        for (int p = 0; p < 7; ++p) {
+            const auto c = eval.targets[i][p].item<std::int64_t>();
+            if (c < 0) continue;
+            const bool seen = std::accumulate(counts[p].begin(), counts[p].end(), std::int64_t{0}) > 0;
+            right += c == (seen ? most(counts[p]) : most(overall)), ++real;
+        }
+    EXPECT_DOUBLE_EQ(position_majority_accuracy(train, eval, classes), right / real);
+    // One position, one class per position: the position alone predicts every label; the majority class does not.
+    train.targets = torch::tensor({0, 1, 2, 3}, torch::kInt64).repeat({10, 1});
+    eval.targets = torch::tensor({0, 1, 2, 3}, torch::kInt64).repeat({3, 1});
+    EXPECT_DOUBLE_EQ(position_majority_accuracy(train, eval, classes), 1.0);
+    EXPECT_DOUBLE_EQ(majority_accuracy(train, eval, classes), 0.25);
 }
 
 TEST(TaskData, CircleItemsWalkTwoArcsOneStepAtATime) {

@@ -161,7 +161,8 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
                   csv_provenance_lines(provenance));
 }
 
-// E4: train (or reuse) one model per seed, measure whole-model and majority accuracy, and the path ensembles.
+// E4: train (or reuse) one model per seed, measure whole-model, majority and per-position majority accuracy, and the path
+// ensembles.
 void run_classification_task(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
     const TaskSettings& settings = options.settings;
     PathEffectivenessSettings experiment;
@@ -190,6 +191,8 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
     for (const auto& s : result.seeds) {
         table.add({settings.task, std::to_string(s.seed), "", "", "", "", "whole_model_accuracy", format_number(s.whole_model_accuracy)});
         table.add({settings.task, std::to_string(s.seed), "", "", "", "", "majority_accuracy", format_number(s.majority_accuracy)});
+        table.add({settings.task, std::to_string(s.seed), "", "", "", "", "position_majority_accuracy",
+                   format_number(s.position_majority_accuracy)});
     }
     write_csv_atomically(out / "paths_effectiveness.csv", table, provenance);
 
@@ -223,6 +226,7 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
                          {"whole_model_accuracy", s.whole_model_accuracy},
                          {"whole_model_train_accuracy", s.whole_model_train_accuracy},
                          {"majority_accuracy", s.majority_accuracy},
+                         {"position_majority_accuracy", s.position_majority_accuracy},
                          {"eval_data", eval_file}});
     }
     TaskModel& model = result.seeds.front().trained.model;
@@ -239,6 +243,7 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
                               {"whole_model_accuracy", whole},
                               {"whole_model_train_accuracy", result.whole_model_train_accuracy},
                               {"majority_accuracy", majority},
+                              {"position_majority_accuracy", result.position_majority_accuracy},
                               {"chance_accuracy", result.chance_accuracy},
                               {"eval_sequences", result.seeds.front().eval.size()},
                               {"path_accuracy", by_length}};
@@ -249,8 +254,10 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
     write_json_atomically(out / "task.json", summary, provenance);
     write_findings(out, path_effectiveness_findings(result, experiment), provenance);
 
-    std::cout << fmt::format("{}: whole-model token accuracy {:.4f}{}, majority {:.4f}, {} parameters, {}\n", settings.task, whole,
-                             one_seed ? "" : fmt::format(" (mean over {} seeds)", result.seeds.size()), majority,
+    std::cout << fmt::format("{}: whole-model token accuracy {:.4f}{}, majority {:.4f}, per-position majority {:.4f}, {} "
+                             "parameters, {}\n",
+                             settings.task, whole, one_seed ? "" : fmt::format(" (mean over {} seeds)", result.seeds.size()),
+                             majority, result.position_majority_accuracy,
                              parameter_count(model),
                              reused_all ? "checkpoint reused" : fmt::format("trained in {:.1f} s", result.train_seconds));
     for (const auto& cell : result.by_length)
@@ -264,8 +271,8 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
                            std::to_string(cell.length), format_number(cell.accuracy.mean), format_number(cell.accuracy.std),
                            std::to_string(cell.accuracy.n)});
     write_csv_atomically(out / "paths_effectiveness_summary.csv", summary_table, provenance);
-    // Figure: accuracy vs path length, mean ± std over seeds and repeats, with the measured whole-model and majority lines
-    // (means over the seeds).
+    // Figure: accuracy vs path length, mean ± std over seeds and repeats, with the measured whole-model, majority and
+    // per-position majority lines (means over the seeds).
     std::vector<std::pair<std::string, int>> series;
     for (bool mode : modes)
         for (int n : options.n_paths) series.emplace_back(mode ? "yes" : "no", n);
