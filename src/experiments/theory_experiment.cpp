@@ -182,6 +182,21 @@ std::string final_residual_words(const TheoryVariantSummary& v) {
                        quote_number(v.final_relative_residual_min), quote_number(v.final_relative_residual_max));
 }
 
+// The first layer from which every seed's relative residual is at round-off (≤ kRoundOffLevel) at every later layer;
+// -1 when none is (or the variant has no rows).
+int first_round_off_layer(const TheoryResult& result, const std::string& variant) {
+    std::map<int, double> worst;  // layer → the largest relative residual over seeds (NaN counts as not collapsed)
+    for (const auto& r : result.rows)
+        if (r.variant == variant) {
+            auto [it, added] = worst.emplace(r.layer, r.relative_residual);
+            if (!added) it->second = std::isnan(r.relative_residual) || std::isnan(it->second)
+                                         ? NAN : std::max(it->second, r.relative_residual);
+        }
+    int first = -1;
+    for (auto it = worst.rbegin(); it != worst.rend() && it->second <= kRoundOffLevel; ++it) first = it->first;
+    return first;
+}
+
 }  // namespace
 
 Findings theory_findings(const TheoryResult& result, const TheorySettings& settings) {
@@ -231,22 +246,39 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
     // the collapse" is judged as SAN's: round-off by layer L in every seed, unless too few layers to tell.
     const auto* pure = find_variant(result, "SAN");
     const bool pure_collapsed = pure && collapse_by_last_layer(*pure).reached;
-    auto final_check = [&](const std::string& variant, const std::string& claim, const std::string& paper, bool keeps) {
+    // Where a variant that does not stop the collapse reaches round-off, beside pure attention's: it may delay it.
+    const int san_round_off = first_round_off_layer(result, "SAN");
+    const auto round_off_words = [&](const std::string& variant) -> std::string {
+        const int layer = first_round_off_layer(result, variant);
+        if (layer < 0 || san_round_off < 0) return "";
+        return fmt::format("; at round-off in every seed from layer {} ({} from layer {})", layer, "SAN", san_round_off);
+    };
+    auto final_check = [&](const std::string& variant, const std::string& claim, const std::string& paper, bool keeps,
+                           const std::string& condition = "") {
         const auto* v = find_variant(result, variant);
         if (!v) return;
         const CollapseByLastLayer collapse = collapse_by_last_layer(*v);
-        f.check({"theory", claim, paper, fmt::format("{}: r_L = {}", variant, final_residual_words(*v)),
+        f.check({"theory", claim, paper,
+                 fmt::format("{}: r_L = {}{}", variant, final_residual_words(*v), keeps ? "" : round_off_words(variant)),
                  keeps ? fmt::format("r_L > {} in every seed; judged where SAN has reached round-off by layer L", kKeepsRank)
-                       : fmt::format("r_L ≤ {} in every seed{}", quote_number(kRoundOffLevel), kTooShallowWords),
+                       : fmt::format("r_L ≤ {} in every seed{}{}", quote_number(kRoundOffLevel), condition, kTooShallowWords),
                  keeps ? judge(deep_enough && pure_collapsed, v->final_relative_residual_min > kKeepsRank)
                        : judge(deep_enough && !collapse.too_shallow, collapse.reached),
                  setting});
     };
     final_check("SAN+skip", "Skip connections stop the collapse", "Claim 3.1: the length-0 path carries res(X)", true);
     final_check("SAN+MLP", "An MLP does not stop the collapse", "Corollary 3.2: MLPs change the base, not the rate", false);
-    final_check("SAN+affine-LN", "LayerNorm, as the paper models it (affine), plays no role", "§3.3", false);
-    final_check("SAN+LN", "True LayerNorm (divides each token by its own std) plays no role either",
-                "§3.3 says LN plays no role; Wu et al. 2024 show true LN can prevent collapse", false);
+    // The paper's "plays no role" is judged as "does not stop the collapse" at this init, the value matrices included:
+    // Wu et al. 2024 show true LN keeping the rank with other value matrices, and LN may delay the collapse (the
+    // measured text gives the layer it reaches round-off, beside SAN's).
+    const std::string init_words = fmt::format(
+        ", with the value matrices of this init (W_V, W_O ~ N(0, {}/fan_in)): said of these only",
+        settings.network.init_scale == 1 ? std::string("1") : quote_number(settings.network.init_scale * settings.network.init_scale));
+    final_check("SAN+affine-LN", "LayerNorm, as the paper models it (affine), does not stop the collapse (it \"plays no role\")",
+                "§3.3", false, init_words);
+    final_check("SAN+LN", "True LayerNorm (divides each token by its own std) does not stop it either",
+                "§3.3 says LN plays no role; Wu et al. 2024 show true LN can prevent collapse for suitable value matrices",
+                false, init_words);
     std::vector<std::string> parts;
     for (const auto& v : result.variants) {
         if (v.heads != 1) continue;
@@ -259,6 +291,20 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
         reading += fmt::format("Pure attention's step exponent, fitted per seed: {}. The theorems' worst case is 3; "
                                "above 1 means faster than exponential. ",
                                step_exponent_words(san->exponent));
+    // LayerNorm's delay, in layers, where both it and pure attention reach round-off.
+    std::vector<std::string> delays;
+    for (const std::string variant : {"SAN+LN", "SAN+affine-LN"}) {
+        const int layer = first_round_off_layer(result, variant);
+        if (layer >= 0 && san_round_off >= 0 && layer != san_round_off)
+            delays.push_back(fmt::format("from layer {} for {}", layer, variant));
+    }
+    if (!delays.empty()) {
+        std::string layers = fmt::format("from layer {} for SAN", san_round_off);
+        for (std::size_t i = 0; i < delays.size(); ++i) layers += (i + 1 == delays.size() ? " and " : ", ") + delays[i];
+        reading += fmt::format("Every seed's relative residual is at round-off {}: LayerNorm changes when the collapse "
+                               "happens at this init, not whether. ",
+                               layers);
+    }
     reading += fmt::format("The measured residual exceeds the per-layer bound in {} of {} checked rows.", result.bound_violations,
                            result.bound_rows_checked);
     f.reading = reading;

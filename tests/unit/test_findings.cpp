@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "rankscope/e1.hpp"
 #include "rankscope/e4_path_effectiveness.hpp"
@@ -223,6 +224,46 @@ TheorySettings one_head_theory(int layers, int seeds) {
     settings.heads = 1;
     settings.seeds = seeds;
     return settings;
+}
+
+// LayerNorm's claims say where each variant reaches round-off beside SAN, from the rows: every seed at round-off at
+// that layer and every later one (one seed's 1e-9 blip at layer 5 keeps SAN+affine-LN from reaching it before 6).
+TEST(FindingsTheory, LayerNormDelayIsReadFromEverySeedsRows) {
+    const TheorySettings settings = one_head_theory(6, 2);
+    TheoryResult result;
+    const std::map<std::string, std::vector<std::vector<double>>> curves = {
+        {"SAN", {{1, 0.5, 1e-2, 1e-7, 1e-16, 1e-16, 1e-16}, {1, 0.5, 1e-3, 1e-13, 1e-16, 1e-16, 1e-16}}},
+        {"SAN+LN", {{1, 0.6, 0.1, 1e-4, 1e-9, 1e-16, 1e-16}, {1, 0.6, 0.1, 1e-4, 1e-13, 1e-16, 1e-16}}},
+        {"SAN+affine-LN", {{1, 0.7, 0.2, 1e-3, 1e-13, 1e-9, 1e-16}, {1, 0.7, 0.2, 1e-3, 1e-13, 1e-14, 1e-16}}},
+    };
+    for (const auto& [variant, seeds] : curves) {
+        for (std::size_t seed = 0; seed < seeds.size(); ++seed)
+            for (std::size_t layer = 0; layer < seeds[seed].size(); ++layer) {
+                TheoryRow row;
+                row.variant = variant, row.seed = seed, row.layer = static_cast<int>(layer);
+                row.relative_residual = seeds[seed][layer];
+                result.rows.push_back(row);
+            }
+        TheoryVariantSummary v;
+        v.variant = variant;
+        v.exponent = {3.0, 3.0, 3.0, 2, 2};
+        set_final(v, 1e-16);
+        result.variants.push_back(v);
+    }
+    result.bound_rows_checked = 1;
+    const Findings f = theory_findings(result, settings);
+    const Check& affine = find_check(f, "as the paper models it (affine), does not stop the collapse");
+    EXPECT_EQ(affine.verdict, Verdict::Reproduced);
+    EXPECT_NE(affine.measured.find("; at round-off in every seed from layer 6 (SAN from layer 4)"), std::string::npos)
+        << affine.measured;
+    EXPECT_NE(affine.criterion.find("with the value matrices of this init (W_V, W_O ~ N(0, 1/fan_in))"), std::string::npos)
+        << affine.criterion;
+    EXPECT_NE(find_check(f, "True LayerNorm").measured.find("from layer 5 (SAN from layer 4)"), std::string::npos)
+        << find_check(f, "True LayerNorm").measured;
+    EXPECT_NE(f.reading.find("at round-off from layer 4 for SAN, from layer 5 for SAN+LN and from layer 6 for "
+                             "SAN+affine-LN: LayerNorm changes when the collapse happens at this init, not whether."),
+              std::string::npos)
+        << f.reading;
 }
 
 TEST(FindingsTheory, CollapseVerdictFlips) {
