@@ -111,7 +111,7 @@ constexpr double kKeepsRank = 0.05;       // a relative residual above this afte
 std::string step_exponent_words(const StepExponentFit& fit) {
     if (std::isnan(fit.median))
         return fmt::format("not fitted (no seed of {} has {} collapsing steps above round-off)", fit.seeds, kStepsToFit);
-    const std::string misfit = fmt::format(", misfit ≤ {} in ln r (root mean square per seed)", quote_number(fit.rms_max));
+    const std::string misfit = fmt::format(", misfit ≤ {} in ln ‖res‖ (root mean square per seed)", quote_number(fit.rms_max));
     if (fit.seeds_fitted == 1)
         return fmt::format("{} (fitted in 1 of {} seeds){}", quote_number(fit.median), fit.seeds, misfit);
     const std::string of = fit.seeds_fitted == fit.seeds ? std::to_string(fit.seeds)
@@ -221,8 +221,10 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
         f.check({"theory", fmt::format("Pure self-attention{} loses rank doubly exponentially with depth",
                                        suffix.empty() ? " (1 head)" : " (" + suffix.substr(1) + ")"),
                  "Theorems 2.2/2.3: r_l ≤ c r_(l−1)^3, so log r falls like 3^l",
-                 fmt::format("step exponent (log r_l against log r_(l−1), fitted per seed): {}; r_L = {}",
-                             step_exponent_words(fit), final_residual_words(*san)),
+                 fmt::format("step exponent (ln ‖res_l‖ against ln ‖res_(l−1)‖, the exact-centre residual the theorems "
+                             "bound, fitted per seed over its ≥ {} collapsing steps): {}; relative residual after layer L, "
+                             "r_L = {}",
+                             kStepsToFit, step_exponent_words(fit), final_residual_words(*san)),
                  fmt::format("median exponent ≥ {} and r_L ≤ {} in every seed (float64 round-off){}", kDoublyExponential,
                              quote_number(kRoundOffLevel), kTooShallowWords),
                  // Not fitted: too fast to fit (at round-off) or still falling is not comparable; not collapsing in a
