@@ -289,8 +289,15 @@ Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants) {
     // The range covers both the measured residuals and the (positive) bounds.
     const std::string larger = fmt::format("({1} == {1} && {1} > {0} ? {1} : {0})", csv_number("residual_mean"),
                                            csv_number("bound_step_mean"));
+    // An absolute residual has no fixed round-off level (float64's 2.2e-16 is relative: here it would sit 16 decades
+    // below an input residual of ≈30, and 1e-14 would look far above it), so no floor line; the relative residual,
+    // with its round-off line, is in theory.svg. An exact 0 is drawn on the bottom edge, and a label says so.
     figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
-                       log_y(csv, csv_number("residual_mean"), FloatFloor::float64, "res") +
+                       log_y(csv, csv_number("residual_mean"), FloatFloor::none, "res") +
+                       fmt::format("undefine zero_*\nstats [*:*][*:*] {} using (({}) == 0 ? 1 : 0) name 'zero' nooutput\n"
+                                   "if (exists('zero_sum') && zero_sum > 0) {{ set label 'on the bottom edge: exactly 0' at "
+                                   "graph 0.02, graph 0.05 left tc rgb '#444444' front }}\n",
+                                   file(csv), csv_number("residual_mean")) +
                        fmt::format("undefine big_*\nstats [*:*][*:*] {} using ({}) name 'big' nooutput\n"
                                    "if (exists('big_max') && 2 * big_max > res_top) {{ res_top = 2 * big_max; "
                                    "set yrange [res_bottom:res_top] }}\n"

@@ -124,6 +124,16 @@ TEST(Figures, EveryBuilderSelectsColumnsByName) {
     EXPECT_NE(figure_style_preamble().find("set datafile columnheaders"), std::string::npos);
 }
 
+TEST(Figures, TheoryBoundsHasNoRelativeRoundOffLineOnItsAbsoluteAxis) {
+    // Its y axis is the absolute residual (≈30 at the input): float64's relative 2.2e-16 drawn there put a plateau at
+    // 1e-14 (relative 2.5e-16) far "above round-off". No floor line; exact zeros on the bottom edge are labelled.
+    const Figure bounds = theory_bounds_figure({"SAN"});
+    EXPECT_EQ(bounds.body.find("round-off"), std::string::npos);
+    EXPECT_EQ(bounds.body.find("2.22e-16"), std::string::npos);
+    EXPECT_NE(bounds.body.find("on the bottom edge: exactly 0"), std::string::npos);
+    EXPECT_NE(theory_figure({"SAN"}).body.find("float64 round-off"), std::string::npos);  // the relative figure keeps it
+}
+
 TEST(Figures, PathsFigureDrawsOnePanelPerMetricColumn) {
     const Figure one = paths_figure("E2", {"relative_residual"}, {"init"}, FloatFloor::float32);
     const Figure two = paths_figure("E2", {"relative_residual", "relative_residual_frobenius"}, {"init"}, FloatFloor::float32);
