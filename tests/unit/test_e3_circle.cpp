@@ -176,6 +176,21 @@ TEST(E3Circle, VerdictsFollowTheNumbers) {
               std::string::npos)
         << merged_then_away.reading;
     EXPECT_EQ(agree.reading.find("ran away"), std::string::npos) << agree.reading;
+    // The default recipe is rankscope's, not the paper's, and a note says how; the paper's code's recipe gets none.
+    auto note_with = [](const Findings& f, const std::string& text) {
+        for (const auto& note : f.notes)
+            if (note.find(text) != std::string::npos) return note;
+        return std::string();
+    };
+    EXPECT_NE(note_with(agree, "Training recipe: rankscope's, not the paper's")
+                  .find("at most 400 epochs, reshuffled every epoch, cosine learning rate, input noise 0.03, stopped at "
+                        "training MSE 3.5e-08."),
+              std::string::npos)
+        << note_with(agree, "Training recipe");
+    CircleSettings papers_recipe = settings;
+    papers_recipe.training.shuffle = false, papers_recipe.training.lr_schedule = "constant";
+    papers_recipe.training.input_noise = 0, papers_recipe.training.target_mse = 0;
+    EXPECT_EQ(note_with(circle_findings(synthetic(1e-5, 12, 0.005), papers_recipe), "Training recipe"), "");
 
     // Not trained to a small one-step error: the rollout claims are not comparable, at reduced and at full settings;
     // the precondition (rankscope's, not the paper's) reads not comparable when unmet.
