@@ -59,6 +59,9 @@ struct Findings {
 
 // "0.354", "3.5e-07", "nan": `significant` digits, fixed notation for 1e-3 ≤ |x| < 1e4.
 std::string quote_number(double value, int significant = 3);
+// "low–high" with as many significant digits beyond `significant` (up to 6) as the two need to differ in print
+// (0.6116 and 0.6119 read "0.612–0.612" at 3); one value when they are equal.
+std::string quote_range(double low, double high, int significant = 3);
 
 // findings.json (everything) and verdicts.csv (experiment, claim, paper, measured, criterion, verdict, settings).
 void write_findings(const std::filesystem::path& directory, const Findings& findings, const Provenance& provenance);

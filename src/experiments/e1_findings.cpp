@@ -262,9 +262,8 @@ Findings real_model_findings(const RealModelResult& result) {
             const auto [lo, hi] = std::minmax_element(run.skip_ratio.begin(), run.skip_ratio.end());
             f.check({"E6", "Weighting paths by the measured skip ratio α_l shifts the mass to short paths",
                      "α-weighted distribution favours short paths (§3.2)",
-                     fmt::format("mean path length {} α-weighted vs {} counted (α_l from {} to {}, mean {} against "
-                                 "1/(H+1) = {})",
-                                 quote_number(weighted), quote_number(uniform), quote_number(*lo), quote_number(*hi),
+                     fmt::format("mean path length {} α-weighted vs {} counted (α_l {}, mean {} against 1/(H+1) = {})",
+                                 quote_number(weighted), quote_number(uniform), quote_range(*lo, *hi),
                                  quote_number(1 - weighted / L), quote_number(1.0 / (result.heads + 1))),
                      // Σ(1 − α_l) against L·H/(H+1): the same as the mean α_l above a head's share 1/(H+1), which any
                      // skip that carries more than one head does; said so, since it is weak evidence on its own.
@@ -278,9 +277,9 @@ Findings real_model_findings(const RealModelResult& result) {
                   }());
             f.key(fmt::format("{}, mean path length α-weighted / counted", run.weights),
                   quote_number(weighted) + " / " + quote_number(uniform));
-            reading += fmt::format("The measured skip ratio α_l ({}–{}) puts the α-weighted mean path length at {} of {} layers, "
+            reading += fmt::format("The measured skip ratio α_l ({}) puts the α-weighted mean path length at {} of {} layers, "
                                    "against {} when every path counts once. ",
-                                   quote_number(*lo), quote_number(*hi), quote_number(weighted), L, quote_number(uniform));
+                                   quote_range(*lo, *hi), quote_number(weighted), L, quote_number(uniform));
         }
         if (!run.iterate.empty()) {
             std::map<std::string, std::vector<double>> by_variant;

@@ -35,6 +35,13 @@ Verdict judge_at_scale(bool paper_scale, bool agrees) {
     return paper_scale ? Verdict::NotReproduced : Verdict::NotComparable;
 }
 
+std::string quote_range(double low, double high, int significant) {
+    if (low == high) return quote_number(low, significant);
+    int digits = significant;
+    while (digits < 6 && quote_number(low, digits) == quote_number(high, digits)) ++digits;
+    return quote_number(low, digits) + "–" + quote_number(high, digits);
+}
+
 std::string quote_number(double value, int significant) {
     if (std::isnan(value)) return "nan";
     if (std::isinf(value)) return value > 0 ? "inf" : "-inf";

@@ -54,6 +54,13 @@ TEST(Findings, QuoteNumber) {
     EXPECT_EQ(quote_number(NAN), "nan");
 }
 
+TEST(Findings, QuoteRangeShowsTheDigitsThatDiffer) {
+    EXPECT_EQ(quote_range(0.2, 0.4), "0.200–0.400");
+    EXPECT_EQ(quote_range(0.6116, 0.6119), "0.6116–0.6119");  // USE lite's α_l read "from 0.612 to 0.612"
+    EXPECT_EQ(quote_range(0.5, 0.5), "0.500");
+    EXPECT_EQ(quote_range(1.0, 1.0 + 1e-12), "1.00000–1.00000");  // at most 6 digits
+}
+
 TEST(Findings, JudgeAndNames) {
     EXPECT_EQ(judge(true, true), Verdict::Reproduced);
     EXPECT_EQ(judge(true, false), Verdict::NotReproduced);
