@@ -65,8 +65,10 @@ std::string integer_axis(const std::string& axis, const std::string& csv, const 
 std::string y_from_zero(const std::string& csv, const std::string& expression, double minimum_top, const std::string& name);
 // Log y over the positive values of `expression` in `csv`, with a factor-2 margin; the float floor drawn as a dashed
 // labelled line (and kept inside the range) when the data come within 100x of it. Defines the gnuplot variable
-// `<name>_bottom` (the axis bottom, where zeros are drawn: use log_value()).
-std::string log_y(const std::string& csv, const std::string& expression, FloatFloor floor, const std::string& name);
+// `<name>_bottom` (the axis bottom, where zeros are drawn: use log_value()). `floor_label` replaces the line's label
+// ("float32 round-off") where the line is a reference rather than the data's own floor.
+std::string log_y(const std::string& csv, const std::string& expression, FloatFloor floor, const std::string& name,
+                  const std::string& floor_label = "");
 // `expression` where it is positive, else the axis bottom defined by log_y(..., name).
 std::string log_value(const std::string& expression, const std::string& name);
 

@@ -120,7 +120,8 @@ std::string y_from_zero(const std::string& csv, const std::string& expression, d
                        name, file(csv), expression, minimum_top);
 }
 
-std::string log_y(const std::string& csv, const std::string& expression, FloatFloor floor, const std::string& name) {
+std::string log_y(const std::string& csv, const std::string& expression, FloatFloor floor, const std::string& name,
+                  const std::string& floor_label_text) {
     std::string s = fmt::format("undefine {0}_*\nstats [*:*][*:*] {1} using (({2}) > 0 ? ({2}) : NaN) name '{0}' nooutput\n"
                                 "if (!exists('{0}_min')) {0}_min = 1e-3; {0}_max = 1\n",
                                 name, file(csv), expression);
@@ -133,7 +134,8 @@ std::string log_y(const std::string& csv, const std::string& expression, FloatFl
                          "    set arrow from graph 0, first {0}_floor to graph 1, first {0}_floor nohead lc rgb '#444444' "
                          "lw 1.5 dt 2 front\n"
                          "    set label {2} at graph 0.02, first {0}_floor left offset 0,0.7 tc rgb '#444444' front\n}}\n",
-                         name, floor_value(floor), gnuplot_quote(floor_label(floor)));
+                         name, floor_value(floor),
+                         gnuplot_quote(floor_label_text.empty() ? std::string(floor_label(floor)) : floor_label_text));
     }
     s += fmt::format("{0}_top = {0}_max * 2\nset logscale y\nset yrange [{0}_bottom:{0}_top]\n"
                      "if ({0}_top / {0}_bottom > 200) {{ set format y '10^{{%L}}' }} else {{ set format y '%g' }}\n",
@@ -356,8 +358,9 @@ Figure paths_figure(const std::string& title, const std::vector<std::string>& me
     if (metric_columns.empty()) throw Error("paths_figure: no metric column");
     const std::string csv = "paths.csv";
     PanelFigure figure("paths", title, 1, static_cast<int>(metric_columns.size()));
+    // Every product is drawn: values beyond the whiskers as small dots (nooutliers hid them, with no word).
     figure.add_preface(integer_axis("x", csv, csv_number("length"), "len") +
-                       "set style boxplot nooutliers\nset style fill transparent solid 0.3 border\n");
+                       "set style boxplot outliers pointtype 7\nset style fill transparent solid 0.3 border\n");
     const std::vector<std::string> kinds = weight_kinds.empty() ? std::vector<std::string>{""} : weight_kinds;
     const double box = 0.7 / static_cast<double>(kinds.size());
     for (std::size_t m = 0; m < metric_columns.size(); ++m) {
@@ -365,12 +368,12 @@ Figure paths_figure(const std::string& title, const std::vector<std::string>& me
         const std::string range = fmt::format("m{}", m);
         std::vector<std::string> plots;
         // One box per (weights kind, length): x is the length (offset per kind), so the axis has one integer label per
-        // length, not one per box. Median ± quartiles, whiskers 1.5 IQR; outliers as small points.
+        // length, not one per box. Median ± quartiles, whiskers 1.5 IQR; values beyond them as small dots.
         for (std::size_t k = 0; k < kinds.size(); ++k) {
             const double offset = (static_cast<double>(k) - (kinds.size() - 1) / 2.0) * box;
             const std::string is = kinds[k].empty() ? "1" : text_is("weights", kinds[k]);
             plots.push_back(fmt::format("for [k=int(len_min):int(len_max)] {} using (k + {:.3f}):{}:({:.3f}) with boxplot "
-                                        "lt {} lw 1.5",
+                                        "lt {} lw 1.5 ps 0.4",
                                         file(csv), offset,
                                         only_if(all_of({is, csv_number("length") + " == k"}),
                                                 log_value(csv_number(metric), range)),
@@ -380,7 +383,10 @@ Figure paths_figure(const std::string& title, const std::vector<std::string>& me
         const std::string panel_title = metric == "relative_residual" ? "composite norm ||·||_{1,∞} (the paper's)"
                                         : frobenius                   ? "Frobenius norm (a true distance, ≤ 1)"
                                                                       : metric;
-        figure.add_panel(log_y(csv, csv_number(metric), floor, range) + "set title " + gnuplot_quote(panel_title) +
+        // The products are computed in float64 from the stored maps: float32's eps is the paper's floor (its products
+        // were float32), not this figure's; the line is labelled as the reference it is.
+        const std::string floor_text = floor == FloatFloor::float32 ? "float32 eps (the paper's floor; products in float64)" : "";
+        figure.add_panel(log_y(csv, csv_number(metric), floor, range, floor_text) + "set title " + gnuplot_quote(panel_title) +
                          "\nset xlabel 'path length k (attention matrices multiplied)'\n" +
                          ylabel("rank-1 relative residual of A_{l_k}…A_{l_1}", m == 0) + join_plots(plots) +
                          "unset arrow\nunset label\n");
@@ -389,6 +395,7 @@ Figure paths_figure(const std::string& title, const std::vector<std::string>& me
         for (std::size_t k = 0; k < weight_kinds.size(); ++k)
             figure.add_key_entry(weight_kinds[k] == "init" ? "random init" : weight_kinds[k],
                                  fmt::format("with boxes lt {} fs transparent solid 0.3 border", k + 1));
+    figure.add_key_entry("box: quartiles and median; whiskers 1.5 IQR; dots beyond", "with points pt 7 ps 0.4 lc rgb '#444444'");
     return figure.build();
 }
 
