@@ -221,8 +221,10 @@ TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
     EXPECT_EQ(occurrences(">2<"), 2u);
     EXPECT_EQ(occurrences(">3<"), 2u);
     EXPECT_GE(occurrences(">1<"), 2u);
-    // The data reach within 100x of float32 eps: the floor is drawn and labelled.
-    EXPECT_NE(svg_c.find("float32 round-off"), std::string::npos);
+    // The data reach within 100x of float32 eps: the line is drawn, labelled as the paper's floor (the products are
+    // float64), and the key says what a box shows.
+    EXPECT_NE(svg_c.find("float32 eps (the paper's floor; products in float64)"), std::string::npos);
+    EXPECT_NE(svg_c.find("whiskers 1.5 IQR; dots beyond"), std::string::npos);
 }
 
 // The figure files carry the run's provenance: the SVG in its <desc> (escaped for XML), the PNG in an iTXt chunk
