@@ -1,19 +1,66 @@
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 
 namespace rankscope {
 
+namespace {
+
+struct ResultsDirectory {
+    std::mutex mutex;
+    std::filesystem::path folder;  // weakly canonical; empty: none
+    bool touched = false;          // this process has written into it
+};
+ResultsDirectory& results_directory() {
+    static ResultsDirectory state;
+    return state;
+}
+
+std::filesystem::path comparable(const std::filesystem::path& path) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+    return ec ? path.lexically_normal() : canonical;
+}
+
+// Before the first write into the results folder: an earlier run's manifest goes (see io.hpp).
+void before_writing(const std::string& path) {
+    ResultsDirectory& state = results_directory();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (state.folder.empty() || state.touched) return;
+    const std::filesystem::path target(path);
+    if (comparable(target.parent_path().empty() ? "." : target.parent_path()) != state.folder) return;
+    state.touched = true;
+    if (target.filename() == "manifest.json") return;  // it replaces the old one
+    std::error_code ec;
+    std::filesystem::remove(state.folder / "manifest.json", ec);
+}
+
+}  // namespace
+
+void set_results_directory(const std::string& directory) {
+    ResultsDirectory& state = results_directory();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.folder = directory.empty() ? std::filesystem::path() : comparable(directory);
+    state.touched = false;
+}
+
 void write_file_atomically(const std::string& path, const std::string& contents) {
+    before_writing(path);
     const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
     {
         std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error("cannot open for writing", temporary);
+        if (!out) {
+            const int reason = errno;
+            throw Error(std::string("cannot open for writing: ") + std::strerror(reason), path);
+        }
         out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
         out.flush();
         if (!out) {

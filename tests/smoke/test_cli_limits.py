@@ -4,6 +4,7 @@ every error is ONE line `rankscope: error: <what> (<flag or file>)` with exit st
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -11,7 +12,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import FIXTURES, run  # noqa: E402
+from common import BINARY, FIXTURES, run  # noqa: E402
 
 # (arguments, text the error must name). --out is appended: the folder must not be created.
 REJECTED = [
@@ -173,6 +174,35 @@ class Limits(unittest.TestCase):
             self.assertEqual(result.returncode, 2, args)
             self.assertIn("--format", result.stderr, args)
         self.assertEqual(json.loads(run("measure", "--format", "json").stdout)["shape"], [16, 8])
+
+    def test_a_run_that_fails_part_way_leaves_no_earlier_manifest(self):
+        # manifest.json is written last: a folder holding one pairs it with the files of that run. A re-run that fails
+        # after its first file (here: findings.json is a directory) must not leave the old manifest beside new files.
+        out = os.path.join(self.directory, "part-way")
+        small = ["theory", "--layers", "2", "--d-model", "4", "--tokens", "3", "--seeds", "1", "--threads", "1"]
+        run(*small, "--out", out)
+        self.assertTrue(os.path.isfile(os.path.join(out, "manifest.json")))
+        os.remove(os.path.join(out, "findings.json"))
+        os.mkdir(os.path.join(out, "findings.json"))
+        line = self.assert_one_line_error(run(*small, "--seed", "5", "--out", out, check=False), "findings.json")
+        self.assertIn("cannot rename into place", line)
+        self.assertFalse(os.path.exists(os.path.join(out, "manifest.json")), os.listdir(out))
+        with open(os.path.join(out, "theory.csv")) as f:  # the new run's first file is there, with its own seed
+            self.assertIn("--seed 5", f.read())
+
+    def test_an_unwritable_out_is_refused_before_computing(self):
+        # It was found after the computation, naming a temporary file and no reason. Run as an unprivileged user
+        # (root writes anywhere): setpriv when the tests run as root.
+        os.chmod(self.directory, 0o755)
+        locked = os.path.join(self.directory, "locked")
+        os.mkdir(locked, 0o555)
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        for out in [locked, os.path.join(locked, "new", "deeper")]:
+            with self.subTest(out=out):
+                result = subprocess.run(prefix + [os.path.abspath(BINARY), "trainability", "--depths", "2,4", "--out", out],
+                                        capture_output=True, text=True)
+                line = self.assert_one_line_error(result, f"cannot write into {locked}: Permission denied (--out {out})")
+        self.assertEqual(os.listdir(locked), [])
 
     def test_canonical_numbers(self):
         # "010" is ten (CLI11 alone reads it as octal 8) and 2^64 - 1 is a valid seed.

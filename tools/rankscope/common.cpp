@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 
 namespace rankscope::cli {
 namespace {
@@ -195,6 +197,18 @@ Provenance start_run(const CommonOptions& options) {
     std::error_code ec;
     if (!options.out.empty() && std::filesystem::exists(options.out, ec) && !std::filesystem::is_directory(options.out, ec))
         throw Error("exists and is not a directory", "--out " + options.out);
+    // A folder (or, for a new one, the nearest existing folder above it) this process may not write into: said now,
+    // not when the first result file is written after the computation.
+    if (!options.out.empty()) {
+        std::filesystem::path existing = std::filesystem::absolute(options.out, ec);
+        while (!existing.empty() && !std::filesystem::exists(existing, ec) && existing != existing.parent_path())
+            existing = existing.parent_path();
+        if (!existing.empty() && std::filesystem::is_directory(existing, ec) && ::access(existing.c_str(), W_OK | X_OK) != 0) {
+            const int reason = errno;
+            throw Error(fmt::format("cannot write into {}: {}", existing.string(), std::strerror(reason)), "--out " + options.out);
+        }
+    }
+    set_results_directory(options.out);
     const at::Device device = parse_device(options.device);  // an unusable device is an error before any work
     const int threads = use_threads(options.threads);
     std::vector<const char*> argv;
