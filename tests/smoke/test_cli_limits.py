@@ -204,6 +204,20 @@ class Limits(unittest.TestCase):
                 line = self.assert_one_line_error(result, f"cannot write into {locked}: Permission denied (--out {out})")
         self.assertEqual(os.listdir(locked), [])
 
+    def test_reproduce_models_need_distinct_folder_names(self):
+        # A cell's folder is named after its model's folder: a/tiny and b/tiny both ran into e1_tiny, the second
+        # overwrote the first, and the report showed the second model twice.
+        for side in ["a", "b"]:
+            shutil.copytree(os.path.join(FIXTURES, "bert-tiny"), os.path.join(self.directory, side, "tiny"))
+        a, b = (os.path.join(self.directory, side, "tiny") for side in ["a", "b"])
+        out = os.path.join(self.directory, "out")
+        line = self.assert_one_line_error(run("reproduce", "--quick", "--model", a, "--model", b, "--out", out, check=False),
+                                          "(--model)")
+        self.assertIn(f"'{a}' and '{b}' both make cell e1_tiny", line)
+        line = self.assert_one_line_error(run("reproduce", "--quick", "--model", a, "--model", a, "--out", out, check=False),
+                                          f"'{a}' is listed twice (--model)")
+        self.assertFalse(os.path.exists(out))
+
     def test_canonical_numbers(self):
         # "010" is ten (CLI11 alone reads it as octal 8) and 2^64 - 1 is a valid seed.
         out = os.path.join(self.directory, "counts")

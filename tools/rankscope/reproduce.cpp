@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -263,6 +264,20 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
             if (cell.arguments[0] == "theory" || cell.arguments[0] == "model" || cell.arguments[0] == "task" ||
                 cell.arguments[0] == "width-depth" || cell.arguments[0] == "circle-regimes")
                 cell.arguments.insert(cell.arguments.end(), {"--device", options.common.device});
+    // A cell's name is its folder: two --model folders of one name (a/tiny, b/tiny), or one given twice, would run
+    // into the same folder, the second overwriting the first, and the report would show the second twice.
+    std::map<std::string, std::string> model_of_cell;
+    for (const auto& cell : cells) {
+        const auto at = std::find(cell.arguments.begin(), cell.arguments.end(), "--model");
+        const std::string model = cell.arguments[0] == "model" && at + 1 < cell.arguments.end() ? *(at + 1) : "";
+        const auto [seen, added] = model_of_cell.emplace(cell.name, model);
+        if (added) continue;
+        if (seen->second == model)
+            throw Error(fmt::format("'{}' is listed twice", model), "--model");
+        throw Error(fmt::format("'{}' and '{}' both make cell {} (one folder name per model: rename or link one)",
+                                seen->second, model, cell.name),
+                    "--model");
+    }
     return cells;
 }
 
