@@ -13,7 +13,9 @@ HfCheckpoint::HfCheckpoint(const std::string& directory) try {
     const std::filesystem::path folder = directory;
     const std::filesystem::path index = folder / "model.safetensors.index.json";
     const std::filesystem::path single = folder / "model.safetensors";
-    if (!std::filesystem::exists(index)) {
+    // transformers' from_pretrained reads model.safetensors when a folder holds both it and an index: so does rankscope
+    // (the index's shards were read before, and gave other numbers than transformers on the same folder).
+    if (std::filesystem::exists(single) || !std::filesystem::exists(index)) {
         if (!std::filesystem::exists(single))
             throw Error("missing model.safetensors (and no model.safetensors.index.json)", single.string());
         source_ = single.string();

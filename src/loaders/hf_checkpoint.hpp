@@ -14,7 +14,8 @@ namespace rankscope {
 
 class HfCheckpoint {
 public:
-    // Reads `directory`/model.safetensors.index.json when present, else `directory`/model.safetensors.
+    // Reads `directory`/model.safetensors when present (as transformers does when both are there), else
+    // `directory`/model.safetensors.index.json and its shards.
     explicit HfCheckpoint(const std::string& directory);
     // Every tensor name (sorted).
     std::vector<std::string> names() const;

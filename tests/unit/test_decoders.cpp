@@ -116,6 +116,16 @@ TEST(DecoderLoader, ShardedPrefixedCheckpointRoundTripsAndErrorsNameTheFile) {
     expect_error(load, "not a file name in the checkpoint folder", "model.safetensors.index.json");
     std::ofstream(index) << text;
     EXPECT_NO_THROW(load());
+    // model.safetensors beside the index: transformers' from_pretrained reads the single file, and so must this (the
+    // shards were read, other weights under the same folder name).
+    auto other = make_hf_model(config, 8);
+    write_checkpoint(*other, dir.path, "model.", 1);
+    const auto single_read = load_hf_model(dir.path.string())->parameters();
+    const auto expected = other->parameters();
+    ASSERT_EQ(single_read.size(), expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i)
+        EXPECT_TRUE(torch::equal(expected[i].second, single_read[i].second)) << expected[i].first;
+    fs::remove(dir.path / "model.safetensors");
     // A wrong shape (single file): a GPT-2 checkpoint whose Conv1D weight is stored [out, in].
     TempFolder single("decoder-shape");
     const HfConfig gpt2 = config_from(single.path, kTinyGpt2);
