@@ -245,6 +245,27 @@ class TheoryAndPaths(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("shape differs from blocks.0.attn.hook_pattern's (", result.stderr)
         self.assertIn("padded.safetensors:blocks.1.attn.hook_pattern)", result.stderr)
+        # Matrices that are not attention (a row summing to 2 in a real token's row), a gap in the layers, a layer
+        # index with a leading zero: each was sampled without a word.
+        doubled = patterns["blocks.1.attn.hook_pattern"].copy()
+        doubled[1, 0, 3] *= 2  # sample 1's token 3 is real
+        cases = [({**patterns, "blocks.1.attn.hook_pattern": doubled},
+                  "row 3 of head 0 of sample 1 is not an attention row (sum 2,"),
+                 ({k: v for k, v in patterns.items() if k != "blocks.1.attn.hook_pattern"},
+                  "no blocks.1.attn.hook_pattern before it: layers must run from blocks.0 without a gap "
+                  f"({path}:blocks.2.attn.hook_pattern)"),
+                 ({**patterns, "blocks.01.attn.hook_pattern": patterns["blocks.1.attn.hook_pattern"]},
+                  "a layer index with a leading zero")]
+        padded_rows = patterns["blocks.1.attn.hook_pattern"].copy()
+        padded_rows[1, 0, 2] = 7.0  # token 2 of sample 1 is padding: its row is not read
+        for tensors, message in cases:
+            write_safetensors(path, {**tensors, "attention_mask": mask})
+            result = run("paths", "sample", "--patterns", path, "--out", out, check=False)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn(message, result.stderr)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        write_safetensors(path, {**patterns, "blocks.1.attn.hook_pattern": padded_rows, "attention_mask": mask})
+        run("paths", "sample", "--patterns", path, "--draws", "5", "--out", out)
 
     def test_errors(self):
         result = run("paths", "count", "--layers", "3", "--heads", "2", "--alpha", "0.5", check=False)

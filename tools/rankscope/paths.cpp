@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <regex>
 
 #include "common.hpp"
 #include "rankscope/e6_path_counts.hpp"
@@ -132,8 +133,44 @@ StoredPatterns load_patterns(const std::string& path) {
         stored.patterns.push_back(read_tensor(file, name));
     }
     if (stored.patterns.empty()) throw Error("no blocks.{l}.attn.hook_pattern tensors", path);
+    // Every pattern tensor of the file is one of the layers read: blocks.2 without blocks.1 was read as one layer, and
+    // blocks.00 beside blocks.0 was left out, without a word.
+    const std::regex pattern_name(R"(blocks\.([0-9]+)\.attn\.hook_pattern)");
+    for (const auto& name : file.names()) {
+        std::smatch match;
+        if (!std::regex_match(name, match, pattern_name)) continue;
+        const std::string index = match[1];
+        if (index.size() > 1 && index[0] == '0')
+            throw Error("a layer index with a leading zero (layers are blocks.0, blocks.1, ...)", path + ":" + name);
+        if (index.size() > 9 || std::stoi(index) >= static_cast<int>(stored.patterns.size()))
+            throw Error(fmt::format("no {} before it: layers must run from blocks.0 without a gap",
+                                    block_hook(static_cast<int>(stored.patterns.size()), "attn.hook_pattern")),
+                        path + ":" + name);
+    }
     const auto& first = stored.patterns[0];
     stored.attention_mask = read_attention_mask(file, {first.size(0), first.size(2)});
+    // Attention patterns: each real token's row (every row without a mask) is ≥ 0 and sums to 1, within float
+    // rounding of a softmax over n keys (1e-4, or n·eps of the stored dtype when larger). Other matrices were sampled
+    // as if they were attention (their products measure nothing the paper speaks of).
+    for (std::size_t l = 0; l < stored.patterns.size(); ++l) {
+        const at::Tensor& p = stored.patterns[l];
+        const std::string where = path + ":" + block_hook(static_cast<int>(l), "attn.hook_pattern");
+        if (!torch::isfinite(p).all().item<bool>()) throw Error("has NaN or Inf entries", where);
+        const double eps = p.scalar_type() == torch::kFloat ? 1.1920929e-7 : 2.220446049250313e-16;
+        const double tolerance = std::max(1e-4, static_cast<double>(p.size(-1)) * eps);
+        const at::Tensor real = stored.attention_mask.defined()
+                                    ? stored.attention_mask.ne(0).unsqueeze(1).expand({p.size(0), p.size(1), p.size(2)})
+                                    : torch::ones({p.size(0), p.size(1), p.size(2)}, torch::kBool);
+        const at::Tensor bad = (((p.sum(-1) - 1).abs() > tolerance) | (p < -tolerance).any(-1)) & real;
+        if (bad.any().item<bool>()) {
+            const at::Tensor at = bad.nonzero()[0];
+            const std::int64_t b = at[0].item<std::int64_t>(), h = at[1].item<std::int64_t>(), q = at[2].item<std::int64_t>();
+            throw Error(fmt::format("row {} of head {} of sample {} is not an attention row (sum {:.6g}, smallest entry "
+                                    "{:.6g}; rows must be >= 0 and sum to 1 within {:.3g})",
+                                    q, h, b, p[b][h][q].sum().item<double>(), p[b][h][q].min().item<double>(), tolerance),
+                        where);
+        }
+    }
     return stored;
 }
 
