@@ -75,7 +75,7 @@ void write_npy(const std::string& path, const ArrayView& array);
 // ---- .csv: numeric rows, comma- or whitespace-separated ------------------------------------------------------------
 // Blank lines and lines starting with '#' are skipped. The first remaining line is a header if and only if EVERY one of
 // its cells is non-empty and not a number; otherwise it is data. Every data line must have the same number of cells,
-// each a number (strtod syntax, surrounding spaces allowed): anything else is an error naming the line and column, so a
+// each a number (strtod syntax, surrounding spaces and one pair of double quotes allowed): anything else is an error naming the line and column, so a
 // data row is never dropped silently.
 HostArray read_csv_matrix(const std::string& path);
 

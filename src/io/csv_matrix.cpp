@@ -1,5 +1,6 @@
-// .csv matrices. The rule (io.hpp, README): blank lines and '#' lines are skipped; the first remaining line is a header
-// iff every cell is non-empty and non-numeric; every other line must be all numbers, with the same number of cells.
+// .csv matrices. The rule (io.hpp, README): blank lines and '#' lines are skipped; a cell may be quoted ("1"); the first
+// remaining line is a header iff every cell is non-empty and non-numeric; every other line must be all numbers, with
+// the same number of cells.
 // Anything else is an error naming the line and column, so no data row is ever dropped silently.
 #include <cerrno>
 #include <cstdlib>
@@ -31,10 +32,14 @@ std::vector<std::string> split_fields(const std::string& line) {
     return fields;
 }
 
+// The cell without surrounding blanks, and without one pair of surrounding double quotes: "1" is the number 1 (a
+// spreadsheet's export may quote every cell; a quoted first row of numbers was read as a header and dropped).
 std::string trim(const std::string& field) {
     const auto first = field.find_first_not_of(" \t");
     if (first == std::string::npos) return "";
-    return field.substr(first, field.find_last_not_of(" \t") - first + 1);
+    std::string cell = field.substr(first, field.find_last_not_of(" \t") - first + 1);
+    if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"') cell = cell.substr(1, cell.size() - 2);
+    return cell;
 }
 
 // The whole trimmed cell must be one number (strtod syntax; nan and inf parse, and are rejected later by the

@@ -267,6 +267,12 @@ TEST(HostileCsv, HeaderRuleNeverDropsARow) {
     EXPECT_EQ(header.shape, (std::vector<std::int64_t>{2, 2}));
     const HostArray data = read_csv_matrix(file("data.csv", "1 2\n3\t4\n"));
     EXPECT_EQ(to_double_vector(data.view()), (std::vector<double>{1, 2, 3, 4}));
+    // Quoted cells: a quoted first row of numbers is data (it was read as a header and dropped), quoted names a header.
+    const HostArray quoted = read_csv_matrix(file("quoted.csv", "\"1\",\"2\"\n3,4\n5,7\n"));
+    EXPECT_EQ(to_double_vector(quoted.view()), (std::vector<double>{1, 2, 3, 4, 5, 7}));
+    const HostArray named = read_csv_matrix(file("named.csv", "\"a\", \"b\"\n\"1\",2\n"));
+    EXPECT_EQ(to_double_vector(named.view()), (std::vector<double>{1, 2}));
+    EXPECT_ERROR(read_csv_matrix(file("blank.csv", "1,\"\"\n")), "blank.csv", "line 1, column 2: empty cell");
 }
 
 TEST(HostileJson, OneLineErrorsAndBoundedNesting) {
