@@ -156,10 +156,10 @@ std::vector<TfjsWeight> read_tfjs_weights(const std::string& directory);
 // Writes "<path>.tmp-<pid>" and renames it into place. An error names `path` and the system's reason.
 void write_file_atomically(const std::string& path, const std::string& contents);
 // The folder of this process's results (the command line's --out, set by start_run). A manifest.json is written last,
-// so a folder without one holds no finished run; the first file this process writes into that folder (other than the
-// manifest itself) removes a manifest.json an earlier run left there, so that a run interrupted part-way never leaves
-// its new files beside an old run's manifest. Files in its subfolders (sweep's and reproduce's cells, each with its
-// own process and manifest) are not affected. Empty: none.
+// so a folder without one holds no finished run; the first file this process writes into that folder or below it
+// (other than the manifest itself) removes a manifest.json an earlier run left there, so that a run interrupted
+// part-way never leaves its new files beside an old run's manifest. Only that folder's own manifest.json: the
+// manifests of sweep's and reproduce's cells (each written by its own process) are left to them. Empty: none.
 void set_results_directory(const std::string& directory);
 
 }  // namespace rankscope

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -36,9 +37,12 @@ void before_writing(const std::string& path) {
     std::lock_guard<std::mutex> lock(state.mutex);
     if (state.folder.empty() || state.touched) return;
     const std::filesystem::path target(path);
-    if (comparable(target.parent_path().empty() ? "." : target.parent_path()) != state.folder) return;
+    const std::filesystem::path parent = comparable(target.parent_path().empty() ? "." : target.parent_path());
+    // In the folder or below it (sweep's tables/ and cells/<key>/cell.json are the sweep's results too).
+    const auto [end, _] = std::mismatch(state.folder.begin(), state.folder.end(), parent.begin(), parent.end());
+    if (end != state.folder.end()) return;
     state.touched = true;
-    if (target.filename() == "manifest.json") return;  // it replaces the old one
+    if (target.filename() == "manifest.json" && parent == state.folder) return;  // it replaces the old one
     std::error_code ec;
     std::filesystem::remove(state.folder / "manifest.json", ec);
 }

@@ -452,6 +452,12 @@ std::string merge_cell_tables(const std::vector<const SweepCell*>& cells, const 
         const auto records = csv_records(tables[i]);
         if (records.empty()) continue;
         const SweepCell& cell = *cells[i];
+        // A cut or edited table (its last row short) is named here, not later as a row of the merged table.
+        const std::size_t columns = csv_fields(records.front()).size();
+        for (std::size_t r = 1; r < records.size(); ++r)
+            if (const std::size_t fields = csv_fields(records[r]).size(); fields != columns)
+                throw Error(fmt::format("row {} has {} fields for the {} columns of its header", r, fields, columns),
+                            "cells/" + cell.key + "/" + table_name);
         if (header.empty()) {
             header = records.front();
             std::string line = "cell_key";

@@ -173,6 +173,40 @@ class Sweep(unittest.TestCase):
         listed = run("sweep", self.grid, "--out", copy, "--dry-run")
         self.assertIn("(again: it was written by another build: no version recorded)", listed.stdout)
 
+    def test_a_cell_whose_files_changed_runs_again(self):
+        # cell.json records every file the cell wrote (size, SHA-256): a table cut short was reused and merged as it
+        # stood, and sweep.csv got a row of 15 fields under 20 columns.
+        copy = os.path.join(self.directory, "cut")
+        shutil.copytree(self.local, copy)
+        key = sorted(os.listdir(os.path.join(copy, "cells")))[0]
+        table = os.path.join(copy, "cells", key, "theory.csv")
+        with open(table) as f:
+            text = f.read()
+        cut = text[:len(text) - 40]
+        with open(table, "w") as f:
+            f.write(cut)
+        again = run("sweep", self.grid, "--out", copy)
+        self.assertIn("1 ran now, 7 reused, 0 failed", again.stdout)
+        self.assertIn(f"running 1 cell again: its theory.csv changed since it was written", again.stderr)
+        self.assertEqual(data_lines(os.path.join(copy, "sweep.csv")), data_lines(os.path.join(self.local, "sweep.csv")))
+        # A cell reused without that record (another build's, --reuse-other-builds): the cut table is named, and no
+        # merged table is written from it.
+        with open(table, "w") as f:
+            f.write(cut)
+        record_path = os.path.join(copy, "cells", key, "cell.json")
+        record = load_json(record_path)
+        del record["outputs"]
+        record["version"] = "rankscope 0.0.1 (git 000000000000)"
+        with open(record_path, "w") as f:
+            json.dump(record, f)
+        os.remove(os.path.join(copy, "sweep.csv"))
+        result = run("sweep", self.grid, "--out", copy, "--reuse-other-builds", check=False)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertRegex(result.stderr.strip().splitlines()[-1],
+                         rf"^rankscope: error: row \d+ has \d+ fields for the \d+ columns of its header "
+                         rf"\(cells/{key}/theory.csv\)$")
+        self.assertFalse(os.path.exists(os.path.join(copy, "sweep.csv")))
+
     def test_killed_sweep_resumes(self):
         grid = os.path.join(self.directory, "slow.toml")
         with open(grid, "w") as f:

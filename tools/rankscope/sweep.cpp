@@ -149,9 +149,41 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
         if (first) hash->second = sha256_file(path);
         if (hash->second != text_field(input, "sha256")) return "its input " + path + " changed since";
     }
+    // Every file the cell wrote is as it was when the cell ended (a table cut short was merged as it stood).
+    const auto outputs = record.find("outputs");
+    if (outputs == record.end() || !outputs->is_array()) {
+        if (!any_build) return "its cell.json records no outputs";
+    } else {
+        for (const auto& output : *outputs) {
+            const std::string file = output.is_object() ? text_field(output, "file") : std::string();
+            std::error_code error;
+            if (file.empty() || !std::filesystem::is_regular_file(folder / file, error)) return "its " + file + " is gone";
+            const auto bytes = output.find("bytes");
+            if (bytes == output.end() || !bytes->is_number_unsigned() ||
+                bytes->get<std::uintmax_t>() != std::filesystem::file_size(folder / file, error) ||
+                sha256_file(folder / file) != text_field(output, "sha256"))
+                return "its " + file + " changed since it was written";
+        }
+    }
     for (const auto& table : sweep_primary_tables(grid.experiment))
         if (std::filesystem::exists(folder / table)) return "";
     return "its main table is missing";
+}
+
+// Every file a cell wrote (not cell.json, cell.log or temporaries), with its size and SHA-256, for the reuse check.
+nlohmann::json cell_outputs(const std::filesystem::path& folder) {
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
+        const std::string name = entry.path().filename().string();
+        if (!entry.is_regular_file() || name == "cell.json" || name == "cell.log" || name.find(".tmp-") != std::string::npos)
+            continue;
+        files.push_back(std::filesystem::relative(entry.path(), folder).generic_string());
+    }
+    std::sort(files.begin(), files.end());
+    nlohmann::json outputs = nlohmann::json::array();
+    for (const auto& file : files)
+        outputs.push_back({{"file", file}, {"bytes", std::filesystem::file_size(folder / file)}, {"sha256", sha256_file(folder / file)}});
+    return outputs;
 }
 
 // The line of a failed cell's log that says what went wrong: its last "rankscope: error:" line, else its last line.
@@ -211,6 +243,7 @@ public:
                                  {"version", version_string()},
                                  {"inputs", inputs}};
         if (!outcome.ok) record["error"] = outcome.error;
+        else record["outputs"] = cell_outputs(folder);
         write_file_atomically((folder / "cell.json").string(), record.dump(2) + "\n");
         return outcome;
     }
