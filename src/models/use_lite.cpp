@@ -16,6 +16,7 @@
 #include "rankscope/build_info.hpp"  // RANKSCOPE_SOURCE_DIR
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
+#include "loaders/text_utf8.hpp"
 
 namespace rankscope {
 namespace {
@@ -244,6 +245,11 @@ std::unique_ptr<EncoderModel> make_use_lite_init(const std::string& directory, s
 
 at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, const std::vector<std::string>& sentences) {
     auto& use = as_use_lite(model);
+    // The text is the user's: its encoding error names the sentence (the tokenizer's named its vocab.json).
+    for (std::size_t i = 0; i < sentences.size(); ++i)
+        if (const std::size_t bad = utf8::first_invalid(sentences[i]); bad != std::string::npos)
+            throw Error(fmt::format("not valid UTF-8 (byte {}: 0x{:02x})", bad + 1, static_cast<unsigned char>(sentences[i][bad])),
+                        fmt::format("sentence {}", i + 1));
     std::vector<at::Tensor> rows;
     for (const auto& ids : tokenizer.encode_batch(sentences)) {
         if (ids.empty()) throw Error("empty text: USE lite needs at least one token");

@@ -73,6 +73,8 @@ REJECTED = [
     (["trainability", "--depths", "2,4,2"], "'2' is listed twice (--depths)"),
     (["failure-modes", "--query-key-scales", "1,1.0"], "a scale is listed twice"),  # (equal as numbers)
     (["embed", "a sentence", "  "], "empty text: every sentence needs a word (sentence 2)"),
+    # Bytes that are not UTF-8 on the command line: the sentence is named (the error named USE lite's vocab.json).
+    (["embed", os.fsdecode(b"\xff\xfe"), "c"], "not valid UTF-8 (byte 1: 0xff) (sentence 1)"),
     (["task", "circle", "--seeds", "0,5,9"], "(a set of seeds that are not consecutive cannot be given) (--seeds)"),
     # --seed, --seed + 1, ... stop at the largest seed, 2^64 - 1 (they wrapped to 0, 1, ... before).
     (["theory", "--seed", "18446744073709551614", "--seeds", "3"],
