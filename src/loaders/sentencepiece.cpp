@@ -238,7 +238,12 @@ ModelBatch pack_text(const Tokenizer& tokenizer, const std::vector<std::string>&
                      const std::string& text_path) {
     const auto prefix = tokenizer.prefix(), suffix = tokenizer.suffix(), suffix_types = tokenizer.suffix_types();
     const int content = tokens - static_cast<int>(prefix.size() + suffix.size());
-    if (samples < 1 || content < 1) throw Error(fmt::format("cannot pack {} samples of {} tokens", samples, tokens));
+    if (samples < 1) throw Error(fmt::format("cannot pack {} samples", samples), "--samples");
+    if (content < 1)
+        throw Error(fmt::format("{} tokens per sample leave no room for text beside the tokenizer's {} special tokens (at "
+                                "least {})",
+                                tokens, prefix.size() + suffix.size(), prefix.size() + suffix.size() + 1),
+                    "--tokens");
     std::vector<std::int64_t> ids, types;
     std::vector<int> stream;
     std::size_t next = 0;

@@ -88,6 +88,11 @@ class PretrainCommand(unittest.TestCase):
         os.makedirs(nothing)
         self.assert_one_line_error(run("dynamics", "--checkpoints", nothing, "--out", os.path.join(self.out, "d"),
                                        check=False), "no checkpoint folders")
+        # Too few tokens for text beside the special tokens: the flag is named ("cannot pack 2 samples of 2 tokens").
+        self.assert_one_line_error(run("dynamics", "--checkpoints", folder, "--tokens", "2", "--out",
+                                       os.path.join(self.out, "d"), check=False),
+                                   "2 tokens per sample leave no room for text beside the tokenizer's 2 special tokens "
+                                   "(at least 3) (--tokens)")
 
 
 if __name__ == "__main__":
