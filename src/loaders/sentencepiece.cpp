@@ -219,9 +219,21 @@ void train_sentencepiece_model(const std::vector<std::string>& lines, const std:
     options.stderr_file = folder / "train.log";
     const ProcessResult result = run_process(
         {spm_helper_path(), "train", "corpus.txt", "spiece", std::to_string(vocab_size), algorithm}, options);
-    if (!result.ok())
-        throw Error("training a SentencePiece " + algorithm + " model on the text failed (" + result.describe() + ")",
+    if (!result.ok()) {
+        // The reason is SentencePiece's last line ("Internal: ...cc(660) [check] Vocabulary size too high (200). Please
+        // set it to a value <= 62."): said here, not only in the log.
+        std::string reason;
+        {
+            std::ifstream log(folder / "train.log");
+            for (std::string line; std::getline(log, line);)
+                if (line.find_first_not_of(" \t\r") != std::string::npos) reason = line;
+        }
+        if (const auto check = reason.rfind("] "); check != std::string::npos) reason = reason.substr(check + 2);
+        if (reason.size() > 300) reason = reason.substr(0, 300) + "...";
+        throw Error("training a SentencePiece " + algorithm + " model on the text failed (" + result.describe() + ")" +
+                        (reason.empty() ? "" : ": " + reason),
                     (folder / "train.log").string());
+    }
 }
 
 }  // namespace detail

@@ -78,6 +78,18 @@ class PretrainCommand(unittest.TestCase):
         self.assert_one_line_error(run("pretrain", "--corpus", RTE, "--d-model", "32", "--heads", "3", "--out",
                                        os.path.join(self.out, "h"), check=False),
                                    "multiple of heads")
+        # SentencePiece's reason is on stderr, not only in its log (a vocabulary larger than the text allows).
+        small = os.path.join(self.out, "small.txt")
+        with open(small, "w") as f:
+            f.write("".join(f"sentence number {i} is about the cat and the dog.\n\n" for i in range(300)))
+        result = run("pretrain", "--layers", "1", "--d-model", "16", "--heads", "2", "--vocab", "5000", "--tokens", "8",
+                     "--batch", "2", "--steps", "3", "--corpus", small, "--out", os.path.join(self.out, "v"), check=False)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        last = result.stderr.strip().split("\n")[-1]  # after the corpus line
+        self.assertTrue(last.startswith("rankscope: error: training a SentencePiece bpe model on the text failed (exited "
+                                        "with status 2): Vocabulary size too high (5000). Please set it to a value <= "),
+                        last)
+        self.assertTrue(last.endswith("train.log)"), last)
         # A folder of one run refuses other settings instead of mixing them.
         folder = os.path.join(self.out, "run")
         run("pretrain", *TINY, "--steps", "3", "--out", folder)
