@@ -73,6 +73,9 @@ REJECTED = [
     (["trainability", "--depths", "2,4,2"], "'2' is listed twice (--depths)"),
     (["failure-modes", "--query-key-scales", "1,1.0"], "a scale is listed twice"),  # (equal as numbers)
     (["embed", "a sentence", "  "], "empty text: every sentence needs a word (sentence 2)"),
+    # --dump writes safetensors: another name misled readers, or was replaced by a result file of that name.
+    (["model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--dump", "acts.npy"], "its name must end in .safetensors"),
+    (["model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--dump", "residual.csv"], "(--dump residual.csv)"),
     # Bytes that are not UTF-8 on the command line: the sentence is named (the error named USE lite's vocab.json).
     (["embed", os.fsdecode(b"\xff\xfe"), "c"], "not valid UTF-8 (byte 1: 0xff) (sentence 1)"),
     (["task", "circle", "--seeds", "0,5,9"], "(a set of seeds that are not consecutive cannot be given) (--seeds)"),

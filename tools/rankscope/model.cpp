@@ -69,6 +69,11 @@ void run_model(const ModelOptions& options) {
     if (!options.dump.empty()) {  // found now, not after the computation (which an unwritable --dump would throw away)
         if (std::filesystem::is_directory(options.dump))
             throw Error("is a directory; --dump needs a file name (e.g. acts.safetensors)", options.dump);
+        // The file is safetensors: another name would mislead a reader (`measure acts.npy`: "bad magic") or, inside
+        // --out, be replaced by a result file of that name (residual.csv, manifest.json).
+        if (std::filesystem::path(options.dump).extension() != ".safetensors")
+            throw Error("--dump writes a safetensors file: its name must end in .safetensors (e.g. acts.safetensors)",
+                        "--dump " + options.dump);
         std::filesystem::path folder = std::filesystem::path(options.dump).parent_path();
         if (folder.empty()) folder = ".";
         const bool in_out = std::filesystem::weakly_canonical(folder) == std::filesystem::weakly_canonical(out_dir);
