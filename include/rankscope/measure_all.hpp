@@ -11,6 +11,7 @@
 #include "rankscope/array.hpp"
 #include "rankscope/interrupt.hpp"
 #include "rankscope/measures.hpp"
+#include "rankscope/measures.hpp"
 #include "rankscope/table.hpp"
 
 namespace rankscope {
@@ -36,7 +37,7 @@ std::vector<MeasureRecord> measure_all(const Matrix& x, const MeasureAllOptions&
 
 // ---- a batch [..., n, d]: the `measure` command ---------------------------------------------------------------------
 // Matrices above this many entries skip the LP-based `exact` centre unless the centres are named explicitly.
-constexpr std::int64_t kExactDefaultLimit = 64 * 64;
+constexpr std::int64_t kExactDefaultLimit = kMaxExactCenterEntries;  // measures.hpp
 
 struct MeasureArrayOptions {
     std::vector<Center> centers;   // empty = all (without `exact` above kExactDefaultLimit entries)

@@ -67,6 +67,10 @@ struct ExactCenter {
 // (X − 1xᵀ)ᵀ(X − 1xᵀ) = Xᵀ(I − 11ᵀ/n)X + n v vᵀ, minimised at v = 0). For linf an LP; for the composite norm the
 // Pareto frontier of (||·||_1, ||·||_inf) is enumerated by weighted LPs and the product minimised over its vertices
 // (the product is concave along each frontier edge, so a vertex attains the minimum). LPs are solved with GLPK.
+// For linf and composite the linear programs have n·d + d + 2 columns and their count and cost grow steeply with n·d
+// (one composite centre, 2 cores: 64 × 64 about 1 s, 100 × 100 about 28 s, 128 × 128 did not finish in minutes):
+// above kMaxExactCenterEntries entries an Error says so instead of running for hours.
+constexpr long long kMaxExactCenterEntries = 4096;
 ExactCenter exact_center(const Matrix& x, Norm norm);
 
 // x for Center::Mean / Median / Exact. Throws for Center::Rank1 (it has no single centre row).

@@ -90,6 +90,12 @@ def test_centres_exact_centre_and_its_optimality(rng):
             trial = best.center[:, None, None, :] + scale * rng.normal(size=(3, 2000, 1, 4))
             others = norm_reference(x[:, None] - trial, norm)
             assert (others >= residual[:, None] * (1 - 1e-9)).all(), (norm, scale, (others / residual[:, None]).min())
+    # Above 64 x 64 entries the linear programs run for minutes to hours (and a call in C++ ignores Ctrl-C): an error.
+    large = rng.normal(size=(65, 64))
+    for norm in ("linf", "composite"):
+        with pytest.raises(rs.Error, match=r"^the exact \w+ centre of a 65 x 64 matrix \(4160 entries\) is a linear program"):
+            rs.exact_center(large, norm)
+    np.testing.assert_allclose(rs.exact_center(large, "l1").center, np.median(large, axis=-2), atol=1e-12)
 
 
 def test_rank_measures_match_their_definitions(batch, rng):

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "rankscope/error.hpp"
+#include "rankscope/measures.hpp"
 #include "rankscope/theory.hpp"
 
 namespace rankscope {
@@ -29,6 +30,10 @@ void check_theory_settings(const TheorySettings& settings) {
     check_size_limit("heads x tokens^2 x layers",
                      double(settings.heads) * network.tokens * network.tokens * network.layers, double(1 << 26),
                      "--heads, --tokens, --layers");
+    // Every layer's residual is measured at its exact composite centre (the theorems' r): a linear program whose cost
+    // grows steeply with tokens x d_model (128 x 128 ran for over 10 minutes without finishing a layer).
+    check_size_limit("tokens x d_model", double(network.tokens) * network.d_model, double(kMaxExactCenterEntries),
+                     settings.input_label.rfind("random", 0) == 0 ? std::string("--tokens, --d-model") : settings.input_label);
     network.validate();
 }
 

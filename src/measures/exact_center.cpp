@@ -14,6 +14,8 @@
 #include <memory>
 
 #include "measures/kernels.hpp"
+#include <fmt/format.h>
+
 #include "rankscope/error.hpp"
 
 namespace rankscope {
@@ -154,6 +156,11 @@ void enumerate_frontier(CenterProgram& program, const FrontierPoint& p, const Fr
 ExactCenter exact_center_scaled(const Matrix& x, Norm norm);
 
 ExactCenter exact_center(const Matrix& x, Norm norm) {
+    if ((norm == Norm::LInf || norm == Norm::Composite) && static_cast<long long>(x.size()) > kMaxExactCenterEntries)
+        throw Error(fmt::format("the exact {} centre of a {} x {} matrix ({} entries) is a linear program too large to finish "
+                                "in reasonable time: at most {} entries (64 x 64); the mean or median centre has no limit",
+                                norm == Norm::LInf ? "linf" : "composite", x.rows(), x.cols(), x.size(),
+                                kMaxExactCenterEntries));
     if ((norm == Norm::LInf || norm == Norm::Composite) && x.size() > 0) {
         const RowVector mean = column_mean(x);
         const Matrix centred = x.rowwise() - mean;

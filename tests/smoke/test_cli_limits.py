@@ -76,6 +76,8 @@ REJECTED = [
     # --dump writes safetensors: another name misled readers, or was replaced by a result file of that name.
     (["model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--dump", "acts.npy"], "its name must end in .safetensors"),
     (["model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--dump", "residual.csv"], "(--dump residual.csv)"),
+    # theory measures every layer at its exact composite centre, a linear program: 128 x 128 ran for over 10 minutes.
+    (["theory", "--tokens", "128", "--d-model", "128"], "tokens x d_model = 16384 is too large (at most 4096) (--tokens, --d-model)"),
     # Bytes that are not UTF-8 on the command line: the sentence is named (the error named USE lite's vocab.json).
     (["embed", os.fsdecode(b"\xff\xfe"), "c"], "not valid UTF-8 (byte 1: 0xff) (sentence 1)"),
     (["task", "circle", "--seeds", "0,5,9"], "(a set of seeds that are not consecutive cannot be given) (--seeds)"),
@@ -222,6 +224,14 @@ class Limits(unittest.TestCase):
         line = self.assert_one_line_error(run("reproduce", "--quick", "--model", a, "--model", a, "--out", out, check=False),
                                           f"'{a}' is listed twice (--model)")
         self.assertFalse(os.path.exists(out))
+
+    def test_exact_centre_of_a_large_matrix_is_refused(self):
+        path = os.path.join(self.directory, "large.npy")
+        np.save(path, np.random.default_rng(0).normal(size=(65, 64)))
+        line = self.assert_one_line_error(run("measure", path, "--centers", "mean,exact", check=False), path)
+        self.assertIn("the exact centre of a 65 x 64 matrix (4160 entries) is a linear program too large", line)
+        run("measure", path, "--centers", "mean")  # the closed forms have no limit
+        self.assertIn("note: the exact centre (an LP) is skipped", run("measure", path).stdout)  # the default skips it
 
     def test_canonical_numbers(self):
         # "010" is ten (CLI11 alone reads it as octal 8) and 2^64 - 1 is a valid seed.
