@@ -151,11 +151,12 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
             if (r.seed == first) shown = &r;
             ++runs, merged += r.rollout.merge_step >= 0;
         }
-        // The title speaks of the drawn seed; with several seeds it says so and counts the merges over all of them.
-        const std::string drawn = shown->rollout.merge_step < 0 ? std::string("no merge")
-                                                                : fmt::format("merged at step {}", shown->rollout.merge_step);
-        titles.push_back(runs > 1 ? fmt::format("{}, seed {}: {} ({}/{} seeds merged)", variant, first, drawn, merged, runs)
-                                  : fmt::format("{}: {}", variant, drawn));
+        // One seed: its outcome. Several: the merges over all of them (the drawn seed's outcome is in the panel, and
+        // the key names it), short enough for the 300-unit panel.
+        titles.push_back(runs > 1 ? fmt::format("{}: {}/{} merged", variant, merged, runs)
+                         : shown->rollout.merge_step < 0
+                             ? fmt::format("{}: no merge", variant)
+                             : fmt::format("{}: merged at step {}", variant, shown->rollout.merge_step));
     }
     render_figure(out, circle_figure(settings.variants, titles, first, settings.steps, settings.seeds.size() > 1),
                   csv_provenance_lines(provenance));
