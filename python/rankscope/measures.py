@@ -156,7 +156,8 @@ class ExactCenter(NamedTuple):
 
 
 def exact_center(x: Any, norm: str = "composite", attention_mask: Any = None) -> ExactCenter:
-    """The true argmin over centres of ||X - 1 c^T|| (GLPK for linf and the composite norm).
+    """The true argmin over centres of ||X - 1 c^T|| (GLPK for linf and the composite norm: at most 4096 entries per
+    matrix, 64 x 64, an Error beyond, since the linear programs grow steeply with the size).
     attention_mask: each matrix over its real rows only (see the module docstring).
     """
     return ExactCenter(*_per_matrix(x, attention_mask, lambda a: tuple(_rankscope.exact_center(a, norm))))

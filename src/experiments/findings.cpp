@@ -51,6 +51,10 @@ std::string quote_number(double value, int significant) {
         const int digits_before = magnitude >= 1 ? static_cast<int>(std::floor(std::log10(magnitude))) + 1 : 0;
         int decimals = significant - digits_before;
         if (magnitude < 1) decimals = significant - 1 - static_cast<int>(std::floor(std::log10(magnitude)));
+        // Rounding up to the next power of ten gains a digit: 0.99996 is "1.00" as 1.0 is, not "1.000" (one table
+        // row read "1.000; 1.00"), 9.9996 is "10.0".
+        const double next_power_scaled = std::pow(10.0, std::floor(std::log10(magnitude)) + 1 + decimals);
+        if (decimals > 0 && std::round(magnitude * std::pow(10.0, decimals)) >= next_power_scaled) --decimals;
         return fmt::format("{:.{}f}", value, std::max(0, decimals));
     }
     return fmt::format("{:.{}e}", value, std::max(0, significant - 1));

@@ -52,6 +52,12 @@ TEST(Findings, QuoteNumber) {
     EXPECT_EQ(quote_number(3.5e-7), "3.50e-07");
     EXPECT_EQ(quote_number(0.0), "0");
     EXPECT_EQ(quote_number(NAN), "nan");
+    // Rounding up to a power of ten keeps the significant digits of that power: as 1.0 and 10.0 print.
+    EXPECT_EQ(quote_number(0.99996), "1.00");
+    EXPECT_EQ(quote_number(1.0), "1.00");
+    EXPECT_EQ(quote_number(9.9996), "10.0");
+    EXPECT_EQ(quote_number(0.09996), "0.100");
+    EXPECT_EQ(quote_number(0.9994), "0.999");
 }
 
 TEST(Findings, QuoteRangeShowsTheDigitsThatDiffer) {
