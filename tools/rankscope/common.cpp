@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "rankscope/error.hpp"
+#include "rankscope/file_hash.hpp"
 #include "rankscope/io.hpp"
 
 namespace rankscope::cli {
@@ -75,6 +76,25 @@ CLI::Option* add_seed_count_option(CLI::App& command, int& count, const std::str
         fmt::format("in [1, {}]", most));
     return command.add_option("--seeds", count, "Number of seeds: --seed, --seed + 1, ... (" + purpose + ")")
         ->transform(count_not_list);
+}
+
+nlohmann::json output_file_records(const std::filesystem::path& folder, const std::vector<std::string>& left_out) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
+        if (!entry.is_regular_file()) continue;
+        const auto relative = std::filesystem::relative(entry.path(), folder);
+        if (std::find(left_out.begin(), left_out.end(), relative.generic_string()) != left_out.end() ||
+            relative.filename().string().find(".tmp-") != std::string::npos)
+            continue;
+        files.push_back(relative);
+    }
+    std::sort(files.begin(), files.end());
+    nlohmann::json records = nlohmann::json::array();
+    for (const auto& file : files)
+        records.push_back({{"file", file.generic_string()},
+                           {"bytes", std::filesystem::file_size(folder / file)},
+                           {"sha256", sha256_file(folder / file)}});
+    return records;
 }
 
 void check_lists_name_values_once(const CLI::App& app) {

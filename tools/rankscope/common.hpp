@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json_fwd.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ inline constexpr char kNotRunYet[] = "not run yet";
 // A CLI11 parse error as rankscope's one line: "0 is outside [1, 100] (--layers)", "unknown option '--layrs' (--help
 // lists the options)".
 std::string cli_error_line(std::string message);
+
+// Every regular file below `folder` but the top-level names in `left_out` and temporaries ("<name>.tmp-<pid>"), sorted,
+// each as {"file": relative path, "bytes", "sha256"}: what reproduce seals into a cell's manifest and sweep into its
+// cell.json, so that a file changed since is found before the cell is reused.
+nlohmann::json output_file_records(const std::filesystem::path& folder, const std::vector<std::string>& left_out);
 // One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
 CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
 // A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error

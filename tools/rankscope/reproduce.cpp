@@ -356,30 +356,11 @@ std::vector<std::string> quick_differences(const ReproduceOptions& options) {
     return lines;
 }
 
-// Every file a finished cell left in its folder (recursively; not manifest.json, not temporaries), relative to it.
-std::vector<std::filesystem::path> cell_files(const std::filesystem::path& directory) {
-    std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(directory)) {
-        if (!entry.is_regular_file()) continue;
-        const auto relative = std::filesystem::relative(entry.path(), directory);
-        const std::string name = relative.filename().string();
-        if (relative == "manifest.json" || name.find(".tmp-") != std::string::npos) continue;
-        files.push_back(relative);
-    }
-    std::sort(files.begin(), files.end());
-    return files;
-}
-
 // After a cell's process exited 0: its manifest gains the list of its files with size and SHA-256, and "complete".
 void seal_cell(const std::filesystem::path& directory) {
     const auto manifest_path = directory / "manifest.json";
     nlohmann::json manifest = read_json_file(manifest_path.string(), "the cell manifest");
-    nlohmann::json files = nlohmann::json::array();
-    for (const auto& file : cell_files(directory))
-        files.push_back({{"file", file.generic_string()},
-                         {"bytes", std::filesystem::file_size(directory / file)},
-                         {"sha256", sha256_file(directory / file)}});
-    manifest["files"] = files;
+    manifest["files"] = output_file_records(directory, {"manifest.json"});
     manifest["complete"] = true;
     write_file_atomically(manifest_path.string(), manifest.dump(2) + "\n");
 }

@@ -170,22 +170,6 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
     return "its main table is missing";
 }
 
-// Every file a cell wrote (not cell.json, cell.log or temporaries), with its size and SHA-256, for the reuse check.
-nlohmann::json cell_outputs(const std::filesystem::path& folder) {
-    std::vector<std::string> files;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
-        const std::string name = entry.path().filename().string();
-        if (!entry.is_regular_file() || name == "cell.json" || name == "cell.log" || name.find(".tmp-") != std::string::npos)
-            continue;
-        files.push_back(std::filesystem::relative(entry.path(), folder).generic_string());
-    }
-    std::sort(files.begin(), files.end());
-    nlohmann::json outputs = nlohmann::json::array();
-    for (const auto& file : files)
-        outputs.push_back({{"file", file}, {"bytes", std::filesystem::file_size(folder / file)}, {"sha256", sha256_file(folder / file)}});
-    return outputs;
-}
-
 // The line of a failed cell's log that says what went wrong: its last "rankscope: error:" line, else its last line.
 std::string failure_line(const std::string& log, const std::string& exit_description) {
     std::string last, error;
@@ -243,7 +227,7 @@ public:
                                  {"version", version_string()},
                                  {"inputs", inputs}};
         if (!outcome.ok) record["error"] = outcome.error;
-        else record["outputs"] = cell_outputs(folder);
+        else record["outputs"] = output_file_records(folder, {"cell.json", "cell.log"});  // what the cell wrote
         write_file_atomically((folder / "cell.json").string(), record.dump(2) + "\n");
         return outcome;
     }
