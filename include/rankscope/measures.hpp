@@ -71,6 +71,9 @@ struct ExactCenter {
 // (one composite centre, 2 cores: 64 × 64 about 1 s, 100 × 100 about 28 s, 128 × 128 did not finish in minutes):
 // above kMaxExactCenterEntries entries an Error says so instead of running for hours.
 constexpr long long kMaxExactCenterEntries = 4096;
+// Throws Error("the <what> of a <rows> x <cols> matrix (<n> entries) is a linear program too large ...", where) above
+// that limit: exact_center's own check, and measure_array's before it starts on a batch.
+void check_exact_center_size(long long rows, long long cols, const std::string& what, const std::string& where = "");
 ExactCenter exact_center(const Matrix& x, Norm norm);
 
 // x for Center::Mean / Median / Exact. Throws for Center::Rank1 (it has no single centre row).

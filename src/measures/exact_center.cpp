@@ -7,6 +7,7 @@
 // of S. The vertices are enumerated exactly by the non-inferior-set-estimation recursion: the two lexicographic end
 // points, then for each pair of neighbours p, q the LP  min (b_p − b_q)·a + (a_q − a_p)·b  either returns a point
 // strictly below the segment pq (a new vertex: recurse on both halves) or proves pq is a frontier edge.
+#include <fmt/format.h>
 #include <glpk.h>
 
 #include <algorithm>
@@ -14,8 +15,6 @@
 #include <memory>
 
 #include "measures/kernels.hpp"
-#include <fmt/format.h>
-
 #include "rankscope/error.hpp"
 
 namespace rankscope {
@@ -155,12 +154,17 @@ void enumerate_frontier(CenterProgram& program, const FrontierPoint& p, const Fr
 // nearly collapsed X (residual 1e-12 of entries ~1) sits below GLPK's tolerances.
 ExactCenter exact_center_scaled(const Matrix& x, Norm norm);
 
+void check_exact_center_size(long long rows, long long cols, const std::string& what, const std::string& where) {
+    if (rows * cols <= kMaxExactCenterEntries) return;
+    throw Error(fmt::format("the {} of a {} x {} matrix ({} entries) is a linear program too large to finish in reasonable "
+                            "time: at most {} entries (64 x 64); the mean and median centres have no limit",
+                            what, rows, cols, rows * cols, kMaxExactCenterEntries),
+                where);
+}
+
 ExactCenter exact_center(const Matrix& x, Norm norm) {
-    if ((norm == Norm::LInf || norm == Norm::Composite) && static_cast<long long>(x.size()) > kMaxExactCenterEntries)
-        throw Error(fmt::format("the exact {} centre of a {} x {} matrix ({} entries) is a linear program too large to finish "
-                                "in reasonable time: at most {} entries (64 x 64); the mean or median centre has no limit",
-                                norm == Norm::LInf ? "linf" : "composite", x.rows(), x.cols(), x.size(),
-                                kMaxExactCenterEntries));
+    if (norm == Norm::LInf || norm == Norm::Composite)
+        check_exact_center_size(x.rows(), x.cols(), norm == Norm::LInf ? "exact linf centre" : "exact composite centre");
     if ((norm == Norm::LInf || norm == Norm::Composite) && x.size() > 0) {
         const RowVector mean = column_mean(x);
         const Matrix centred = x.rowwise() - mean;

@@ -74,12 +74,8 @@ MeasureArrayResult measure_array(const ArrayView& array, const MeasureArrayOptio
     measure_options.rank_tolerance = options.rank_tolerance;
     if (!options.centers.empty()) {
         measure_options.centers = options.centers;
-        if (std::find(options.centers.begin(), options.centers.end(), Center::Exact) != options.centers.end() &&
-            n * d > kMaxExactCenterEntries)
-            throw Error(fmt::format("the exact centre of a {} x {} matrix ({} entries) is a linear program too large to "
-                                    "finish in reasonable time: at most {} entries (64 x 64); leave exact out of the centres",
-                                    n, d, n * d, kMaxExactCenterEntries),
-                        where);
+        if (std::find(options.centers.begin(), options.centers.end(), Center::Exact) != options.centers.end())
+            check_exact_center_size(n, d, "exact centre", where);
     } else if (n * d > kExactDefaultLimit) {
         measure_options.centers = {Center::Mean, Center::Median, Center::Rank1};
         result.exact_skipped = true;
