@@ -455,8 +455,11 @@ TEST(FindingsE6, MostCommonLengthsAreTheLargestExactCountsTiesIncluded) {
         ++compared;
     }
     EXPECT_EQ(compared, 6);  // ViT-H, T5-11B and GPT-3 overflow 128 bits; GPT-3's tie from Python's exact integers:
-    for (const auto& key : f.key_numbers)
-        if (key.what.rfind("GPT-3 ", 0) == 0) EXPECT_NE(key.value.find("; 95 and 96 ("), std::string::npos) << key.value;
+    for (const auto& key : f.key_numbers) {
+        if (key.what.rfind("GPT-3 ", 0) == 0) {
+            EXPECT_NE(key.value.find("; 95 and 96 ("), std::string::npos) << key.value;
+        }
+    }
     EXPECT_NE(f.reading.find("the most common lengths are 11 and 12, with 0.383 of all paths each"), std::string::npos)
         << f.reading;
 }
