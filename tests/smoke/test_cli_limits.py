@@ -92,6 +92,11 @@ REJECTED = [
     # CLI11's "The following arguments were not expected: 3 --layrs", the mistyped option named first.
     (["theory", "--layrs", "3"], "unknown option '--layrs' (--help lists the options)"),
     (["theory", "7"], "unexpected argument '7' (--help lists the options)"),
+    # CLI11's "--seed: At Most 1 required but received 2" for a repeated single-value option.
+    (["theory", "--seed", "1", "--seed", "2"], "error: --seed given 2 times; it takes one value"),
+    (["task", "sort", "--lr", "0.1", "--lr", "0.2", "--lr", "0.3"], "error: --lr given 3 times; it takes one value"),
+    # An underflow is not "not a finite number" (it said so for 1e-400).
+    (["task", "sort", "--lr", "1e-400"], "'1e-400' is too close to zero for a double (smallest normal 2.2e-308) (--lr)"),
 ]
 
 

@@ -125,6 +125,8 @@ CLI::Validator RealRange(double low, double high, bool low_open) {
             char* end = nullptr;
             const double value = std::strtod(text.c_str(), &end);
             if (text.empty() || end != text.c_str() + text.size()) return "'" + text + "' is not a number";
+            if (errno == ERANGE && std::isfinite(value) && std::fabs(value) <= std::numeric_limits<double>::min())
+                return "'" + text + "' is too close to zero for a double (smallest normal 2.2e-308)";
             if (!std::isfinite(value) || errno == ERANGE) return "'" + text + "' is not a finite number";
             if (value > high || value < low || (low_open && value == low))
                 return fmt::format("{} is outside {}{}, {}]", text, low_open ? "(" : "[", number_text(low), number_text(high));
@@ -283,6 +285,10 @@ std::string cli_error_line(std::string message) {
                 return fmt::format("unknown option '{}' (--help lists the options)", *word);
         if (!unexpected.empty()) return fmt::format("unexpected argument '{}' (--help lists the options)", unexpected.back());
     }
+    // "--seed: At Most 1 required but received 2" (CLI11's words for a repeated single-value option).
+    const std::string repeated = ": At Most 1 required but received ";
+    if (const auto at = message.find(repeated); at != std::string::npos && at > 0 && message.find(' ') > at)
+        return fmt::format("{} given {} times; it takes one value", message.substr(0, at), message.substr(at + repeated.size()));
     const auto colon = message.find(": ");
     // The part before ": " is an option ("--layers") or a positional's name ("file") when it holds no space.
     if (!message.empty() && colon != std::string::npos && colon > 0 && message.find(' ') > colon)
