@@ -118,7 +118,7 @@ Findings read_findings(const std::filesystem::path& file) {
     } catch (const Error& error) {
         throw Error(error.what(), file.string());
     } catch (const std::exception& error) {
-        throw Error(std::string("malformed findings: ") + error.what(), file.string());
+        throw Error("malformed findings: " + json_error_reason(error), file.string());
     }
 }
 

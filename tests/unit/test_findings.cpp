@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <vector>
 
 #include "rankscope/e1.hpp"
 #include "rankscope/e4_path_effectiveness.hpp"
 #include "rankscope/e6_path_counts.hpp"
+#include "rankscope/error.hpp"
 #include "rankscope/findings.hpp"
 #include "rankscope/summary.hpp"
 #include "rankscope/theory.hpp"
@@ -101,6 +104,26 @@ TEST(Findings, WriteReadRoundTrip) {
     EXPECT_EQ(back.notes, f.notes);
     EXPECT_TRUE(std::filesystem::exists(dir / "verdicts.csv"));
     std::filesystem::remove_all(dir);
+}
+
+// A findings.json of the wrong shape names the file and the field in words, without nlohmann's bracketed prefix.
+TEST(Findings, MalformedFileIsNamedWithoutTheLibrarysPrefix) {
+    const auto file = std::filesystem::temp_directory_path() / "rankscope-test-findings-malformed.json";
+    for (const auto& [text, reason] : std::vector<std::pair<std::string, std::string>>{
+             {R"({"experiment": 3})", "malformed findings: type must be string, but is number"},
+             {R"({"experiment": "E1"})", "malformed findings: key 'subject' not found"}}) {
+        { std::ofstream(file) << text; }
+        try {
+            read_findings(file);
+            ADD_FAILURE() << text;
+        } catch (const Error& error) {
+            const std::string message = error.one_line();
+            EXPECT_NE(message.find(reason), std::string::npos) << message;
+            EXPECT_EQ(error.where(), file.string()) << message;
+            EXPECT_EQ(message.find("json.exception"), std::string::npos) << message;
+        }
+    }
+    std::filesystem::remove(file);
 }
 
 // ---- E1 -----------------------------------------------------------------------------------------------------------
