@@ -52,22 +52,35 @@ WidthDepthResult run_width_depth_experiment(const WidthDepthSettings& settings) 
 Findings width_depth_findings(const WidthDepthResult& result, const WidthDepthSettings& settings) {
     Findings f;
     f.experiment = "E5";
-    f.subject = fmt::format("width vs depth at ≈{} parameters, {}, {} epochs on {} items{}", result.target_parameters,
-                            settings.base.task, settings.base.epochs, settings.base.train_count,
+    // The matched widths come in steps of the head count, so the models' sizes straddle the target: say their range.
+    std::int64_t fewest = result.target_parameters, most = result.target_parameters;
+    for (const auto& m : result.models) fewest = std::min(fewest, m.parameters), most = std::max(most, m.parameters);
+    const std::string sizes = fewest == most ? fmt::format("{} parameters", most)
+                                             : fmt::format("{}–{} parameters (target {})", fewest, most, result.target_parameters);
+    f.subject = fmt::format("width vs depth at {}, {}, {} epochs on {} items{}", sizes, settings.base.task,
+                            settings.base.epochs, settings.base.train_count,
                             at_paper_scale(settings.base) ? "" : " (below paper scale)");
     std::vector<std::string> parts;
-    const WidthDepthModel* best = nullptr;
+    const WidthDepthModel *best = nullptr, *runner_up = nullptr;
     for (const auto& m : result.models) {
         f.key(fmt::format("L = {}, d = {} ({} parameters)", m.settings.layers, m.settings.d_model, m.parameters),
               fmt::format("accuracy {}, mean path length {}", quote_number(m.accuracy), quote_number(m.mean_path_length)));
         parts.push_back(fmt::format("L = {} (d = {}): accuracy {}, mean path length {}", m.settings.layers, m.settings.d_model,
                                     quote_number(m.accuracy), quote_number(m.mean_path_length)));
-        if (!best || m.accuracy > best->accuracy) best = &m;
+        if (!best || m.accuracy > best->accuracy) runner_up = best, best = &m;
+        else if (!runner_up || m.accuracy > runner_up->accuracy) runner_up = &m;
     }
-    f.reading = fmt::format("At ≈{} parameters on {} (majority level {}): {}.", result.target_parameters, settings.base.task,
+    f.reading = fmt::format("At {} on {} (majority level {}): {}.", sizes, settings.base.task,
                             quote_number(result.majority_accuracy), fmt::format("{}", fmt::join(parts, "; ")));
-    if (best)
-        f.reading += fmt::format(" The most accurate is L = {} (d = {}).", best->settings.layers, best->settings.d_model);
+    // One trained model per depth: the ranking's margin is stated, and that no spread between seeds backs it.
+    if (best && runner_up && best->accuracy == runner_up->accuracy)
+        f.reading += fmt::format(" L = {} and L = {} are the most accurate, equally.", best->settings.layers,
+                                 runner_up->settings.layers);
+    else if (best && runner_up)
+        f.reading += fmt::format(" The most accurate is L = {} (d = {}), {} above L = {}; one training run per depth, so "
+                                 "the spread between seeds is not measured.",
+                                 best->settings.layers, best->settings.d_model,
+                                 quote_number(best->accuracy - runner_up->accuracy), runner_up->settings.layers);
     f.notes.push_back("SPEC.md gives no number for E5's accuracies; they are reported, not judged. The mean path length is "
                       "the count's L·H/(H+1) (Binomial(L, H/(H+1)), as E6), not measured on the trained models: it grows "
                       "with L by construction, so it is reported, not judged either.");

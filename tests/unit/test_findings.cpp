@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "rankscope/e1.hpp"
 #include "rankscope/e4_path_effectiveness.hpp"
+#include "rankscope/e5_width_depth.hpp"
 #include "rankscope/e6_path_counts.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/findings.hpp"
@@ -124,6 +126,33 @@ TEST(Findings, MalformedFileIsNamedWithoutTheLibrarysPrefix) {
         }
     }
     std::filesystem::remove(file);
+}
+
+// ---- E5 -----------------------------------------------------------------------------------------------------------
+// The matched models straddle the target size: the heading gives their range; the best depth's margin over the next is
+// stated with the caveat of one run per depth.
+TEST(Findings, WidthDepthStatesSizesAndMargin) {
+    WidthDepthSettings settings;
+    settings.base = default_task_settings("sort");
+    WidthDepthResult result;
+    result.target_parameters = 58474;
+    result.majority_accuracy = 0.1;
+    for (const auto& [layers, d_model, parameters, accuracy] :
+         std::vector<std::tuple<int, int, std::int64_t, double>>{{2, 80, 57246, 0.950}, {6, 48, 58474, 0.964}, {12, 34, 58100, 0.93}}) {
+        WidthDepthModel m;
+        m.settings = settings.base;
+        m.settings.layers = layers;
+        m.settings.d_model = d_model;
+        m.parameters = parameters;
+        m.accuracy = accuracy;
+        result.models.push_back(m);
+    }
+    const Findings f = width_depth_findings(result, settings);
+    EXPECT_NE(f.subject.find("width vs depth at 57246–58474 parameters (target 58474), sort"), std::string::npos) << f.subject;
+    EXPECT_NE(f.reading.find("The most accurate is L = 6 (d = 48), 0.0140 above L = 2; one training run per depth"),
+              std::string::npos) << f.reading;
+    result.models.resize(1);  // one depth: nothing to rank
+    EXPECT_EQ(width_depth_findings(result, settings).reading.find("most accurate"), std::string::npos);
 }
 
 // ---- E1 -----------------------------------------------------------------------------------------------------------
