@@ -197,6 +197,39 @@ int first_round_off_layer(const TheoryResult& result, const std::string& variant
     return first;
 }
 
+// SPEC says MLPs slow the collapse (Corollary 3.2 gives the bound a larger base λ): whether SAN+MLP's mean relative
+// residual (1 head) stays above SAN's, layer by layer, where both are above round-off; "" without both variants.
+std::string mlp_against_san_words(const TheoryResult& result) {
+    std::map<int, double> san;
+    for (const auto& l : result.layers)
+        if (l.heads == 1 && l.variant == "SAN") san[l.layer] = l.relative_residual_mean;
+    int compared = 0, below = 0, widest = -1;
+    double widest_gap = -1, widest_mlp = NAN, widest_san = NAN;
+    for (const auto& l : result.layers) {
+        if (l.heads != 1 || l.variant != "SAN+MLP" || l.layer < 1 || !san.count(l.layer)) continue;
+        const double mlp = l.relative_residual_mean, pure = san.at(l.layer);
+        if (!(mlp > kRoundOffLevel && pure > kRoundOffLevel)) continue;
+        ++compared;
+        below += mlp < pure;
+        const double gap = std::fabs(std::log(mlp / pure));
+        if (gap > widest_gap) widest_gap = gap, widest = l.layer, widest_mlp = mlp, widest_san = pure;
+    }
+    if (compared == 0) return "";
+    const std::string example = fmt::format("layer {}: {} against {}", widest, quote_number(widest_mlp), quote_number(widest_san));
+    if (below == compared)
+        return fmt::format("SAN+MLP's relative residual is below SAN's at every layer before round-off ({} of them; {}): "
+                           "at this init the MLP speeds the collapse, where SPEC says MLPs slow it (Corollary 3.2 only "
+                           "bounds it with a larger base). ",
+                           compared, example);
+    if (below == 0)
+        return fmt::format("SAN+MLP's relative residual stays above SAN's at every layer before round-off ({} of them; {}): "
+                           "the MLP slows the collapse, as Corollary 3.2 allows. ",
+                           compared, example);
+    return fmt::format("SAN+MLP's relative residual is below SAN's at {} of {} layers before round-off (widest gap at {}): "
+                       "the MLP neither slows nor speeds the collapse throughout. ",
+                       below, compared, example);
+}
+
 }  // namespace
 
 Findings theory_findings(const TheoryResult& result, const TheorySettings& settings) {
@@ -307,6 +340,7 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
                                "happens at this init, not whether. ",
                                layers);
     }
+    reading += mlp_against_san_words(result);
     reading += fmt::format("The measured residual exceeds the per-layer bound in {} of {} checked rows.", result.bound_violations,
                            result.bound_rows_checked);
     f.reading = reading;

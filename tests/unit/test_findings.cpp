@@ -331,6 +331,33 @@ TEST(FindingsTheory, LayerNormDelayIsReadFromEverySeedsRows) {
         << f.reading;
 }
 
+// SPEC: "MLPs slow collapse". The reading compares SAN+MLP with SAN layer by layer above round-off (the quick run's
+// SAN+MLP sat at 2.1e-8 where SAN was at 1.3e-5, and nothing said so).
+TEST(FindingsTheory, MlpAgainstSanIsReadLayerByLayer) {
+    const TheorySettings settings = one_head_theory(4, 1);
+    auto reading_with = [&](const std::vector<double>& san, const std::vector<double>& mlp) {
+        TheoryResult result;
+        for (std::size_t l = 0; l < san.size(); ++l) {
+            result.layers.push_back({"SAN", 1, static_cast<int>(l), san[l]});
+            result.layers.push_back({"SAN+MLP", 1, static_cast<int>(l), mlp[l]});
+            result.layers.push_back({"SAN+MLP", 4, static_cast<int>(l), 1.0});  // other head counts: not compared
+        }
+        return theory_findings(result, settings).reading;
+    };
+    std::string reading = reading_with({1, 0.1, 1.3e-5, 1e-16, 1e-16}, {1, 0.05, 2.1e-8, 1e-16, 1e-16});
+    EXPECT_NE(reading.find("SAN+MLP's relative residual is below SAN's at every layer before round-off (2 of them; layer 2: "
+                           "2.10e-08 against 1.30e-05): at this init the MLP speeds the collapse, where SPEC says MLPs slow it"),
+              std::string::npos) << reading;
+    reading = reading_with({1, 0.1, 1e-5, 1e-16, 1e-16}, {1, 0.2, 1e-3, 1e-9, 1e-16});
+    EXPECT_NE(reading.find("stays above SAN's at every layer before round-off (2 of them; layer 2: 0.00100 against 1.00e-05): "
+                           "the MLP slows the collapse, as Corollary 3.2 allows."),
+              std::string::npos) << reading;
+    reading = reading_with({1, 0.1, 1e-5, 1e-16, 1e-16}, {1, 0.05, 1e-3, 1e-16, 1e-16});
+    EXPECT_NE(reading.find("below SAN's at 1 of 2 layers before round-off (widest gap at layer 2: 0.00100 against 1.00e-05)"),
+              std::string::npos) << reading;
+    EXPECT_EQ(reading_with({1, 1e-13}, {1, 1e-14}).find("SAN+MLP's relative residual"), std::string::npos);  // round-off only
+}
+
 TEST(FindingsTheory, CollapseVerdictFlips) {
     const TheorySettings settings = one_head_theory(6, 3);
     TheoryResult result;
