@@ -313,6 +313,18 @@ class Limits(unittest.TestCase):
         self.assertIn("layer", line)
         self.assertFalse(os.path.exists(os.path.join(out, "theory.csv")))
 
+    def test_control_characters_in_text_are_shown_escaped(self):
+        """tokenize's table printed a sentence's ESC and tab raw (a terminal acted on `ESC[2J`); the JSON keeps them."""
+        text = os.path.join(self.directory, "text.txt")
+        with open(text, "w", encoding="utf-8") as f:
+            f.write("clear \x1b[2J the\tscreen\n")
+        folder = os.path.join(FIXTURES, "bert-tiny")
+        table = run("tokenize", "--model", folder, "--text", text).stdout
+        self.assertNotIn("\x1b", table)
+        self.assertIn("\tclear \\x1b[2J the\\x09screen\n", table)  # the ids, a tab, the sentence
+        document = json.loads(run("tokenize", "--model", folder, "--text", text, "--format", "json").stdout)
+        self.assertEqual(document["sentences"][0]["text"], "clear \x1b[2J the\tscreen")
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]], verbosity=2)

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/use_lite.hpp"
 
 namespace rankscope::cli {
@@ -73,7 +74,8 @@ void run_embed(const EmbedOptions& options) {
                                               : (std::filesystem::path(options.common.out) / "embeddings.csv").string());
     for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t j = i + 1; j < n; ++j)
-            fmt::print("{:.4f}  {} | {}\n", cosine[i][j].item<double>(), options.sentences[i], options.sentences[j]);
+            fmt::print("{:.4f}  {} | {}\n", cosine[i][j].item<double>(), printable(options.sentences[i], std::string::npos),
+                       printable(options.sentences[j], std::string::npos));  // control characters as \xNN
     if (!options.common.out.empty())
         fmt::print("wrote {}/similarity.csv, embeddings.csv, manifest.json\n", options.common.out);
 }

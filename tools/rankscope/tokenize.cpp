@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/tokenizer.hpp"
 #include "rankscope/use_lite.hpp"
 
@@ -53,9 +54,12 @@ void run_tokenize(const TokenizeOptions& options) {
         fmt::print("{}\n", document.dump());
         return;
     }
-    fmt::print("tokenizer {}: prefix [{}], suffix [{}], vocabulary {}\n", tokenizer->source(),
+    // The table is for a terminal: a sentence's control characters (a newline, ESC) are shown as \xNN (the JSON keeps
+    // them exactly).
+    const auto shown = [](const std::string& text) { return printable(text, std::string::npos); };
+    fmt::print("tokenizer {}: prefix [{}], suffix [{}], vocabulary {}\n", shown(tokenizer->source()),
                fmt::join(tokenizer->prefix(), " "), fmt::join(tokenizer->suffix(), " "), tokenizer->vocab_size());
-    for (std::size_t i = 0; i < ids.size(); ++i) fmt::print("{}\t{}\n", fmt::join(ids[i], " "), sentences[i]);
+    for (std::size_t i = 0; i < ids.size(); ++i) fmt::print("{}\t{}\n", fmt::join(ids[i], " "), shown(sentences[i]));
     if (!options.common.out.empty()) fmt::print("wrote {}/tokens.json, manifest.json\n", options.common.out);
 }
 
