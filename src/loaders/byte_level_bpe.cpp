@@ -319,7 +319,12 @@ private:
             }
             if (found == PCRE2_ERROR_MATCHLIMIT)
                 throw Error("the pre-tokenizer's pattern backtracks too much on this text (PCRE2's match limit)", path_);
-            if (found < 0) throw Error(fmt::format("the pre-tokenizer's pattern failed on the text (PCRE2 error {})", found), path_);
+            if (found < 0) {  // PCRE2's own words (for (?R): "nested recursion at the same subject position"), not its number
+                PCRE2_UCHAR message[256];
+                pcre2_get_error_message(found, message, sizeof message);
+                throw Error(fmt::format("the pre-tokenizer's pattern failed on the text: {}", reinterpret_cast<const char*>(message)),
+                            path_);
+            }
             const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
             if (span[0] > at) encode_piece(text.substr(at, span[0] - at), ids);  // a gap before the match
             if (span[1] == span[0]) {  // an empty match: step one character on (never happens with these patterns)

@@ -253,6 +253,10 @@ class ByteLevelBpe(unittest.TestCase):
             (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
                 {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "use_regex": False}]}), "does not compile"),
+            # A pattern that compiles but fails at match time: PCRE2's words, not "PCRE2 error -52".
+            (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": "(?R)"}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "use_regex": False}]}), "pattern failed on the text: nested recursion at the same subject position"),
         ]
         for change, message in cases:
             with self.subTest(message=message):
