@@ -31,8 +31,10 @@ HfCheckpoint::HfCheckpoint(const std::string& directory) try {
     for (const auto& [name, shard] : json["weight_map"].items()) {
         if (!shard.is_string()) throw Error("weight_map entry '" + printable(name) + "' is not a file name", source_);
         const std::string file_name = shard.get<std::string>();
-        // A shard is a plain file in the folder: never a path elsewhere.
-        if (file_name.empty() || file_name.find('/') != std::string::npos || file_name == "." || file_name == "..")
+        // A shard is a plain file in the folder: never a path elsewhere, nor a name that the file system would cut at a
+        // NUL ("\u0000" in JSON: "model-00001.safetensors\u0000x" opened model-00001.safetensors).
+        if (file_name.empty() || file_name.find_first_of(std::string("/\0", 2)) != std::string::npos || file_name == "." ||
+            file_name == "..")
             throw Error("weight_map entry '" + printable(name) + "' names '" + printable(file_name) +
                             "', not a file name in the checkpoint folder",
                         source_);

@@ -114,6 +114,12 @@ TEST(DecoderLoader, ShardedPrefixedCheckpointRoundTripsAndErrorsNameTheFile) {
     outside.replace(outside.find("model-00001"), 11, "../model-00001");
     std::ofstream(index) << outside;
     expect_error(load, "not a file name in the checkpoint folder", "model.safetensors.index.json");
+    // A shard name with a NUL after a real shard's name (the file system would read only the part before it).
+    std::string cut = text;
+    cut.replace(cut.find("model-00001.safetensors"), 23, "model-00001.safetensors\\u0000.evil");
+    std::ofstream(index) << cut;
+    expect_error(load, "names 'model-00001.safetensors\\x00.evil', not a file name in the checkpoint folder",
+                 "model.safetensors.index.json");
     std::ofstream(index) << text;
     EXPECT_NO_THROW(load());
     // model.safetensors beside the index: transformers' from_pretrained reads the single file, and so must this (the
