@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "loaders/hf_checkpoint.hpp"
 #include "loaders/hf_weights.hpp"
@@ -117,15 +119,43 @@ std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& fi
     const auto names = weights.names();
     for (const char* candidate : {"bert.", "albert.", "transformer.", "model."}) {
         if (!names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& name) {
-                return name.rfind(candidate, 0) == 0 || name.find('.') == std::string::npos ||
-                       name.rfind("cls.", 0) == 0 || name.rfind("lm_loss", 0) == 0 || name.rfind("predictions.", 0) == 0 ||
-                       name.rfind("sequence_summary.", 0) == 0 || name.rfind("classifier.", 0) == 0 ||
-                       name.rfind("sop_classifier.", 0) == 0 || name.rfind("qa_outputs.", 0) == 0 ||
-                       name.rfind("lm_head.", 0) == 0 || name.rfind("score.", 0) == 0;
+                return name.rfind(candidate, 0) == 0 || name.find('.') == std::string::npos || is_task_head_tensor(name);
             }) && weights.contains(std::string(candidate) + first_parameter))
             prefix = candidate;
     }
     return prefix;
+}
+
+bool is_task_head_tensor(const std::string& name) {
+    for (const char* head : {"cls.", "lm_loss", "predictions.", "sequence_summary.", "classifier.", "sop_classifier.",
+                             "qa_outputs.", "lm_head.", "score."})
+        if (name.rfind(head, 0) == 0) return true;
+    return false;
+}
+
+void warn_unread_tensors(const HfCheckpoint& weights, const std::string& prefix, const std::set<std::string>& read,
+                         const HfConfig& config) {
+    // Buffers that transformers saves beside the parameters and recomputes: the position ids, GPT-2's causal mask,
+    // the rotary frequencies.
+    auto is_buffer = [](const std::string& name) {
+        for (const char* suffix : {"position_ids", ".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq"})
+            if (name.size() >= std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
+                return true;
+        return false;
+    };
+    std::vector<std::string> unread;
+    for (const auto& name : weights.names())
+        if (!read.count(name) && name.rfind(prefix, 0) == 0 && !is_task_head_tensor(name) && !is_buffer(name))
+            unread.push_back(name);
+    if (unread.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < unread.size() && i < 3; ++i) list += (i ? ", " : "") + printable(unread[i]);
+    fmt::print(stderr,
+               "rankscope: warning: {} tensor{} in {} {} not read by the {}-layer {} model that {} describes: {}{} (a "
+               "checkpoint deeper or wider than its config?)\n",
+               unread.size(), unread.size() == 1 ? "" : "s", weights.source(), unread.size() == 1 ? "is" : "are",
+               config.layers, config.model_type, config.path.empty() ? "the config" : config.path, list,
+               unread.size() > 3 ? ", ..." : "");
 }
 
 void check_stored_tensor(const HfCheckpoint& weights, const std::string& stored, const std::vector<std::int64_t>& shape) {
@@ -242,8 +272,10 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
     auto model = make_architecture(config, models::Draw::No);
     const std::string prefix = detail::checkpoint_prefix(weights, model->parameters().front().first);
     std::vector<std::string> missing;
+    std::set<std::string> read;
     for (auto& [name, parameter] : model->parameters()) {
         const std::string stored = prefix + name;
+        read.insert(stored);
         if (!weights.contains(stored)) {
             // The pooler is not used by any measurement: absent is fine.
             if (name.rfind("pooler", 0) != 0) missing.push_back(stored);
@@ -253,6 +285,7 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
         detail::load_parameter(weights, stored, parameter);
     }
     detail::throw_missing(missing, weights.source());
+    detail::warn_unread_tensors(weights, prefix, read, config);
     return model;
 }
 

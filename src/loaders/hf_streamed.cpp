@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <set>
 
 #include "loaders/hf_checkpoint.hpp"
 #include "loaders/hf_weights.hpp"
@@ -104,7 +105,9 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
 
     // Every tensor checked before any work: presence, shape, dtype.
     std::vector<std::string> missing;
+    std::set<std::string> read;  // every stored name the model will read, now or layer by layer
     auto check = [&](const std::string& stored, const std::vector<std::int64_t>& shape) {
+        read.insert(stored);
         if (!weights->contains(stored)) return missing.push_back(stored);
         detail::check_stored_tensor(*weights, stored, shape);
     };
@@ -118,6 +121,7 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
                 check(prefix + layout->layer_list + "." + std::to_string(l) + "." + item.key(), shape_of(item.value()));
     }
     detail::throw_missing(missing, weights->source());
+    detail::warn_unread_tensors(*weights, prefix, read, config);
     for (auto& item : top->named_parameters()) {
         at::Tensor parameter = item.value();
         if (item.key() == layout->token_embedding) {  // one row, never read (the rows come from the checkpoint)

@@ -3,10 +3,12 @@
 // streamed one (hf_streamed.cpp), so both check and convert alike. Errors are one line naming the shard and tensor.
 #include <ATen/ATen.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "loaders/hf_checkpoint.hpp"
+#include "rankscope/models.hpp"  // HfConfig
 
 namespace rankscope::detail {
 
@@ -24,6 +26,13 @@ void load_parameter(const HfCheckpoint& weights, const std::string& stored, at::
 void zero_unread_parameter(at::Tensor& parameter);
 // "N tensors missing: a, b, c, ..." naming `source`, when `missing` is not empty.
 void throw_missing(const std::vector<std::string>& missing, const std::string& source);
+// A task head's tensor (cls., lm_head., classifier., ...): beside the base model in a checkpoint, never read.
+bool is_task_head_tensor(const std::string& name);
+// One warning line on stderr naming the base model's tensors (under `prefix`, not a task head, not a saved buffer such
+// as position_ids) that the model did not read (`read`: the stored names it did): a 6-layer checkpoint under a config
+// of 4 layers ran silently as its first 4 before.
+void warn_unread_tensors(const HfCheckpoint& weights, const std::string& prefix, const std::set<std::string>& read,
+                         const HfConfig& config);
 std::string shape_list(const std::vector<std::int64_t>& shape);
 
 }  // namespace rankscope::detail

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -70,6 +71,31 @@ TEST(DecoderConfig, HuggingFaceNamesAndDefaults) {
     expect_error([&] { config_from(dir.path, R"({"model_type": "gpt2", "n_embd": 10, "n_head": 4})"); },
                  "not divisible by n_head", path);
     expect_error([&] { config_from(dir.path, R"({"model_type": "llama"})"); }, "parameters", path);  // 6.7e9 > the limit
+}
+
+// A checkpoint deeper than its config: the loaders read the config's layers and say, in one warning line, which
+// tensors they left (they were ignored without a word). Task heads and saved buffers are not named.
+TEST(DecoderLoader, TensorsTheConfigDoesNotDescribeAreNamed) {
+    TempFolder dir("decoder-unread");
+    std::string deeper = kTinyLlama;
+    deeper.replace(deeper.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 3");
+    auto model = make_hf_model(config_from(dir.path, deeper), 7);
+    write_checkpoint(*model, dir.path, "model.", 1);
+    config_from(dir.path, kTinyLlama);  // the config now says 2 layers
+    for (const bool streamed : {false, true}) {
+        testing::internal::CaptureStderr();
+        streamed ? load_hf_model_streamed(dir.path.string()) : load_hf_model(dir.path.string());
+        const std::string warning = testing::internal::GetCapturedStderr();
+        EXPECT_NE(warning.find("rankscope: warning: 9 tensors in " + (dir.path / "model.safetensors").string() +
+                               " are not read by the 2-layer llama model that " + (dir.path / "config.json").string() +
+                               " describes: model.layers.2."),
+                  std::string::npos) << warning;
+        EXPECT_EQ(std::count(warning.begin(), warning.end(), '\n'), 1) << warning;
+    }
+    write_checkpoint(*make_hf_model(config_from(dir.path, kTinyLlama), 7), dir.path, "model.", 1);
+    testing::internal::CaptureStderr();
+    load_hf_model(dir.path.string());
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 
 TEST(DecoderLoader, ShardedPrefixedCheckpointRoundTripsAndErrorsNameTheFile) {
