@@ -27,9 +27,12 @@ constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100000000; // the safetenso
 
 // A regular file opened for reading. Anything else (a directory, /dev/zero, a FIFO — opened without blocking — a
 // socket) throws Error("<what> must be a regular file, this is a FIFO", path).
+// Every file opened for its contents is noted in the process's record of files read (files_read below), unless the
+// caller says it is rankscope's own output read back or hashed (FileUse::OwnOutput).
+enum class FileUse { Input, OwnOutput };
 class InputFile {
 public:
-    InputFile(const std::string& path, const std::string& what);
+    InputFile(const std::string& path, const std::string& what, FileUse use = FileUse::Input);
     ~InputFile();
     InputFile(const InputFile&) = delete;
     InputFile& operator=(const InputFile&) = delete;
@@ -44,6 +47,22 @@ private:
     int fd_ = -1;
     std::uint64_t size_ = 0;
 };
+
+// The files this process has opened as input (weights, configs, tokenizers, texts, arrays), each once, in the order
+// of first opening, with the size and modification time they had then. write_manifest lists those outside the result
+// folder as "files_read", each with its SHA-256 (the hash the Hugging Face hub shows for a weight file), so a result
+// names the exact checkpoint it came from.
+struct FileRead {
+    std::string path;  // absolute
+    std::string what;  // "safetensors file", "config.json", ...
+    std::uint64_t bytes = 0;
+    std::int64_t modified_ns = 0;  // since the epoch, as stat gave it when the file was first opened
+};
+std::vector<FileRead> files_read();
+// The records of files_read() outside `result_folder`, as JSON: [{path, what, bytes, modified (UTC, ISO 8601),
+// sha256}], the hash computed once per file and process (about 250 MB/s); a file changed or removed since it was read
+// has "sha256": null and a "note" saying so.
+nlohmann::json files_read_records(const std::string& result_folder);
 
 // The whole file, after checking it is a regular file of at most `limit` bytes.
 std::string read_file_limited(const std::string& path, std::uint64_t limit, const std::string& what);

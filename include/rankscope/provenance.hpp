@@ -43,7 +43,8 @@ std::string format_number(double value);  // shortest round-trip ("%.17g"-exact)
 void write_csv_atomically(const std::filesystem::path& path, const CsvTable& table, const Provenance& provenance);
 void write_json_atomically(const std::filesystem::path& path, nlohmann::json document, const Provenance& provenance);
 // manifest.json in `directory`: provenance, wall time and peak resident memory so far, the malloc in use (rankscope
-// links tcmalloc: allocator.hpp), and `extra` merged in.
+// links tcmalloc: allocator.hpp), `extra` merged in, and "files_read": every input file (weights, configs, tokenizers,
+// texts) with its size, time and SHA-256 (io.hpp: files_read_records).
 void write_manifest(const std::filesystem::path& directory, const Provenance& provenance, const nlohmann::json& extra);
 
 }  // namespace rankscope

@@ -89,7 +89,7 @@ std::string sha256_hex(const std::string& bytes) {
 
 std::string sha256_file(const std::filesystem::path& path) {
     // A regular file only (a FIFO would block, /dev/zero never end), read up to the size fstat gave.
-    const InputFile file(path.string(), "hashed file");
+    const InputFile file(path.string(), "hashed file", FileUse::OwnOutput);  // (not an input of the run)
     Sha256 hash;
     std::array<char, 65536> buffer;
     for (std::uint64_t offset = 0; offset < file.size();) {

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
 
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -30,7 +32,34 @@ const char* kind_of(mode_t mode) {
 
 }  // namespace
 
-InputFile::InputFile(const std::string& path, const std::string& what) : path_(path) {
+namespace {
+
+std::mutex files_read_mutex;
+std::vector<FileRead>& files_read_list() {
+    static std::vector<FileRead> list;
+    return list;
+}
+
+void note_file_read(const std::string& path, const std::string& what, const struct stat& info) {
+    std::error_code error;
+    std::string absolute = std::filesystem::absolute(path, error).lexically_normal().string();
+    if (error) absolute = path;
+    const std::lock_guard<std::mutex> lock(files_read_mutex);
+    auto& list = files_read_list();
+    for (const auto& entry : list)
+        if (entry.path == absolute) return;
+    list.push_back({absolute, what, static_cast<std::uint64_t>(info.st_size),
+                    static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec});
+}
+
+}  // namespace
+
+std::vector<FileRead> files_read() {
+    const std::lock_guard<std::mutex> lock(files_read_mutex);
+    return files_read_list();
+}
+
+InputFile::InputFile(const std::string& path, const std::string& what, FileUse use) : path_(path) {
     // O_NONBLOCK: opening a FIFO without a writer must not block; it is refused below anyway.
     fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd_ < 0) {
@@ -47,6 +76,7 @@ InputFile::InputFile(const std::string& path, const std::string& what) : path_(p
         throw Error(what + " must be a regular file, this is " + kind_of(info.st_mode), path);
     }
     size_ = static_cast<std::uint64_t>(info.st_size);
+    if (use == FileUse::Input) note_file_read(path, what, info);
 }
 
 InputFile::~InputFile() {
@@ -86,18 +116,26 @@ void check_input_file(const std::string& path, std::uint64_t limit, const std::s
     check_size(file, limit, what);
 }
 
-std::string read_file_limited(const std::string& path, std::uint64_t limit, const std::string& what) {
-    const InputFile file(path, what);
+namespace {
+
+std::string read_whole_file(const std::string& path, std::uint64_t limit, const std::string& what, FileUse use) {
+    const InputFile file(path, what, use);
     check_size(file, limit, what);
     std::string contents(static_cast<std::size_t>(file.size()), '\0');
     file.read_at(0, contents.data(), contents.size(), what);
     return contents;
 }
 
+}  // namespace
+
+std::string read_file_limited(const std::string& path, std::uint64_t limit, const std::string& what) {
+    return read_whole_file(path, limit, what, FileUse::Input);
+}
+
 std::string read_file_if_present(const std::string& path, std::uint64_t limit, const std::string& what) {
     struct stat status {};
     if (::lstat(path.c_str(), &status) != 0 && errno == ENOENT) return {};
-    return read_file_limited(path, limit, what);
+    return read_whole_file(path, limit, what, FileUse::OwnOutput);  // rankscope's own outputs read back: not inputs
 }
 
 std::string control_characters_as_spaces(const std::string& text) {

@@ -111,6 +111,7 @@ void write_manifest(const std::filesystem::path& directory, const Provenance& pr
     manifest["peak_resident_bytes"] = peak_resident_bytes();
     manifest["allocator"] = allocator_in_use();
     manifest.update(extra);
+    manifest["files_read"] = files_read_records(directory.string());  // the weights, configs and texts behind the result
     write_file_atomically((directory / "manifest.json").string(), manifest.dump(2) + "\n");
 }
 

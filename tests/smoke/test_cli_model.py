@@ -157,6 +157,24 @@ class ModelCommand(unittest.TestCase):
         self.assertGreater(manifest["peak_resident_bytes"], 0.9 * peak)
         self.assertTrue(manifest["allocator"].startswith(expected), manifest["allocator"])
 
+    def test_manifest_names_every_input_file_with_its_hash(self):
+        # files_read: the config, vocabulary, weights and text the run read, each with its size and SHA-256 (hashlib's
+        # here), none from the result folder itself (the --inputs ids written into it are its own).
+        import hashlib
+        folder = os.path.join(FIXTURES, "bert-tiny")
+        out = os.path.join(self.directory, "files-read")
+        run("model", "--model", folder, "--text", RTE, "--samples", "2", "--tokens", "16", "--weights", "pretrained",
+            "--draws", "0", "--out", out)
+        with open(os.path.join(out, "manifest.json")) as f:
+            records = {r["path"]: r for r in json.load(f)["files_read"]}
+        for path in [os.path.join(folder, name) for name in ("config.json", "vocab.txt", "model.safetensors")] + [RTE]:
+            record = records.get(os.path.normpath(os.path.abspath(path)))
+            self.assertIsNotNone(record, (path, sorted(records)))
+            with open(path, "rb") as f:
+                data = f.read()
+            self.assertEqual((record["bytes"], record["sha256"]), (len(data), hashlib.sha256(data).hexdigest()), path)
+        self.assertFalse([p for p in records if p.startswith(os.path.abspath(out) + os.sep)], sorted(records))
+
     def test_bad_inputs(self):
         folder = os.path.join(self.directory, "broken")
         os.makedirs(folder, exist_ok=True)

@@ -68,6 +68,9 @@ class Reproduce(unittest.TestCase):
         self.assertEqual(len(manifest["cells"]), 10)  # 8 of the paper, 2 beyond it
         self.assertTrue(manifest["complete"])
         self.assertEqual(manifest["status"], "complete")
+        # The report read its cells' findings back: those are its own files, not inputs in files_read.
+        inside = os.path.abspath(self.out) + os.sep
+        self.assertFalse([r["path"] for r in manifest["files_read"] if r["path"].startswith(inside)], manifest["files_read"])
         # Each cell's manifest lists every output with its size and SHA-256.
         with open(os.path.join(self.out, "theory", "manifest.json")) as f:
             cell = json.load(f)

@@ -1,0 +1,65 @@
+// manifest.json's "files_read" (io.hpp: files_read, files_read_records): every input opened through InputFile, once,
+// with its size, time and SHA-256 (compared with sha256_file and the FIPS 180-4 test vector); the result folder's own
+// files and the outputs hashed for reuse are left out; a file changed after it was read is not hashed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "rankscope/file_hash.hpp"
+#include "rankscope/io.hpp"
+
+namespace fs = std::filesystem;
+using namespace rankscope;
+
+namespace {
+
+const nlohmann::json* record_of(const nlohmann::json& records, const fs::path& path) {
+    for (const auto& record : records)
+        if (record.at("path") == fs::absolute(path).lexically_normal().string()) return &record;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST(FilesRead, InputsAreListedOnceWithTheirHash) {
+    const fs::path folder = fs::temp_directory_path() / ("rankscope-files-read-" + std::to_string(::getpid()));
+    fs::remove_all(folder);
+    fs::create_directories(folder / "result");
+    const fs::path input = folder / "input.txt", own = folder / "result" / "table.csv", hashed = folder / "output.csv",
+                   changed = folder / "changed.txt";
+    std::ofstream(input) << "abc";
+    std::ofstream(own) << "x";
+    std::ofstream(hashed) << "y";
+    std::ofstream(changed) << "before";
+    read_file_limited(input.string(), 100, "text file");
+    read_file_limited((folder / "." / "input.txt").string(), 100, "text file");  // the same file: listed once
+    read_file_limited(own.string(), 100, "table");
+    read_file_if_present(hashed.string(), kNoSizeLimit, "reproduction file");  // rankscope's own output read back
+    sha256_file(hashed);
+    read_file_limited(changed.string(), 100, "text file");
+    std::ofstream(changed) << "after, and longer";
+
+    const nlohmann::json records = files_read_records((folder / "result").string());
+    const nlohmann::json* abc = record_of(records, input);
+    ASSERT_NE(abc, nullptr) << records.dump(1);
+    EXPECT_EQ(abc->at("sha256"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");  // FIPS 180-4 "abc"
+    EXPECT_EQ(abc->at("bytes"), 3);
+    EXPECT_EQ(abc->at("what"), "text file");
+    EXPECT_TRUE(std::regex_match(abc->at("modified").get<std::string>(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
+    int listed = 0;
+    for (const auto& record : records) listed += record.at("path") == abc->at("path");
+    EXPECT_EQ(listed, 1);
+    EXPECT_EQ(record_of(records, own), nullptr);     // inside the result folder
+    EXPECT_EQ(record_of(records, hashed), nullptr);  // an output, hashed or read back
+    const nlohmann::json* later = record_of(records, changed);
+    ASSERT_NE(later, nullptr);
+    EXPECT_TRUE(later->at("sha256").is_null());
+    EXPECT_EQ(later->at("note"), "changed or removed after it was read: not hashed");
+    // The same folder as the result folder's parent: its own table is an input there.
+    EXPECT_NE(record_of(files_read_records(folder.string() + "/other"), own), nullptr);
+    fs::remove_all(folder);
+}
