@@ -207,9 +207,13 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
         result = run_process({"gnuplot", "-e", "rankscope_suffix='" + suffix + "'", figure.stem + ".gp"}, options);
     } catch (const Interrupted&) {
         remove_temporaries();
+        std::error_code ignored;
+        std::filesystem::remove(log, ignored);  // what an interrupted gnuplot said (nothing, mostly) explains nothing
         throw;
     } catch (const Error& error) {
         remove_temporaries();
+        std::error_code ignored;
+        if (std::filesystem::file_size(log, ignored) == 0) std::filesystem::remove(log, ignored);  // gnuplot never ran
         fmt::print(stderr, "rankscope: warning: gnuplot could not draw {}: {}\n", figure.stem, error.what());
         return produced;
     }

@@ -3,8 +3,10 @@ the measured file) holds quotes, spaces, `$()`, backticks, a comma and newlines,
 Nothing may be executed (no PWNED* file appears anywhere), and every output lands inside the oddly named folder."""
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -134,6 +136,42 @@ os.execv({real!r}, [{real!r}] + args)
         self.assertFalse(os.path.exists(os.path.join(out, "paths.svg")))
         self.assertFalse(any(".tmp-" in name for name in os.listdir(out)), os.listdir(out))
         self.assert_files(out, "residual.svg", "paths.csv", "paths.gnuplot.log")
+
+    def test_interrupted_figure_leaves_no_log(self):
+        # SIGINT while gnuplot draws (a stand-in that announces itself and waits): exit 130, and neither a partial
+        # figure nor an empty paths.gnuplot.log is left beside the CSV.
+        out = os.path.join(self.weird, "interrupted gnuplot")
+        fake_bin = os.path.join(self.sandbox, "slow-bin")
+        os.makedirs(fake_bin, exist_ok=True)
+        started = os.path.join(self.sandbox, "gnuplot started")
+        real = shutil.which("gnuplot")
+        self.assertIsNotNone(real, "gnuplot is needed by the figures")
+        with open(os.path.join(fake_bin, "gnuplot"), "w") as f:
+            f.write(f"""#!/usr/bin/python3
+import os, sys, time
+args = sys.argv[1:]
+if args and args[-1] == "paths.gp":
+    open({started!r}, "w").close()
+    time.sleep(120)
+os.execv({real!r}, [{real!r}] + args)
+""")
+        os.chmod(os.path.join(fake_bin, "gnuplot"), 0o755)
+        env = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ.get("PATH", ""))
+        process = subprocess.Popen([os.path.abspath(BINARY), "model", "--model", self.model, "--text", self.text,
+                                    "--samples", "2", "--tokens", "16", "--draws", "3", "--out", out],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=self.sandbox, env=env)
+        deadline = time.monotonic() + 300
+        while not os.path.exists(started) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(os.path.exists(started), "the stand-in gnuplot never ran for paths.gp")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, 130, stderr)
+        names = os.listdir(out)
+        self.assertIn("paths.csv", names)
+        self.assertNotIn("paths.gnuplot.log", names)
+        self.assertFalse(any(".tmp-" in name or name.startswith("paths.") and name != "paths.csv" and not
+                             name.endswith(".gp") for name in names), names)
 
     def test_task_checkpoints(self):
         out = os.path.join(self.weird, "task")
