@@ -331,6 +331,13 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
     // One y range for all panels: from 0 to the top of the highest band (never clipped).
     figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
                        y_from_zero(csv, csv_number("mean") + " + " + csv_spread("std"), 1.05, "res"));
+    // Variants may coincide (SAN and SAN+MLP both sit at ≈0 from layer 1 at init): every other line is dashed and each
+    // later marker smaller, so a series drawn over an earlier one leaves the earlier one's colour visible in the gaps
+    // and around its markers.
+    auto line_style = [](std::size_t v) {
+        constexpr double kMarkerScale[] = {1.6, 1.1, 1.2, 0.85};  // each pair (SAN, SAN+MLP), (SAN+skip, transformer)
+        return fmt::format("with linespoints lt {} dt {} ps {}", v + 1, v % 2 == 1 ? 2 : 1, v < 4 ? kMarkerScale[v] : 0.8);
+    };
     for (std::size_t k = 0; k < weight_kinds.size(); ++k) {
         std::vector<std::string> bands, lines;
         for (std::size_t v = 0; v < variants.size(); ++v) {
@@ -338,16 +345,15 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
             bands.push_back(fmt::format("{} using ({}):{}:{} with filledcurves lt {}", file(csv), csv_number("layer"),
                                         only_if(is, csv_number("mean") + " - " + csv_spread("std")),
                                         only_if(is, csv_number("mean") + " + " + csv_spread("std")), v + 1));
-            lines.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("layer"),
-                                        only_if(is, csv_number("mean")), v + 1));
+            lines.push_back(fmt::format("{} using ({}):{} {}", file(csv), csv_number("layer"), only_if(is, csv_number("mean")),
+                                        line_style(v)));
         }
         bands.insert(bands.end(), lines.begin(), lines.end());
         figure.add_panel("set title " + gnuplot_quote(weight_kinds[k] == "init" ? "random init" : weight_kinds[k]) +
                          "\nset xlabel 'layer'\n" + ylabel("relative residual (composite, mean centre)", k == 0) +
                          join_plots(bands));
     }
-    for (std::size_t v = 0; v < variants.size(); ++v)
-        figure.add_key_entry(titles[v], fmt::format("with linespoints lt {}", v + 1));
+    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(titles[v], line_style(v));
     // One sample has no std (nan): no band is drawn, so the key names none.
     if (samples > 1) figure.add_key_entry(fmt::format("± 1 std over {} samples", samples), "with filledcurves lc rgb '#000000'");
     return figure.build();
