@@ -169,9 +169,12 @@ Findings failure_modes_findings(const FailureModesResult& result, const FailureM
     Findings f;
     f.experiment = "failure modes";
     f.subject = fmt::format("rank vs entropy collapse at init: query/key scales {}, {} layers, d = {}, {} heads, n = {}, "
-                            "{} samples × {} seeds",
+                            "{} samples × {} seeds; the transformer's blocks are {}",
                             fmt::join(settings.query_key_scales, ", "), settings.layers, settings.d_model, settings.heads,
-                            settings.tokens, settings.samples, settings.seeds);
+                            settings.tokens, settings.samples, settings.seeds,
+                            failure_modes_network(settings, "transformer", 1).block.layer_norm == LayerNormKind::Post
+                                ? "post-LN (BERT's)"
+                                : "pre-LN");
     const std::string setting = fmt::format("d = {}, H = {}, n = {}, L = {}, float64, {} samples × {} seeds", settings.d_model,
                                             settings.heads, settings.tokens, settings.layers, settings.samples, settings.seeds);
     const auto cells = cells_of(result);

@@ -568,7 +568,7 @@ Figure failure_modes_figure(const std::vector<std::string>& variants, const std:
                             double freezing_scale) {
     const std::string csv = "failure_modes_summary.csv";
     constexpr int kFloor = -16;  // log10 of the relative residual: float64 round-off
-    PanelFigure figure("failure_modes", "Two failure modes at init: entropy collapse (large s) and rank collapse (small s)",
+    PanelFigure figure("failure_modes", "Attention entropy and rank at init against the query/key scale s",
                        static_cast<int>(variants.size()), 2, 460, 330);
     figure.reserve_colorbox(150);
     // Columns: the i-th scale (sorted) at x = i, labelled with its value; s_c drawn where it falls between them.

@@ -98,6 +98,7 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
                       freezes = "freezes onto few keys", expansion = "follows 1 − s⁴";
     const Findings agreeing = failure_modes_findings(synthetic_failure_modes({}, settings), settings);
     ASSERT_EQ(agreeing.checks.size(), 5u);
+    EXPECT_NE(agreeing.subject.find("the transformer's blocks are post-LN (BERT's)"), std::string::npos) << agreeing.subject;
     for (const auto& part : {small, large, delay, freezes, expansion}) EXPECT_EQ(verdict_of(agreeing, part), Verdict::Reproduced) << part;
 
     SyntheticFailureModes no_collapse;
