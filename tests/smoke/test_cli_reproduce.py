@@ -150,6 +150,11 @@ class Reproduce(unittest.TestCase):
         # --quick says so at the top, listing what it reduced or skipped (computed from the full plan).
         self.assertIn('id="reduced-settings"', page)
         self.assertIn("e4_hull: skipped", page)
+        # A flag the full run leaves out is shown with the value it takes there (the task's default), not "default".
+        self.assertIn("e4_sort: --epochs 15 (full run: 65), --repeats 2 (full run: 5)", page)
+        self.assertIn("e3_circle: --epochs 60 (full run: 400)", page)
+        self.assertNotIn("(full run: default)", page)
+        self.assertNotIn("(full run: its default)", page)
         self.assertLess(page.index('id="verdicts"'), page.index('id="theory"'))
 
     def test_decoder_cells_are_compared_causal_vs_bidirectional(self):

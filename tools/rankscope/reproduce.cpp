@@ -31,6 +31,7 @@
 #include "rankscope/models.hpp"
 #include "rankscope/process.hpp"
 #include "rankscope/progress.hpp"
+#include "rankscope/task_settings.hpp"
 
 namespace rankscope::cli {
 namespace {
@@ -325,6 +326,28 @@ struct RunLimits {
     std::vector<std::string> uncovered;  // claims this run cannot check
 };
 
+// The value a flag takes in a cell that leaves it out: for a `task` cell's training settings the task's own default
+// (sort trains 65 epochs, hull 70), otherwise the default its subcommand shows in --help; "" when neither says.
+std::string default_flag_value(const std::vector<std::string>& arguments, const std::string& flag) {
+    if (arguments.size() >= 2 && arguments[0] == "task") {
+        std::string key = flag == "--lr" ? "learning_rate" : flag.substr(2);
+        std::replace(key.begin(), key.end(), '-', '_');
+        const nlohmann::json settings = default_task_settings(arguments[1]).to_json();
+        if (settings.contains(key)) return settings[key].is_string() ? settings[key].get<std::string>() : settings[key].dump();
+    }
+    const Subcommand* subcommand = arguments.empty() ? nullptr : find_subcommand(arguments[0]);
+    if (subcommand == nullptr) return "";
+    CLI::App app;
+    subcommand->setup(app);
+    CLI::App* current = &app;  // down to a nested subcommand ("paths count")
+    for (std::size_t i = 1; i < arguments.size(); ++i) {
+        const auto nested = current->get_subcommands([&](CLI::App* a) { return a->get_name() == arguments[i]; });
+        if (!nested.empty()) current = nested.front();
+    }
+    const CLI::Option* option = current->get_option_no_throw(flag);
+    return option == nullptr ? "" : option->get_default_str();
+}
+
 std::vector<std::string> quick_differences(const ReproduceOptions& options) {
     if (!options.quick) return {};
     ReproduceOptions full = options;
@@ -347,9 +370,10 @@ std::vector<std::string> quick_differences(const ReproduceOptions& options) {
         for (std::size_t i = 0; i + 1 < q->arguments.size(); ++i) {
             const std::string& flag = q->arguments[i];
             if (flag.rfind("--", 0) != 0 || flag == "--out" || flag == "--checkpoints") continue;
-            const std::string mine = q->arguments[i + 1], theirs = value_of(f.arguments, flag);
+            const std::string mine = q->arguments[i + 1], given = value_of(f.arguments, flag);
+            const std::string theirs = given.empty() ? default_flag_value(f.arguments, flag) : given;
             if (mine != theirs)
-                changes.push_back(flag + " " + mine + " (full run: " + (theirs.empty() ? "default" : theirs) + ")");
+                changes.push_back(flag + " " + mine + " (full run: " + (theirs.empty() ? "its default" : theirs) + ")");
         }
         if (!changes.empty()) lines.push_back(f.name + ": " + fmt::format("{}", fmt::join(changes, ", ")));
     }
