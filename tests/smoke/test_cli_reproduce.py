@@ -138,6 +138,8 @@ class Reproduce(unittest.TestCase):
         # The beyond-the-paper checks have their own section and count, after the paper's cells.
         beyond = [r for r in verdicts if r["part"] == "beyond the paper"]
         self.assertIn(f"{len(beyond)} checks here", page)
+        # --quick has no E3 regimes cell, so the section's opening does not name it.
+        self.assertIn("Claims of the follow-up literature (SPEC.md §7)", page)
         self.assertLess(page.index('id="e5_width_depth_sort"'), page.index('id="beyond-the-paper"'))
         self.assertLess(page.index('id="beyond-the-paper"'), page.index('id="beyond_trainability"'))
         # Every cell's reading in the report is the one its findings.json holds (generated from its numbers).

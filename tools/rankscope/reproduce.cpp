@@ -581,11 +581,16 @@ a{color:#1b6e9e}
         const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
         if (cell.beyond_paper && !beyond_heading) {
             beyond_heading = true;
+            // (The E3 regimes cell is in the full run only: the heading names it only where it is in the plan.)
+            const bool regimes = std::any_of(cells.begin(), cells.end(), [](const Cell& other) {
+                return other.beyond_paper && other.name == "e3_circle_regimes";
+            });
             html += fmt::format("<h2 id=\"beyond-the-paper\" class=\"beyond\">Beyond the paper</h2>\n<p>Claims of the follow-up "
-                                "literature and the paper's E3 under other training recipes (SPEC.md §7), measured with the "
-                                "same code. They are not the paper's claims and are not counted in its verdicts above: {} "
-                                "checks here, {} reproduced, {} not reproduced, {} not comparable.</p>\n",
-                                all_checks[1].size(), counts[1][0], counts[1][1], counts[1][2]);
+                                "literature{} (SPEC.md §7), measured with the same code. They are not the paper's claims and "
+                                "are not counted in its verdicts above: {} checks here, {} reproduced, {} not reproduced, {} "
+                                "not comparable.</p>\n",
+                                regimes ? " and the paper's E3 under other training recipes" : "", all_checks[1].size(),
+                                counts[1][0], counts[1][1], counts[1][2]);
             html += checks_table(all_checks[1], true);
         }
         html += fmt::format("<h2 id=\"{}\">{}</h2>\n", cell.name, html_escape(cell.title));
