@@ -187,7 +187,8 @@ class Sweep(unittest.TestCase):
             f.write(cut)
         again = run("sweep", self.grid, "--out", copy)
         self.assertIn("1 ran now, 7 reused, 0 failed", again.stdout)
-        self.assertIn(f"running 1 cell again: its theory.csv changed since it was written", again.stderr)
+        self.assertIn(f"running 1 cell again: its theory.csv has {len(cut.encode())} bytes, its record says "
+                      f"{len(text.encode())} (truncated or changed)", again.stderr)
         self.assertEqual(data_lines(os.path.join(copy, "sweep.csv")), data_lines(os.path.join(self.local, "sweep.csv")))
         # A cell reused without that record (another build's, --reuse-other-builds): the cut table is named, and no
         # merged table is written from it.

@@ -97,6 +97,28 @@ nlohmann::json output_file_records(const std::filesystem::path& folder, const st
     return records;
 }
 
+std::string changed_output_file(const std::filesystem::path& folder, const nlohmann::json& records) {
+    if (!records.is_array()) return "a record of its files is malformed";
+    for (const auto& record : records) {
+        const auto file = record.is_object() ? record.find("file") : records.end();
+        const auto bytes = record.is_object() ? record.find("bytes") : records.end();
+        const auto sha256 = record.is_object() ? record.find("sha256") : records.end();
+        if (!record.is_object() || file == record.end() || !file->is_string() || file->get<std::string>().empty() ||
+            bytes == record.end() || !bytes->is_number_unsigned() || sha256 == record.end() || !sha256->is_string())
+            return "a record of its files is malformed";
+        const std::string name = file->get<std::string>();
+        const auto path = folder / name;
+        std::error_code error;
+        if (!std::filesystem::is_regular_file(path, error)) return name + " was deleted";
+        const auto size = std::filesystem::file_size(path, error);
+        if (error || size != bytes->get<std::uintmax_t>())
+            return fmt::format("{} has {} bytes, its record says {} (truncated or changed)", name, size,
+                               bytes->get<std::uintmax_t>());
+        if (sha256_file(path) != sha256->get<std::string>()) return name + " changed since it was written (SHA-256 differs)";
+    }
+    return "";
+}
+
 void check_lists_name_values_once(const CLI::App& app) {
     for (const CLI::App* command = &app; command != nullptr;) {
         for (const CLI::Option* option : command->get_options()) {

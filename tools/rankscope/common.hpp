@@ -52,6 +52,10 @@ std::string cli_error_line(std::string message);
 // each as {"file": relative path, "bytes", "sha256"}: what reproduce seals into a cell's manifest and sweep into its
 // cell.json, so that a file changed since is found before the cell is reused.
 nlohmann::json output_file_records(const std::filesystem::path& folder, const std::vector<std::string>& left_out);
+// "" when every record (as output_file_records wrote them) still holds; else the first difference: "theory.csv was
+// deleted", "theory.csv has 10 bytes, its record says 12 (truncated or changed)", "theory.csv changed since it was
+// written (SHA-256 differs)", or "a record of its files is malformed". Never throws on a malformed record.
+std::string changed_output_file(const std::filesystem::path& folder, const nlohmann::json& records);
 // One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
 CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
 // A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error

@@ -406,20 +406,10 @@ std::string cell_reuse_problem(const std::filesystem::path& directory, const std
             return "it was written by another rankscope build (git " + manifest.value("git_sha", std::string("?")) + ")";
         if (!manifest.value("complete", false) || !manifest.contains("files"))
             return "its manifest lists no verified outputs (an interrupted or older run)";
+        if (const std::string changed = changed_output_file(directory, manifest.at("files")); !changed.empty())
+            return changed;
         std::set<std::string> listed;
-        for (const auto& entry : manifest.at("files")) {
-            const std::string file = entry.at("file").get<std::string>();
-            listed.insert(file);
-            const auto path = directory / file;
-            std::error_code ec;
-            if (!std::filesystem::is_regular_file(path, ec)) return file + " was deleted";
-            const auto bytes = std::filesystem::file_size(path, ec);
-            const auto recorded = entry.at("bytes").get<std::uintmax_t>();
-            if (ec || bytes != recorded)
-                return fmt::format("{} has {} bytes, its manifest recorded {} (truncated or changed)", file, bytes, recorded);
-            if (sha256_file(path) != entry.at("sha256").get<std::string>())
-                return file + " changed since it was written (SHA-256 differs)";
-        }
+        for (const auto& entry : manifest.at("files")) listed.insert(entry.at("file").get<std::string>());
         for (const auto& needed : cell.data)
             if (!listed.count(needed)) return needed + " is not among its outputs";
         for (const auto& needed : cell.figures)

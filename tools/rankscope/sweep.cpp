@@ -153,17 +153,8 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
     const auto outputs = record.find("outputs");
     if (outputs == record.end() || !outputs->is_array()) {
         if (!any_build) return "its cell.json records no outputs";
-    } else {
-        for (const auto& output : *outputs) {
-            const std::string file = output.is_object() ? text_field(output, "file") : std::string();
-            std::error_code error;
-            if (file.empty() || !std::filesystem::is_regular_file(folder / file, error)) return "its " + file + " is gone";
-            const auto bytes = output.find("bytes");
-            if (bytes == output.end() || !bytes->is_number_unsigned() ||
-                bytes->get<std::uintmax_t>() != std::filesystem::file_size(folder / file, error) ||
-                sha256_file(folder / file) != text_field(output, "sha256"))
-                return "its " + file + " changed since it was written";
-        }
+    } else if (const std::string changed = changed_output_file(folder, *outputs); !changed.empty()) {
+        return "its " + changed;
     }
     for (const auto& table : sweep_primary_tables(grid.experiment))
         if (std::filesystem::exists(folder / table)) return "";
