@@ -261,7 +261,9 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
     }
     f.check({"E3", "The model is trained to predict the next point on each arc (precondition of the rollout)",
              "trained with MSE; the figure presumes an accurate one-step map (no error is reported)",
-             fmt::format("worst one-step RMSE over seeds: {}", fmt::join(worst, "; ")),
+             fmt::format("worst one-step RMSE over seeds: {} (held-out: the angles halfway between training points, an "
+                         "interpolation check; the rollout tests the map far from them)",
+                         fmt::join(worst, "; ")),
              fmt::format("RMSE < {} × step length = {} in every variant and seed (rankscope's precondition, not a claim of "
                          "the paper: unmet reads not comparable)",
                          quote_number(settings.small_error, 2), quote_number(rmse_limit, 2)),
