@@ -12,7 +12,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import BINARY, FIXTURES, run  # noqa: E402
+from common import BINARY, FIXTURES, run, write_safetensors  # noqa: E402
 
 # (arguments, text the error must name). --out is appended: the folder must not be created.
 REJECTED = [
@@ -312,6 +312,17 @@ class Limits(unittest.TestCase):
                                               check=False), "variant")
         self.assertIn("layer", line)
         self.assertFalse(os.path.exists(os.path.join(out, "theory.csv")))
+
+    def test_a_tensor_name_may_hold_a_colon(self):
+        # FILE.safetensors:tensor splits at the first ".safetensors:" in the reader; the flag check split at the last
+        # ':' and refused "no such file: x.safetensors:a" for a tensor named "a:b".
+        path = os.path.join(self.directory, "colon.safetensors")
+        matrix = np.arange(12, dtype=np.float32).reshape(3, 4)
+        write_safetensors(path, {"a:b": matrix, "c": matrix * 0})
+        chosen = json.loads(run("measure", path + ":a:b", "--format", "json").stdout)
+        plain = os.path.join(self.directory, "plain.npy")
+        np.save(plain, matrix)
+        self.assertEqual(chosen["matrices"], json.loads(run("measure", plain, "--format", "json").stdout)["matrices"])
 
     def test_control_characters_in_text_are_shown_escaped(self):
         """tokenize's table printed a sentence's ESC and tab raw (a terminal acted on `ESC[2J`); the JSON keeps them."""

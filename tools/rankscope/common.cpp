@@ -175,8 +175,10 @@ CLI::Validator ReadableFile(bool allow_tensor_suffix) {
             std::string path = text;
             std::error_code ec;
             if (allow_tensor_suffix && !std::filesystem::exists(path, ec)) {
-                const auto colon = path.rfind(':');
-                if (colon != std::string::npos && colon > 0) path = path.substr(0, colon);
+                // FILE.safetensors:tensor, split where the reader splits (read_matrix_file): at the first
+                // ".safetensors:", so a tensor name may hold ':' itself.
+                const auto marker = path.find(".safetensors:");
+                if (marker != std::string::npos) path = path.substr(0, marker + 12);
             }
             const auto status = std::filesystem::status(path, ec);
             if (!std::filesystem::exists(status)) return "no such file: " + path;
