@@ -22,7 +22,7 @@ from PIL import Image
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import RTE, require  # noqa: E402
+from common import RTE, read_safetensors, require, write_safetensors  # noqa: E402
 from figure_layout import chromium, figure_layout, layout_problems  # noqa: E402
 
 
@@ -426,6 +426,16 @@ class PretrainedHereCells(unittest.TestCase):
         self.assertEqual(wrong.returncode, 2)
         self.assertIn("no cell 'e1_nothing'", wrong.stderr)
         self.assertIn("dynamics_tiny", wrong.stderr)
+        # The run retrained in place (here: its final weights rewritten): the cells that read them run again, though
+        # their command and outputs are unchanged (each cell's manifest lists the files it read, with SHA-256).
+        weights = os.path.join(run_dir, "final", "model.safetensors")
+        tensors = read_safetensors(weights)
+        name = sorted(n for n in tensors if n.endswith("query.weight"))[0]
+        tensors[name] = tensors[name] * 2
+        write_safetensors(weights, tensors)
+        again = subprocess.run(args, capture_output=True, text=True, cwd=sandbox)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertIn(f"recomputing e1_pretrained_tiny: its input {weights} changed since", again.stderr)
         shutil.rmtree(sandbox)
 
 

@@ -14,7 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import BINARY, load_json, read_csv, run  # noqa: E402
+from common import BINARY, FIXTURES, RTE, load_json, read_csv, read_safetensors, run, write_safetensors  # noqa: E402
 from figure_layout import figure_layout, layout_problems, svg_page  # noqa: E402
 
 GRID_TOML = """# a small theory sweep
@@ -323,6 +323,25 @@ class Sweep(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual({r["cell_file"] for r in read_csv(os.path.join(self.directory, "dashed-out", "sweep.csv"))},
                          {"-m.npy"})
+
+
+    def test_a_model_folder_with_new_weights_runs_again(self):
+        """A --model folder is no setting's file (cell.json fingerprints none), but each cell's own manifest.json lists
+        what its process read (files_read): new weights in the same folder make its cells run again."""
+        folder = os.path.join(self.directory, "bert-tiny")
+        shutil.copytree(os.path.join(FIXTURES, "bert-tiny"), folder)
+        grid = self.write_grid("model.json", json.dumps({"experiment": "model", "axes": {"seed": [0, 1]}, "fixed": {
+            "model": folder, "text": RTE, "samples": 2, "tokens": 16, "weights": "pretrained", "draws": 0}}))
+        out = os.path.join(self.directory, "model-sweep")
+        run("sweep", grid, "--out", out)
+        self.assertIn("0 ran now, 2 reused, 0 failed", run("sweep", grid, "--out", out).stdout)
+        weights = os.path.join(folder, "model.safetensors")
+        tensors = read_safetensors(weights)
+        tensors["encoder.layer.0.attention.self.query.weight"] = tensors["encoder.layer.0.attention.self.query.weight"] * 2
+        write_safetensors(weights, tensors)
+        again = run("sweep", grid, "--out", out)
+        self.assertIn("2 ran now, 0 reused, 0 failed", again.stdout)
+        self.assertIn(f"its input {weights} changed since", again.stderr)
 
     def write_grid(self, name, text):
         path = os.path.join(self.directory, name)

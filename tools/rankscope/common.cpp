@@ -98,14 +98,14 @@ nlohmann::json output_file_records(const std::filesystem::path& folder, const st
 }
 
 std::string changed_output_file(const std::filesystem::path& folder, const nlohmann::json& records) {
-    if (!records.is_array()) return "a record of its files is malformed";
+    if (!records.is_array()) return "output record is malformed";
     for (const auto& record : records) {
         const auto file = record.is_object() ? record.find("file") : records.end();
         const auto bytes = record.is_object() ? record.find("bytes") : records.end();
         const auto sha256 = record.is_object() ? record.find("sha256") : records.end();
         if (!record.is_object() || file == record.end() || !file->is_string() || file->get<std::string>().empty() ||
             bytes == record.end() || !bytes->is_number_unsigned() || sha256 == record.end() || !sha256->is_string())
-            return "a record of its files is malformed";
+            return "output record is malformed";
         const std::string name = file->get<std::string>();
         const auto path = folder / name;
         std::error_code error;
@@ -115,6 +115,28 @@ std::string changed_output_file(const std::filesystem::path& folder, const nlohm
             return fmt::format("{} has {} bytes, its record says {} (truncated or changed)", name, size,
                                bytes->get<std::uintmax_t>());
         if (sha256_file(path) != sha256->get<std::string>()) return name + " changed since it was written (SHA-256 differs)";
+    }
+    return "";
+}
+
+std::string changed_input_file(const nlohmann::json& records, std::map<std::string, std::string>& hashes) {
+    if (!records.is_array()) return "input record is malformed";
+    for (const auto& record : records) {
+        const auto path = record.is_object() ? record.find("path") : records.end();
+        const auto bytes = record.is_object() ? record.find("bytes") : records.end();
+        const auto sha256 = record.is_object() ? record.find("sha256") : records.end();
+        if (!record.is_object() || path == record.end() || !path->is_string() || bytes == record.end() ||
+            !bytes->is_number_unsigned() || sha256 == record.end() || !(sha256->is_string() || sha256->is_null()))
+            return "input record is malformed";
+        const std::string name = path->get<std::string>();
+        if (sha256->is_null()) return "input " + name + " changed while the cell ran";
+        std::error_code error;
+        if (!std::filesystem::is_regular_file(name, error)) return "input " + name + " is gone";
+        if (std::filesystem::file_size(name, error) != bytes->get<std::uintmax_t>() || error)
+            return "input " + name + " changed since";
+        auto [hash, first] = hashes.try_emplace(name);
+        if (first) hash->second = sha256_file(name);
+        if (hash->second != sha256->get<std::string>()) return "input " + name + " changed since";
     }
     return "";
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,8 +55,13 @@ std::string cli_error_line(std::string message);
 nlohmann::json output_file_records(const std::filesystem::path& folder, const std::vector<std::string>& left_out);
 // "" when every record (as output_file_records wrote them) still holds; else the first difference: "theory.csv was
 // deleted", "theory.csv has 10 bytes, its record says 12 (truncated or changed)", "theory.csv changed since it was
-// written (SHA-256 differs)", or "a record of its files is malformed". Never throws on a malformed record.
+// written (SHA-256 differs)", or "output record is malformed". Never throws on a malformed record.
 std::string changed_output_file(const std::filesystem::path& folder, const nlohmann::json& records);
+// The same for input files recorded as {"path", "bytes", "sha256"} (a manifest's files_read; sweep's fingerprints of
+// its settings' files): "input <path> is gone", "input <path> changed since", "input <path> changed while the cell ran"
+// (recorded unhashed), or "input record is malformed". `hashes` keeps each path's SHA-256 for the rest of
+// the run, so a checkpoint that many cells read is hashed once.
+std::string changed_input_file(const nlohmann::json& records, std::map<std::string, std::string>& hashes);
 // One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
 CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
 // A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error

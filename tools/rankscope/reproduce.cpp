@@ -390,10 +390,11 @@ void seal_cell(const std::filesystem::path& directory) {
 }
 
 // "" when the cell can be reused: its manifest records the same command, is complete, lists every file the report
-// needs, and every listed file still has its recorded size and SHA-256. Otherwise why not (kNotRunYet when there
-// is no manifest at all).
+// needs, every listed file still has its recorded size and SHA-256, and so has every input it read (files_read: a
+// checkpoint retrained in place under out/pretrain, a model folder replaced). Otherwise why not (kNotRunYet when
+// there is no manifest at all). `hashes`: the inputs hashed so far in this run.
 std::string cell_reuse_problem(const std::filesystem::path& directory, const std::vector<std::string>& arguments,
-                               const Cell& cell, const std::string& git_sha) {
+                               const Cell& cell, const std::string& git_sha, std::map<std::string, std::string>& hashes) {
     const auto manifest_path = directory / "manifest.json";
     if (!std::filesystem::exists(manifest_path)) return kNotRunYet;
     try {
@@ -408,6 +409,9 @@ std::string cell_reuse_problem(const std::filesystem::path& directory, const std
             return "its manifest lists no verified outputs (an interrupted or older run)";
         if (const std::string changed = changed_output_file(directory, manifest.at("files")); !changed.empty())
             return changed;
+        if (manifest.contains("files_read"))
+            if (const std::string changed = changed_input_file(manifest.at("files_read"), hashes); !changed.empty())
+                return "its " + changed;
         std::set<std::string> listed;
         for (const auto& entry : manifest.at("files")) listed.insert(entry.at("file").get<std::string>());
         for (const auto& needed : cell.data)
@@ -683,6 +687,7 @@ void run_reproduce(const ReproduceOptions& options) {
     for (const auto& cell : cells) state.cells.push_back({cell.name, "pending", -1.0, ""});
     write_state(out, cells, state, provenance, limits);  // before any cell: the report names THIS run, marked incomplete
     Progress progress("reproduce", static_cast<long>(cells.size()));
+    std::map<std::string, std::string> input_hashes;  // a model's weights read by several cells are hashed once
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const Cell& cell = cells[i];
         CellState& cell_state = state.cells[i];
@@ -695,10 +700,10 @@ void run_reproduce(const ReproduceOptions& options) {
         const auto directory = out / cell.name;
         auto arguments = cell.arguments;
         arguments.insert(arguments.end(), {"--threads", std::to_string(provenance.threads), "--out", directory.string()});
-        const std::string problem = cell_reuse_problem(directory, arguments, cell, provenance.git_sha);
+        const std::string problem = cell_reuse_problem(directory, arguments, cell, provenance.git_sha, input_hashes);
         if (problem.empty()) {
             cell_state.status = "reused";
-            cell_state.note = "every output verified by size and SHA-256";
+            cell_state.note = "every output and input verified by size and SHA-256";
             write_state(out, cells, state, provenance, limits);
             progress.advance();
             continue;

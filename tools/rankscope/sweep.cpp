@@ -99,7 +99,8 @@ void pass_positional_settings(const SweepGrid& grid, std::vector<SweepCell>& cel
 }
 
 // The settings whose value names a file (measure's file, --input, --text, --inputs) with its size and SHA-256 when
-// the cell ran: a cell whose input changed since runs again. A folder (a --model checkpoint) is not fingerprinted.
+// the cell ran: a cell whose input changed since runs again. (A --model folder's files are in the cell's own
+// manifest.json, files_read, which cell_reuse_problem checks too.)
 nlohmann::json input_fingerprints(const SweepCell& cell) {
     nlohmann::json inputs = nlohmann::json::array();
     for (const auto& setting : cell.settings) {
@@ -136,19 +137,14 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
     const auto inputs = record.find("inputs");
     const bool recorded = inputs != record.end() && inputs->is_array();
     if (!recorded && !any_build) return "its cell.json records no inputs";
-    for (const auto& input : recorded ? *inputs : nlohmann::json::array()) {
-        if (!input.is_object()) return "its cell.json records no inputs";
-        const std::string path = text_field(input, "path");
-        std::error_code error;
-        if (!std::filesystem::is_regular_file(path, error)) return "its input " + path + " is gone";
-        const auto bytes = input.find("bytes");
-        if (bytes == input.end() || !bytes->is_number_unsigned() ||
-            bytes->get<std::uintmax_t>() != std::filesystem::file_size(path, error))
-            return "its input " + path + " changed since";
-        auto [hash, first] = hashes.try_emplace(path);
-        if (first) hash->second = sha256_file(path);
-        if (hash->second != text_field(input, "sha256")) return "its input " + path + " changed since";
-    }
+    if (recorded)
+        if (const std::string changed = changed_input_file(*inputs, hashes); !changed.empty()) return "its " + changed;
+    // Every file the cell's own process read (its manifest's files_read: a --model folder's weights and config too,
+    // which the settings above do not fingerprint).
+    const nlohmann::json manifest = nlohmann::json::parse(read_text(folder / "manifest.json"), nullptr, false);
+    if (manifest.is_object() && manifest.contains("files_read"))
+        if (const std::string changed = changed_input_file(manifest["files_read"], hashes); !changed.empty())
+            return "its " + changed;
     // Every file the cell wrote is as it was when the cell ended (a table cut short was merged as it stood).
     const auto outputs = record.find("outputs");
     if (outputs == record.end() || !outputs->is_array()) {
