@@ -121,15 +121,10 @@ void stamp_provenance(const std::filesystem::path& file, const std::string& exte
         if (bytes.size() < kIhdrEnd || bytes.compare(kSignature + 4, 4, "IHDR") != 0) return;
         // iTXt: keyword, NUL, compression flag 0, method 0, empty language tag and translated keyword (NUL each), text.
         const std::string data = std::string("Comment") + '\0' + '\0' + '\0' + '\0' + '\0' + text;
-        auto big_endian = [](std::uint32_t value) {
-            return std::string{static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
-                               static_cast<char>(value)};
-        };
         const std::string type_and_data = "iTXt" + data;
         const auto crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(type_and_data.data()),
                                static_cast<uInt>(type_and_data.size()));
-        bytes.insert(kIhdrEnd, big_endian(static_cast<std::uint32_t>(data.size())) + type_and_data +
-                                   big_endian(static_cast<std::uint32_t>(crc)));
+        bytes.insert(kIhdrEnd, big_endian(data.size(), 4) + type_and_data + big_endian(crc, 4));
     } else if (extension == "pdf") {
         std::string creator = text.substr(0, text.find('\n'));  // "produced by: rankscope 0.1.0 (git ...)"
         if (creator.rfind("produced by: ", 0) == 0) creator = creator.substr(13);

@@ -221,13 +221,13 @@ std::string object_entries(const std::string& pdf, unsigned long number, unsigne
     return "";
 }
 
+}  // namespace
+
 std::string big_endian(std::uint64_t value, int bytes) {
     std::string out;
     for (int k = bytes - 1; k >= 0; --k) out += static_cast<char>((value >> (8 * k)) & 0xFF);
     return out;
 }
-
-}  // namespace
 
 std::string pdf_with_document_information(std::string pdf, const std::string& creator, const std::string& subject) {
     const auto section = last_section(pdf);
