@@ -103,6 +103,20 @@ class HostilePaths(unittest.TestCase):
         self.assert_files(albert, "residual.csv", "residual.svg", os.path.join("tokenizer", "spiece.model"))
         self.assert_nothing_executed()
 
+    def gnuplot_stand_in(self, folder, on_paths_figure):
+        """The environment of a run whose gnuplot is a stand-in first in PATH: for paths.gp it runs the Python lines
+        `on_paths_figure` (with os, sys, time and `args` at hand); every other script goes to the real gnuplot."""
+        fake_bin = os.path.join(self.sandbox, folder)
+        os.makedirs(fake_bin, exist_ok=True)
+        real = shutil.which("gnuplot")
+        self.assertIsNotNone(real, "gnuplot is needed by the figures")
+        with open(os.path.join(fake_bin, "gnuplot"), "w") as f:
+            f.write("#!/usr/bin/python3\nimport os, sys, time\nargs = sys.argv[1:]\nif args and args[-1] == 'paths.gp':\n" +
+                    "".join("    " + line + "\n" for line in on_paths_figure.split("\n")) +
+                    f"os.execv({real!r}, [{real!r}] + args)\n")
+        os.chmod(os.path.join(fake_bin, "gnuplot"), 0o755)
+        return dict(os.environ, PATH=fake_bin + os.pathsep + os.environ.get("PATH", ""))
+
     def test_a_figure_gnuplot_fails_on_leaves_no_file(self):
         # gnuplot fails on one figure (here a stand-in gnuplot first in PATH that, for paths.gp only, writes half an
         # output file and exits 1, as gnuplot does when a plot command fails after `set output`; every other script goes
@@ -112,22 +126,9 @@ class HostilePaths(unittest.TestCase):
         os.makedirs(out)
         with open(os.path.join(out, "paths.svg"), "w") as f:
             f.write("<svg>stale</svg>")
-        fake_bin = os.path.join(self.sandbox, "fake-bin")
-        os.makedirs(fake_bin, exist_ok=True)
-        real = shutil.which("gnuplot")
-        self.assertIsNotNone(real, "gnuplot is needed by the figures")
-        with open(os.path.join(fake_bin, "gnuplot"), "w") as f:
-            f.write(f"""#!/usr/bin/python3
-import os, sys
-args = sys.argv[1:]
-if args and args[-1] == "paths.gp":
-    suffix = args[args.index("-e") + 1].split("=", 1)[1].strip("'")
-    open("paths.svg" + suffix, "w").write("<svg")
-    sys.exit("x range is invalid")
-os.execv({real!r}, [{real!r}] + args)
-""")
-        os.chmod(os.path.join(fake_bin, "gnuplot"), 0o755)
-        env = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ.get("PATH", ""))
+        env = self.gnuplot_stand_in("fake-bin", """suffix = args[args.index("-e") + 1].split("=", 1)[1].strip("'")
+open("paths.svg" + suffix, "w").write("<svg")
+sys.exit("x range is invalid")""")
         result = subprocess.run([os.path.abspath(BINARY), "model", "--model", self.model, "--text", self.text,
                                  "--samples", "2", "--tokens", "16", "--draws", "3", "--out", out],
                                 capture_output=True, text=True, cwd=self.sandbox, env=env)
@@ -141,22 +142,8 @@ os.execv({real!r}, [{real!r}] + args)
         # SIGINT while gnuplot draws (a stand-in that announces itself and waits): exit 130, and neither a partial
         # figure nor an empty paths.gnuplot.log is left beside the CSV.
         out = os.path.join(self.weird, "interrupted gnuplot")
-        fake_bin = os.path.join(self.sandbox, "slow-bin")
-        os.makedirs(fake_bin, exist_ok=True)
         started = os.path.join(self.sandbox, "gnuplot started")
-        real = shutil.which("gnuplot")
-        self.assertIsNotNone(real, "gnuplot is needed by the figures")
-        with open(os.path.join(fake_bin, "gnuplot"), "w") as f:
-            f.write(f"""#!/usr/bin/python3
-import os, sys, time
-args = sys.argv[1:]
-if args and args[-1] == "paths.gp":
-    open({started!r}, "w").close()
-    time.sleep(120)
-os.execv({real!r}, [{real!r}] + args)
-""")
-        os.chmod(os.path.join(fake_bin, "gnuplot"), 0o755)
-        env = dict(os.environ, PATH=fake_bin + os.pathsep + os.environ.get("PATH", ""))
+        env = self.gnuplot_stand_in("slow-bin", f"open({started!r}, 'w').close()\ntime.sleep(120)")
         process = subprocess.Popen([os.path.abspath(BINARY), "model", "--model", self.model, "--text", self.text,
                                     "--samples", "2", "--tokens", "16", "--draws", "3", "--out", out],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=self.sandbox, env=env)
