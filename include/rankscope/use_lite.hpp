@@ -42,8 +42,9 @@ at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, 
 // (they are unit rows to float32 round-off only).
 at::Tensor embedding_cosines(const at::Tensor& embeddings);
 
-// The "iterate" experiment: the pretrained layer-1 attention sublayer (LN → attention → output projection), without
-// its skip and without the MLP, applied `steps` times to the layer-0 output of real text. Returns per step (0 = the
+// The "iterate" experiment: the pretrained attention sublayer of the second block (blocks.1: LN → attention → output
+// projection), without its skip and without the MLP, applied `steps` times to the first block's output (blocks.0) on
+// real text. Returns per step (0 = the
 // input) the hidden states [B, n, 512]; with `keep_skip` the sublayer keeps its residual (h + Attn(LN(h))).
 std::vector<at::Tensor> iterate_attention(EncoderModel& model, const ModelBatch& batch, int steps, bool keep_skip);
 

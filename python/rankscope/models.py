@@ -152,7 +152,7 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
               stream: str = "auto", device: str = "cpu") -> ModelRun:
     """`rankscope model`: E1 (relative residual after the embeddings and each layer for each surgery), E2 (attention
     products along `draws` random paths per length; 0: no E2), the skip ratio α and, for USE lite, `iterate` applications of its
-    pretrained layer-1 attention. `weights`: pretrained, init or both. The batch: `inputs` (token ids: a .safetensors
+    pretrained second block's attention (blocks.1). `weights`: pretrained, init or both. The batch: `inputs` (token ids: a .safetensors
     file as --inputs, or a dict with input_ids and optional attention_mask, token_type_ids), else `text` packed into
     `samples` × `tokens`. Decoders: `mask` causal (default) or bidirectional for every variant, and the attention
     statistics of the unmodified model per head (attention_heads) and the sink rate per layer (sink_rate: heads whose

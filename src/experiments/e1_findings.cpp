@@ -285,10 +285,12 @@ Findings real_model_findings(const RealModelResult& result) {
             std::map<std::string, std::vector<double>> by_variant;
             for (const auto& r : run.iterate) by_variant[r.variant].push_back(r.mean);
             for (const auto& [variant, values] : by_variant)
-                f.key(fmt::format("{}, iterated layer-1 {}: relative residual after {} applications", run.weights, variant,
+                f.key(fmt::format("{}, iterated blocks.1 {}: relative residual after {} applications", run.weights, variant,
                                   values.size() - 1),
                       values.back());
-            reading += fmt::format("Applying the {} layer-1 attention sublayer {} times: without its skip the relative residual "
+            // blocks.1 (0-based, TransformerLens): the second block, which E1's "after layer 2" follows.
+            reading += fmt::format("Applying the {} attention sublayer of the second block (blocks.1) {} times to the first "
+                                   "block's output: without its skip the relative residual "
                                    "goes {} → {}, with it {} → {}. ",
                                    run.weights, by_variant["attention"].size() - 1, quote_number(by_variant["attention"].front()),
                                    quote_number(by_variant["attention"].back()),

@@ -421,7 +421,7 @@ Figure iterate_figure(const std::vector<std::string>& weight_kinds, FloatFloor f
             figure.add_key_entry(fmt::format("{} ({})", variant, kind == "init" ? "random init" : kind),
                                  fmt::format("with linespoints lt {}", style));
         }
-    figure.add_panel("unset title\nset xlabel 'applications of the layer-1 attention'\n" +
+    figure.add_panel("unset title\nset xlabel 'applications of the attention of block 2 (blocks.1)'\n" +
                      ylabel("relative residual (composite, mean centre)", true) + join_plots(plots));
     return figure.build();
 }
