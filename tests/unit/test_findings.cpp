@@ -358,6 +358,21 @@ TEST(FindingsTheory, MlpAgainstSanIsReadLayerByLayer) {
     EXPECT_EQ(reading_with({1, 1e-13}, {1, 1e-14}).find("SAN+MLP's relative residual"), std::string::npos);  // round-off only
 }
 
+// "Not forced" passes a slow decay; its words give the rate (reviewed: SAN+skip fell 1.00 → 0.430 over 8 layers and the
+// check read "skip connections stop the collapse").
+TEST(FindingsTheory, SkipCheckStatesTheMeanDecay) {
+    const TheorySettings settings = one_head_theory(2, 1);
+    TheoryResult result;
+    result.variants.push_back({"SAN+skip", 1, false, NAN, NAN, {}, 0.81, NAN});
+    set_final(result.variants[0], 0.81);
+    for (int l = 0; l <= 2; ++l) result.layers.push_back({"SAN+skip", 1, l, std::pow(0.9, l)});
+    const Findings f = theory_findings(result, settings);
+    const Check& skip = find_check(f, "With skip connections the collapse is not forced");
+    EXPECT_NE(skip.measured.find("; falling ×0.900 per layer on average (mean r from 1.00 at the input to 0.810 at layer "
+                                 "2): not stopped outright"),
+              std::string::npos) << skip.measured;
+}
+
 TEST(FindingsTheory, CollapseVerdictFlips) {
     const TheorySettings settings = one_head_theory(6, 3);
     TheoryResult result;
@@ -371,7 +386,7 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     set_final(skip, 0.3, 0.2, 0.4);
     set_final(mlp, 1e-15);
     result.bound_rows_checked = 10;
-    const std::string doubly = "doubly exponentially", skips = "Skip connections stop", mlps = "MLP does not stop";
+    const std::string doubly = "doubly exponentially", skips = "With skip connections the collapse is not forced", mlps = "MLP does not stop";
     auto verdict = [&](const std::string& claim) { return find_check(theory_findings(result, settings), claim).verdict; };
     Findings f = theory_findings(result, settings);
     for (const auto& claim : {doubly, skips, mlps, std::string("per-layer bound")})
