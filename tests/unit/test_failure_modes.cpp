@@ -69,7 +69,7 @@ struct SyntheticFailureModes {
     };
     std::function<int(double)> san_collapse = [](double s) { return s < 1 ? 2 : s < 2 ? 3 : 5; };
     double transformer_residual = 0.3;
-    double transformer_cosine = 0.3;  // mean token cosine of every transformer layer
+    std::function<double(double)> transformer_cosine = [](double) { return 0.3; };  // every transformer layer's, by s
 };
 
 FailureModesResult synthetic_failure_modes(const SyntheticFailureModes& s, const FailureModesSettings& settings) {
@@ -81,7 +81,7 @@ FailureModesResult synthetic_failure_modes(const SyntheticFailureModes& s, const
                 row.variant = variant, row.query_key_scale = scale, row.layer = layer;
                 row.normalized_entropy = layer == 1 ? s.entropy1(scale) : 1.0;
                 row.relative_residual = variant == "SAN" ? (layer >= s.san_collapse(scale) ? 1e-16 : 0.5) : s.transformer_residual;
-                row.mean_cosine = variant == "SAN" ? (layer >= s.san_collapse(scale) ? 1.0 : 0.2) : s.transformer_cosine;
+                row.mean_cosine = variant == "SAN" ? (layer >= s.san_collapse(scale) ? 1.0 : 0.2) : s.transformer_cosine(scale);
                 result.rows.push_back(row);
             }
     return result;
@@ -113,8 +113,13 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
 
     SyntheticFailureModes collapsed;
     collapsed.transformer_residual = 2e-3;  // one-hot attention, a residual above the threshold, but tokens aligned
-    collapsed.transformer_cosine = 0.9999;
+    collapsed.transformer_cosine = [](double s) { return s >= 2 ? 0.9999 : 0.3; };
     EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(collapsed, settings), settings), large), Verdict::NotReproduced);
+    // Aligned at the smallest scale too (post-LN blocks at depth: the review's 24-layer run, cosine 1.00000 at s = 0.25
+    // and at s = 4): depth aligns the tokens whatever s, so this network cannot show the signal kept.
+    collapsed.transformer_cosine = [](double) { return 0.9999; };
+    const Findings aligned = failure_modes_findings(synthetic_failure_modes(collapsed, settings), settings);
+    EXPECT_EQ(verdict_of(aligned, large), Verdict::NotComparable);
 
     SyntheticFailureModes earlier;
     earlier.san_collapse = [](double s) { return s < 1 ? 4 : 2; };  // larger scales collapse sooner
