@@ -149,6 +149,9 @@ class Reproduce(unittest.TestCase):
             self.assertTrue(findings["reading"], cell)
             self.assertIn(html_module.escape(findings["reading"], quote=True), page, cell)
             self.assertTrue(findings["key_numbers"], cell)  # every cell has a key-numbers table
+        # Under each cell's verdicts, the settings they were judged at (verdicts.csv's column).
+        for row in verdicts:
+            self.assertIn("Judged at: " + html_module.escape(row["settings"]), page, row["settings"])
         # --quick says so at the top, listing what it reduced or skipped (computed from the full plan).
         self.assertIn('id="reduced-settings"', page)
         self.assertIn("e4_hull: skipped", page)

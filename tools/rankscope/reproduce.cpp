@@ -606,6 +606,13 @@ a{color:#1b6e9e}
             std::vector<std::pair<std::string, Check>> checks;
             for (const auto& check : findings[c]->checks) checks.emplace_back(cell.name, check);
             html += checks_table(checks, false);
+            // The settings each verdict was judged at (verdicts.csv's column; the tables leave it out for width).
+            std::vector<std::string> settings;
+            for (const auto& check : findings[c]->checks)
+                if (!check.settings.empty() && std::find(settings.begin(), settings.end(), check.settings) == settings.end())
+                    settings.push_back(check.settings);
+            for (const auto& setting : settings)
+                html += "<p class=\"meta\">Judged at: " + html_escape(setting) + "</p>\n";
         }
         if (findings[c] && !findings[c]->key_numbers.empty()) {
             html += "<div class=\"scroll\"><table class=\"numbers\"><tr><th>measured here</th><th>value</th></tr>\n";
