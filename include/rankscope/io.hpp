@@ -81,6 +81,8 @@ constexpr std::uint64_t kMaxSentencePieceModelBytes = 64ull << 20;
 
 // `text` for an error message: control characters as \xNN, cut to about `max_length` characters with "...".
 std::string printable(const std::string& text, std::size_t max_length = 80);
+// (printable: C0 controls and DEL as \xNN, C1 controls and the bidirectional overrides/isolates as \uNNNN, cut after
+// about max_length bytes but never inside a UTF-8 character.)
 // `text` on one line: every control character (a newline would end a script's command or comment line and start
 // another) replaced by a space. For names shown in tables, titles and scripts.
 std::string control_characters_as_spaces(const std::string& text);
@@ -151,6 +153,10 @@ nlohmann::ordered_json parse_ordered_json_text(const std::string& text, const st
 // but is string", path) instead of the library's bracketed text naming no file.
 //   try { ... } catch (const nlohmann::json::exception& e) { throw_json_content_error(e, path); }
 [[noreturn]] void throw_json_content_error(const std::exception& error, const std::string& path);
+// JSON text of a document rankscope writes (`indent` < 0: one line). Text that is not UTF-8 — a path or argument
+// holding a byte such as 0xFF, which JSON cannot carry — is written with U+FFFD in its place (nlohmann's dump threw,
+// after the results were written and before their manifest).
+std::string json_text(const nlohmann::json& document, int indent = -1);
 // nlohmann's message without its "[json.exception.type_error.302] " prefix.
 std::string json_error_reason(const std::exception& error);
 // A JSON integer in [low, high], whether nlohmann stored it signed or unsigned; anything else (a float, a string, a

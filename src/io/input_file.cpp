@@ -146,21 +146,36 @@ std::string control_characters_as_spaces(const std::string& text) {
 }
 
 std::string printable(const std::string& text, std::size_t max_length) {
+    static const char* hex = "0123456789abcdef";
     std::string out;
     for (std::size_t i = 0; i < text.size(); ++i) {
-        if (out.size() >= max_length) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        // Cut only between characters: a UTF-8 continuation byte finishes the character it belongs to.
+        if (out.size() >= max_length && (c & 0xC0) != 0x80) {
             out += "...";
             break;
         }
-        const auto c = static_cast<unsigned char>(text[i]);
         if (c < 0x20 || c == 0x7f) {
-            static const char* hex = "0123456789abcdef";
             out += "\\x";
             out += hex[c >> 4];
             out += hex[c & 15];
-        } else {
-            out += static_cast<char>(c);
+            continue;
         }
+        // Controls a terminal acts on beyond ASCII: C1 (U+0080–U+009F, e.g. U+009B, CSI) and the bidirectional
+        // overrides and isolates (U+202A–U+202E, U+2066–U+2069) that reorder what is shown. As \uNNNN.
+        const auto next = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0; };
+        unsigned code = 0;
+        std::size_t length = 0;
+        if (c == 0xC2 && next(1) >= 0x80 && next(1) <= 0x9F) code = next(1), length = 2;
+        if (c == 0xE2 && next(1) == 0x80 && next(2) >= 0xAA && next(2) <= 0xAE) code = 0x2000 + next(2) - 0x80, length = 3;
+        if (c == 0xE2 && next(1) == 0x81 && next(2) >= 0xA6 && next(2) <= 0xA9) code = 0x2040 + next(2) - 0x80, length = 3;
+        if (length > 0) {
+            out += "\\u";
+            for (int shift = 12; shift >= 0; shift -= 4) out += hex[(code >> shift) & 15];
+            i += length - 1;
+            continue;
+        }
+        out += static_cast<char>(c);
     }
     return out;
 }

@@ -59,6 +59,10 @@ Json parse_checked(const std::string& text, const std::string& where) {
 
 }  // namespace
 
+std::string json_text(const nlohmann::json& document, int indent) {
+    return document.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string json_error_reason(const std::exception& error) {
     std::string what = error.what();
     if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);

@@ -266,7 +266,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
     s.validate();
     auto write_json = [provenance](const fs::path& path, const nlohmann::json& document) {
         if (provenance) write_json_atomically(path, document, *provenance);
-        else write_file_atomically(path.string(), document.dump(2) + "\n");
+        else write_file_atomically(path.string(), json_text(document, 2) + "\n");
     };
     if (corpus.train.empty() || corpus.heldout.empty()) throw Error("the corpus has no training or no held-out text", "--corpus");
     fs::create_directories(directory);

@@ -101,7 +101,7 @@ void write_csv_atomically(const std::filesystem::path& path, const CsvTable& tab
 
 void write_json_atomically(const std::filesystem::path& path, nlohmann::json document, const Provenance& provenance) {
     document["provenance"] = provenance_json(provenance);
-    write_file_atomically(path.string(), document.dump(2) + "\n");
+    write_file_atomically(path.string(), json_text(document, 2) + "\n");
 }
 
 void write_manifest(const std::filesystem::path& directory, const Provenance& provenance, const nlohmann::json& extra) {
@@ -112,7 +112,7 @@ void write_manifest(const std::filesystem::path& directory, const Provenance& pr
     manifest["allocator"] = allocator_in_use();
     manifest.update(extra);
     manifest["files_read"] = files_read_records(directory.string());  // the weights, configs and texts behind the result
-    write_file_atomically((directory / "manifest.json").string(), manifest.dump(2) + "\n");
+    write_file_atomically((directory / "manifest.json").string(), json_text(manifest, 2) + "\n");
 }
 
 }  // namespace rankscope

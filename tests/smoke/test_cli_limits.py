@@ -12,7 +12,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import BINARY, FIXTURES, run, write_safetensors  # noqa: E402
+from common import BINARY, FIXTURES, RTE, run, write_safetensors  # noqa: E402
 
 # (arguments, text the error must name). --out is appended: the folder must not be created.
 REJECTED = [
@@ -323,6 +323,27 @@ class Limits(unittest.TestCase):
         plain = os.path.join(self.directory, "plain.npy")
         np.save(plain, matrix)
         self.assertEqual(chosen["matrices"], json.loads(run("measure", plain, "--format", "json").stdout)["matrices"])
+
+    def test_paths_that_are_not_utf8_are_written_replaced(self):
+        # JSON cannot hold the byte 0xff: the manifest (its argv and files_read) failed to serialize after the results
+        # were written ("unexpected JSON content: invalid UTF-8 byte", naming no file). Now U+FFFD stands for it.
+        folder = os.path.join(os.fsencode(self.directory), b"model \xff")
+        shutil.copytree(os.fsencode(os.path.join(FIXTURES, "bert-tiny")), folder)
+        out = os.path.join(os.fsencode(self.directory), b"out \xff")
+        result = subprocess.run([BINARY, "model", "--model", folder, "--text", RTE, "--samples", "2", "--tokens", "16",
+                                 "--draws", "0", "--weights", "pretrained", "--out", out], capture_output=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(out, b"manifest.json"), encoding="utf-8") as f:
+            manifest = json.load(f)
+        self.assertIn("model \ufffd", " ".join(manifest["argv"]))
+        self.assertTrue(any(r["path"].endswith("model \ufffd/model.safetensors") for r in manifest["files_read"]),
+                        manifest["files_read"])
+
+    def test_error_lines_show_control_characters_escaped(self):
+        # A file name holding ESC reached the terminal raw in the error line.
+        result = run("measure", os.path.join(self.directory, "no\x1b[2Jsuch.npy"), check=False)
+        line = self.assert_one_line_error(result, "no\\x1b[2Jsuch.npy")
+        self.assertNotIn("\x1b", line)
 
     def test_control_characters_in_text_are_shown_escaped(self):
         """tokenize's table printed a sentence's ESC and tab raw (a terminal acted on `ESC[2J`); the JSON keeps them."""

@@ -63,3 +63,19 @@ TEST(FilesRead, InputsAreListedOnceWithTheirHash) {
     EXPECT_NE(record_of(files_read_records(folder.string() + "/other"), own), nullptr);
     fs::remove_all(folder);
 }
+
+// printable (io.hpp), used for every name in an error or a table: C0 controls as \xNN, C1 controls and the
+// bidirectional overrides as \uNNNN (a terminal acts on U+009B, CSI, and U+202E reverses what follows), and a cut
+// after max_length bytes that never splits a UTF-8 character (a warning ended in half an "é").
+TEST(Printable, ControlsAreShownAndCutsKeepCharactersWhole) {
+    EXPECT_EQ(printable("a\x1b[2Jb\tc"), "a\\x1b[2Jb\\x09c");
+    EXPECT_EQ(printable("x\xc2\x9b" "31m\xc2\x85y"), "x\\u009b31m\\u0085y");
+    EXPECT_EQ(printable("txt.\xe2\x80\xae" "exe\xe2\x81\xa6"), "txt.\\u202eexe\\u2066");
+    EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x80\x94 ok"), "caf\xc3\xa9 \xe2\x80\x94 ok");  // é and an em dash stay
+    std::string long_name = "1";
+    for (int i = 0; i < 100; ++i) long_name += "\xc3\xa9";
+    const std::string cut = printable(long_name, 80);
+    ASSERT_GE(cut.size(), 3u);
+    EXPECT_EQ(cut.substr(cut.size() - 3), "...");
+    EXPECT_EQ((cut.size() - 3 - 1) % 2, 0u) << cut;  // whole two-byte characters after the "1"
+}

@@ -310,7 +310,7 @@ bool print_csv_or_json(const CommonOptions& options, const Table& table, const F
         nlohmann::json checks = nlohmann::json::array();
         for (const auto& c : findings.checks)
             checks.push_back({{"claim", c.claim}, {"measured", c.measured}, {"verdict", verdict_name(c.verdict)}});
-        std::cout << nlohmann::json{{"checks", checks}, {"reading", findings.reading}}.dump(2) << "\n";
+        std::cout << json_text({{"checks", checks}, {"reading", findings.reading}}, 2) << "\n";
         return true;
     }
     return false;

@@ -63,7 +63,7 @@ void run_embed(const EmbedOptions& options) {
             const at::Tensor e = embeddings[i].contiguous();
             document["embeddings"].push_back(std::vector<double>(e.data_ptr<double>(), e.data_ptr<double>() + e.numel()));
         }
-        fmt::print("{}\n", document.dump(2));
+        fmt::print("{}\n", json_text(document, 2));
         return;
     }
     if (n == 1)  // no pair to print: say what was done and where the vector is

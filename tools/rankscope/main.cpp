@@ -13,6 +13,7 @@
 #include "rankscope/allocator.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/error_report.hpp"
+#include "rankscope/io.hpp"
 #include "rankscope/parent_watch.hpp"
 #include "rankscope/process.hpp"
 #include "rankscope/vector_math.hpp"
@@ -56,7 +57,8 @@ void print_error(const std::string& message) {
     std::string line = message;
     for (char& c : line)
         if (c == '\n' || c == '\r') c = ' ';
-    fmt::print(stderr, "rankscope: error: {}\n", line);
+    // Other control characters (an ESC in a file name) as \xNN: the terminal shows the line, never acts on it.
+    fmt::print(stderr, "rankscope: error: {}\n", rankscope::printable(line, std::string::npos));
 }
 
 // CLI11 answers a mistyped subcommand ("rankscope thoery", "rankscope paths smaple") with "A subcommand is required".

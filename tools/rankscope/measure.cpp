@@ -96,7 +96,7 @@ void run_measure(const MeasureOptions& options) {
         std::cout << csv_provenance_lines(provenance) << table.to_string();
     } else if (options.common.format == "json") {
         document["provenance"] = provenance_json(provenance);
-        std::cout << document.dump(2) << "\n";
+        std::cout << json_text(document, 2) << "\n";
     } else {
         fmt::print("{}: {} ({}), {} matri{} of {} x {}\n", where, shape_text(array.shape), dtype_name(array.dtype),
                    per_matrix.size(), per_matrix.size() == 1 ? "x" : "ces", result.rows, result.cols);

@@ -34,7 +34,7 @@ struct PathsOptions {
 };
 
 void print_json_or(const CommonOptions& common, const nlohmann::json& document, const std::function<void()>& table) {
-    if (common.format == "json") std::cout << document.dump(2) << "\n";
+    if (common.format == "json") std::cout << json_text(document, 2) << "\n";
     else table();
 }
 

@@ -386,7 +386,7 @@ void seal_cell(const std::filesystem::path& directory) {
     nlohmann::json manifest = read_json_file(manifest_path.string(), "the cell manifest");
     manifest["files"] = output_file_records(directory, {"manifest.json"});
     manifest["complete"] = true;
-    write_file_atomically(manifest_path.string(), manifest.dump(2) + "\n");
+    write_file_atomically(manifest_path.string(), json_text(manifest, 2) + "\n");
 }
 
 // "" when the cell can be reused: its manifest records the same command, is complete, lists every file the report

@@ -215,7 +215,7 @@ public:
                                  {"inputs", inputs}};
         if (!outcome.ok) record["error"] = outcome.error;
         else record["outputs"] = output_file_records(folder, {"cell.json", "cell.log"});  // what the cell wrote
-        write_file_atomically((folder / "cell.json").string(), record.dump(2) + "\n");
+        write_file_atomically((folder / "cell.json").string(), json_text(record, 2) + "\n");
         return outcome;
     }
 

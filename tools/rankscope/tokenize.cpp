@@ -51,7 +51,7 @@ void run_tokenize(const TokenizeOptions& options) {
         write_manifest(out, provenance, {{"inputs", {options.model, options.text}}, {"outputs", {"tokens.json"}}});
     }
     if (options.common.format == "json") {
-        fmt::print("{}\n", document.dump());
+        fmt::print("{}\n", json_text(document));
         return;
     }
     // The table is for a terminal: a sentence's control characters (a newline, ESC) are shown as \xNN (the JSON keeps
