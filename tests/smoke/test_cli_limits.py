@@ -339,6 +339,24 @@ class Limits(unittest.TestCase):
         self.assertTrue(any(r["path"].endswith("model \ufffd/model.safetensors") for r in manifest["files_read"]),
                         manifest["files_read"])
 
+    def test_dump_never_replaces_an_input(self):
+        # --dump onto the checkpoint or the --inputs ids replaced them with activations (exit 0).
+        import hashlib
+        folder = os.path.join(self.directory, "bert-tiny")
+        shutil.copytree(os.path.join(FIXTURES, "bert-tiny"), folder)
+        ids = os.path.join(self.directory, "ids.safetensors")
+        write_safetensors(ids, {"input_ids": np.arange(12, dtype=np.int64).reshape(2, 6) + 5})
+        for target in (os.path.join(folder, "model.safetensors"), ids):
+            with open(target, "rb") as f:
+                before = hashlib.sha256(f.read()).hexdigest()
+            out = os.path.join(self.directory, "dump-out")
+            result = run("model", "--model", folder, "--inputs", ids, "--weights", "pretrained", "--draws", "0",
+                         "--dump", target, "--out", out, check=False)
+            self.assert_one_line_error(result, f"it would replace {target}, which this run reads (--dump {target})")
+            with open(target, "rb") as f:
+                self.assertEqual(hashlib.sha256(f.read()).hexdigest(), before, target)
+            self.assertFalse(os.path.exists(out))
+
     def test_error_lines_show_control_characters_escaped(self):
         # A file name holding ESC reached the terminal raw in the error line.
         result = run("measure", os.path.join(self.directory, "no\x1b[2Jsuch.npy"), check=False)

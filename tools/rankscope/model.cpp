@@ -98,6 +98,15 @@ void run_model(const ModelOptions& options) {
     // The batch: the user's token ids (--inputs), or --text packed to --samples × --tokens real tokens.
     const bool from_ids = !options.inputs.empty();
     const std::string text_path = from_ids ? "" : options.text.empty() ? default_text() : options.text;
+    // --dump must not replace a file this run reads: it overwrote the checkpoint or the --inputs ids with activations.
+    if (std::error_code error; !options.dump.empty() && std::filesystem::exists(options.dump, error)) {
+        std::vector<std::filesystem::path> inputs = {options.inputs, text_path};
+        if (source.kind != ModelSource::BuiltIn)
+            for (const auto& entry : std::filesystem::directory_iterator(source.directory, error)) inputs.push_back(entry.path());
+        for (const auto& input : inputs)
+            if (!input.empty() && std::filesystem::exists(input, error) && std::filesystem::equivalent(input, options.dump, error))
+                throw Error("it would replace " + input.string() + ", which this run reads", "--dump " + options.dump);
+    }
     const ModelBatch batch = from_ids ? read_model_batch(options.inputs, source.config)
                                       : text_batch(source, text_path, options.samples, options.tokens,
                                                    (out_dir / "tokenizer").string());
