@@ -57,6 +57,11 @@ struct FileRead {
     std::string what;  // "safetensors file", "config.json", ...
     std::uint64_t bytes = 0;
     std::int64_t modified_ns = 0;  // since the epoch, as stat gave it when the file was first opened
+    // The file's identity and status-change time then: a file replaced under the same name with the same size and
+    // modification time (`cp -p`, `rsync -a`, `mv` of a `touch -r` copy) or rewritten in place has another inode or a
+    // later ctime.
+    std::uint64_t device = 0, inode = 0;
+    std::int64_t status_changed_ns = 0;
 };
 std::vector<FileRead> files_read();
 // The records of files_read() outside `result_folder`, as JSON: [{path, what, bytes, modified (UTC, ISO 8601),

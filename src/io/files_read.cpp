@@ -26,10 +26,14 @@ std::string utc_time(std::int64_t nanoseconds) {
     return text;
 }
 
+// Whether `path` lies in `folder` (canonical: symlinks resolved), both absolute; `folder` is already canonical.
 bool inside(const std::string& path, const std::string& folder) {
     if (folder.empty()) return false;
+    std::error_code error;
+    std::string resolved = std::filesystem::weakly_canonical(path, error).string();
+    if (error) resolved = path;
     const std::string prefix = folder.back() == '/' ? folder : folder + "/";
-    return path.rfind(prefix, 0) == 0;
+    return resolved.rfind(prefix, 0) == 0;
 }
 
 }  // namespace
@@ -42,7 +46,8 @@ nlohmann::json files_read_records(const std::string& result_folder) {
     std::error_code error;
     std::string folder;
     if (!result_folder.empty()) {
-        folder = std::filesystem::absolute(result_folder, error).lexically_normal().string();
+        folder = std::filesystem::weakly_canonical(std::filesystem::absolute(result_folder, error), error).string();
+        if (error) folder = std::filesystem::absolute(result_folder, error).lexically_normal().string();
         while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
     }
     nlohmann::json records = nlohmann::json::array();
@@ -53,7 +58,11 @@ nlohmann::json files_read_records(const std::string& result_folder) {
         struct stat now {};
         const bool same = ::stat(file.path.c_str(), &now) == 0 && static_cast<std::uint64_t>(now.st_size) == file.bytes &&
                           static_cast<std::int64_t>(now.st_mtim.tv_sec) * 1'000'000'000 + now.st_mtim.tv_nsec ==
-                              file.modified_ns;
+                              file.modified_ns &&
+                          static_cast<std::uint64_t>(now.st_dev) == file.device &&
+                          static_cast<std::uint64_t>(now.st_ino) == file.inode &&
+                          static_cast<std::int64_t>(now.st_ctim.tv_sec) * 1'000'000'000 + now.st_ctim.tv_nsec ==
+                              file.status_changed_ns;
         if (!same) {
             record["note"] = "changed or removed after it was read: not hashed";
         } else {

@@ -49,7 +49,9 @@ void note_file_read(const std::string& path, const std::string& what, const stru
     for (const auto& entry : list)
         if (entry.path == absolute) return;
     list.push_back({absolute, what, static_cast<std::uint64_t>(info.st_size),
-                    static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec});
+                    static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec,
+                    static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino),
+                    static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1'000'000'000 + info.st_ctim.tv_nsec});
 }
 
 }  // namespace

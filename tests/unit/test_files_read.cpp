@@ -30,7 +30,7 @@ TEST(FilesRead, InputsAreListedOnceWithTheirHash) {
     fs::remove_all(folder);
     fs::create_directories(folder / "result");
     const fs::path input = folder / "input.txt", own = folder / "result" / "table.csv", hashed = folder / "output.csv",
-                   changed = folder / "changed.txt";
+                   changed = folder / "changed.txt", replaced = folder / "replaced.txt";
     std::ofstream(input) << "abc";
     std::ofstream(own) << "x";
     std::ofstream(hashed) << "y";
@@ -42,6 +42,12 @@ TEST(FilesRead, InputsAreListedOnceWithTheirHash) {
     sha256_file(hashed);
     read_file_limited(changed.string(), 100, "text file");
     std::ofstream(changed) << "after, and longer";
+    // Replaced under its name by a file of the same size and modification time (`cp -p`, `rsync -a`): another inode.
+    std::ofstream(replaced) << "old";
+    read_file_limited(replaced.string(), 100, "text file");
+    std::ofstream(folder / "new.txt") << "new";
+    fs::last_write_time(folder / "new.txt", fs::last_write_time(replaced));
+    fs::rename(folder / "new.txt", replaced);
 
     const nlohmann::json records = files_read_records((folder / "result").string());
     const nlohmann::json* abc = record_of(records, input);
@@ -59,6 +65,9 @@ TEST(FilesRead, InputsAreListedOnceWithTheirHash) {
     ASSERT_NE(later, nullptr);
     EXPECT_TRUE(later->at("sha256").is_null());
     EXPECT_EQ(later->at("note"), "changed or removed after it was read: not hashed");
+    const nlohmann::json* swapped = record_of(records, replaced);
+    ASSERT_NE(swapped, nullptr);
+    EXPECT_TRUE(swapped->at("sha256").is_null()) << swapped->dump();
     // The same folder as the result folder's parent: its own table is an input there.
     EXPECT_NE(record_of(files_read_records(folder.string() + "/other"), own), nullptr);
     fs::remove_all(folder);
