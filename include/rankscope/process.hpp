@@ -51,7 +51,8 @@ private:
 // "cannot run <program>: <reason>"), Interrupted when we were interrupted meanwhile; a non-zero exit is in the result.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
 
-// Installs the SIGINT/SIGTERM handlers (once, from main). Default mode: a signal while a child runs is forwarded to it
+// Installs the SIGINT/SIGTERM handlers (once, from main), and a SIGBUS handler that names a memory-mapped input cut
+// short under the run in one line (exit status 2). Default mode: a signal while a child runs is forwarded to it
 // and run_process throws Interrupted; a signal while none runs ends this process as the default action would.
 void install_interrupt_handlers();
 // Deferred mode (reproduce): a signal is only recorded (and forwarded to a running child); the caller polls

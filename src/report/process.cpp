@@ -110,6 +110,20 @@ Interrupted::Interrupted(int signal_number, std::string where)
             std::move(where)),
       signal_(signal_number) {}
 
+namespace {
+
+// SIGBUS: a page of a memory-mapped input (a safetensors checkpoint, read in place) is gone because the file shrank
+// under the run. One line and exit status 2 instead of "Bus error" (async-signal-safe: write and _exit only); the
+// run's files are written atomically and its manifest last, so the folder shows no finished run.
+void on_mapped_file_fault(int) {
+    static const char message[] = "rankscope: error: an input file mapped into memory (a checkpoint) was truncated or "
+                                  "replaced while this run read it (SIGBUS); run again when it is stable\n";
+    [[maybe_unused]] const auto written = ::write(STDERR_FILENO, message, sizeof message - 1);
+    ::_exit(2);
+}
+
+}  // namespace
+
 void install_interrupt_handlers() {
     struct sigaction action {};
     action.sa_handler = on_interrupt;
@@ -117,6 +131,11 @@ void install_interrupt_handlers() {
     action.sa_flags = SA_RESTART;
     ::sigaction(SIGINT, &action, nullptr);
     ::sigaction(SIGTERM, &action, nullptr);
+    struct sigaction fault {};
+    fault.sa_handler = on_mapped_file_fault;
+    sigemptyset(&fault.sa_mask);
+    fault.sa_flags = SA_RESETHAND;
+    ::sigaction(SIGBUS, &fault, nullptr);
 }
 
 void defer_interrupts(bool deferred) { g_deferred.store(deferred); }
