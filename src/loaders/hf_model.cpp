@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <set>
 
 #include "loaders/hf_checkpoint.hpp"
@@ -127,8 +128,12 @@ std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& fi
 }
 
 bool is_task_head_tensor(const std::string& name) {
+    // BERT/ALBERT (cls., predictions., sop_classifier.), XLNet (lm_loss, sequence_summary., logits_proj., the SQuAD
+    // head's start_logits., end_logits., answer_class.), GPT-2 (lm_head., multiple_choice_head.), Llama (score.), and
+    // every family's classifier. / qa_outputs.
     for (const char* head : {"cls.", "lm_loss", "predictions.", "sequence_summary.", "classifier.", "sop_classifier.",
-                             "qa_outputs.", "lm_head.", "score."})
+                             "qa_outputs.", "lm_head.", "score.", "logits_proj.", "start_logits.", "end_logits.",
+                             "answer_class.", "multiple_choice_head."})
         if (name.rfind(head, 0) == 0) return true;
     return false;
 }
@@ -150,6 +155,13 @@ void warn_unread_tensors(const HfCheckpoint& weights, const std::string& prefix,
     if (unread.empty()) return;
     std::string list;
     for (std::size_t i = 0; i < unread.size() && i < 3; ++i) list += (i ? ", " : "") + printable(unread[i]);
+    // Once per set of unread names in a process: `dynamics` reads one checkpoint per step, all alike.
+    static std::mutex mutex;
+    static std::set<std::string> said;
+    {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!said.insert(std::to_string(unread.size()) + '\n' + list).second) return;
+    }
     fmt::print(stderr,
                "rankscope: warning: {} tensor{} in {} {} not read by the {}-layer {} model that {} describes: {}{} (a "
                "checkpoint deeper or wider than its config?)\n",
