@@ -22,6 +22,7 @@ struct Provenance {
     std::string started_at;  // UTC, ISO 8601
     int threads = 1;
     std::string device = "cpu";  // where the models ran (--device)
+    std::string working_directory;  // where relative paths in argv were resolved
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 

@@ -57,13 +57,15 @@ Provenance make_provenance(int argc, const char* const* argv, std::uint64_t seed
     char buffer[32];
     std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     p.started_at = buffer;
+    std::error_code error;
+    p.working_directory = std::filesystem::current_path(error).string();
     return p;
 }
 
 nlohmann::json provenance_json(const Provenance& p) {
     return {{"command", p.command}, {"argv", p.argv},       {"seed", p.seed},         {"version", p.version},
             {"git_sha", p.git_sha}, {"started_at", p.started_at}, {"threads", p.threads},
-            {"device", p.device}};
+            {"device", p.device}, {"working_directory", p.working_directory}};
 }
 
 std::string csv_provenance_lines(const Provenance& p) {

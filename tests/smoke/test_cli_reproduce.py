@@ -438,7 +438,7 @@ class PretrainedHereCells(unittest.TestCase):
         write_safetensors(weights, tensors)
         again = subprocess.run(args, capture_output=True, text=True, cwd=sandbox)
         self.assertEqual(again.returncode, 0, again.stderr)
-        self.assertIn(f"recomputing e1_pretrained_tiny: its input {weights} changed since", again.stderr)
+        self.assertIn(f"recomputing e1_pretrained_tiny: its input {weights} changed since the cell ran", again.stderr)
         shutil.rmtree(sandbox)
 
 

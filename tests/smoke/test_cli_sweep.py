@@ -309,7 +309,7 @@ class Sweep(unittest.TestCase):
         np.save(files[0], np.random.default_rng(7).normal(size=(6, 4)))
         again = run("sweep", grid, "--out", out)
         self.assertIn("1 ran now, 1 reused, 0 failed", again.stdout)
-        self.assertIn(f"running 1 cell again: its input {files[0]} changed since", again.stderr)
+        self.assertIn(f"running 1 cell again: its input {files[0]} changed since the cell ran", again.stderr)
         alone = os.path.join(self.directory, "measure-changed")
         run("measure", files[0], "--centers", "mean,exact", "--out", alone)
         mine = [{k: v for k, v in r.items() if not k.startswith("cell_")}
@@ -341,7 +341,25 @@ class Sweep(unittest.TestCase):
         write_safetensors(weights, tensors)
         again = run("sweep", grid, "--out", out)
         self.assertIn("2 ran now, 0 reused, 0 failed", again.stdout)
-        self.assertIn(f"its input {weights} changed since", again.stderr)
+        self.assertIn(f"its input {weights} changed since the cell ran", again.stderr)
+
+    def test_a_cell_run_from_another_directory_runs_again(self):
+        """A relative path names another file from another working directory: the same grid and --out from a second
+        directory reused the first directory's cell (the manifest's working_directory now decides)."""
+        import numpy as np
+        grid = self.write_grid("relative.json", json.dumps({"experiment": "measure", "axes": {"file": ["m.npy"]}}))
+        out = os.path.join(self.directory, "relative-out")
+        for name, seed in (("first", 0), ("second", 1)):
+            os.makedirs(os.path.join(self.directory, name))
+            np.save(os.path.join(self.directory, name, "m.npy"), np.random.default_rng(seed).normal(size=(5, 3)))
+        first = subprocess.run([os.path.abspath(BINARY), "sweep", grid, "--out", out], capture_output=True, text=True,
+                               cwd=os.path.join(self.directory, "first"))
+        self.assertEqual(first.returncode, 0, first.stderr)
+        second = subprocess.run([os.path.abspath(BINARY), "sweep", grid, "--out", out], capture_output=True, text=True,
+                                cwd=os.path.join(self.directory, "second"))
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertIn("1 ran now, 0 reused", second.stdout)
+        self.assertIn("it ran in another working directory (" + os.path.join(self.directory, "first") + ")", second.stderr)
 
     def write_grid(self, name, text):
         path = os.path.join(self.directory, name)

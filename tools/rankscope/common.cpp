@@ -114,31 +114,56 @@ std::string changed_output_file(const std::filesystem::path& folder, const nlohm
         if (error || size != bytes->get<std::uintmax_t>())
             return fmt::format("{} has {} bytes, its record says {} (truncated or changed)", name, size,
                                bytes->get<std::uintmax_t>());
-        if (sha256_file(path) != sha256->get<std::string>()) return name + " changed since it was written (SHA-256 differs)";
+        std::string hash;
+        try {
+            hash = sha256_file(path);
+        } catch (const Error& failure) {
+            return name + " cannot be read: " + failure.what();
+        }
+        if (hash != sha256->get<std::string>()) return name + " changed since it was written (SHA-256 differs)";
     }
     return "";
 }
 
-std::string changed_input_file(const nlohmann::json& records, std::map<std::string, std::string>& hashes) {
-    if (!records.is_array()) return "input record is malformed";
+std::string changed_input_file(const nlohmann::json& records, const std::string& where,
+                               std::map<std::string, std::string>& hashes) {
+    if (!records.is_array()) return where + " is malformed";
     for (const auto& record : records) {
         const auto path = record.is_object() ? record.find("path") : records.end();
         const auto bytes = record.is_object() ? record.find("bytes") : records.end();
         const auto sha256 = record.is_object() ? record.find("sha256") : records.end();
         if (!record.is_object() || path == record.end() || !path->is_string() || bytes == record.end() ||
             !bytes->is_number_unsigned() || sha256 == record.end() || !(sha256->is_string() || sha256->is_null()))
-            return "input record is malformed";
+            return where + " is malformed";
         const std::string name = path->get<std::string>();
         if (sha256->is_null()) return "input " + name + " changed while the cell ran";
         std::error_code error;
-        if (!std::filesystem::is_regular_file(name, error)) return "input " + name + " is gone";
+        if (!std::filesystem::exists(name, error)) return "input " + name + " is gone";
+        if (!std::filesystem::is_regular_file(name, error)) return "input " + name + " is no longer a regular file";
         if (std::filesystem::file_size(name, error) != bytes->get<std::uintmax_t>() || error)
-            return "input " + name + " changed since";
+            return "input " + name + " changed since the cell ran";
         auto [hash, first] = hashes.try_emplace(name);
-        if (first) hash->second = sha256_file(name);
-        if (hash->second != sha256->get<std::string>()) return "input " + name + " changed since";
+        if (first) {
+            try {
+                hash->second = sha256_file(name);
+            } catch (const Error& failure) {  // unreadable now: this cell runs again (and fails alone, saying why)
+                hashes.erase(hash);
+                return "input " + name + " cannot be read: " + failure.what();
+            }
+        }
+        if (hash->second != sha256->get<std::string>()) return "input " + name + " changed since the cell ran";
     }
     return "";
+}
+
+std::string moved_working_directory(const nlohmann::json& manifest) {
+    const auto recorded = manifest.is_object() ? manifest.find("working_directory") : manifest.end();
+    if (!manifest.is_object() || recorded == manifest.end() || !recorded->is_string()) return "";
+    std::error_code error;
+    const std::string here = std::filesystem::current_path(error).string();
+    if (error || recorded->get<std::string>() == here) return "";
+    return "it ran in another working directory (" + printable(recorded->get<std::string>(), 200) +
+           "), where its relative paths may name other files";
 }
 
 void check_lists_name_values_once(const CLI::App& app) {

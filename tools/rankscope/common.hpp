@@ -55,13 +55,18 @@ std::string cli_error_line(std::string message);
 nlohmann::json output_file_records(const std::filesystem::path& folder, const std::vector<std::string>& left_out);
 // "" when every record (as output_file_records wrote them) still holds; else the first difference: "theory.csv was
 // deleted", "theory.csv has 10 bytes, its record says 12 (truncated or changed)", "theory.csv changed since it was
-// written (SHA-256 differs)", or "output record is malformed". Never throws on a malformed record.
+// written (SHA-256 differs)", "... cannot be read: <why>", or "output record is malformed". Never throws.
 std::string changed_output_file(const std::filesystem::path& folder, const nlohmann::json& records);
 // The same for input files recorded as {"path", "bytes", "sha256"} (a manifest's files_read; sweep's fingerprints of
-// its settings' files): "input <path> is gone", "input <path> changed since", "input <path> changed while the cell ran"
-// (recorded unhashed), or "input record is malformed". `hashes` keeps each path's SHA-256 for the rest of
-// the run, so a checkpoint that many cells read is hashed once.
-std::string changed_input_file(const nlohmann::json& records, std::map<std::string, std::string>& hashes);
+// its settings' files): "input <path> is gone", "... is no longer a regular file", "... changed since the cell ran",
+// "... changed while the cell ran" (recorded unhashed), "... cannot be read: <why>", or "<where> is malformed"
+// (`where` names the records: "files_read in manifest.json"). `hashes` keeps each path's SHA-256 for the rest of the
+// run, so a checkpoint that many cells read is hashed once.
+std::string changed_input_file(const nlohmann::json& records, const std::string& where,
+                               std::map<std::string, std::string>& hashes);
+// "" when a cell's manifest ran in this process's working directory (or records none: an older build's); else why it
+// must run again: the same command from another directory may name other files by its relative paths.
+std::string moved_working_directory(const nlohmann::json& manifest);
 // One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
 CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
 // A size computed from several flags (e.g. samples x tokens), checked before allocating: throws rankscope::Error

@@ -402,6 +402,7 @@ std::string cell_reuse_problem(const std::filesystem::path& directory, const std
         const auto argv = manifest.at("argv").get<std::vector<std::string>>();
         if (argv.empty() || std::vector<std::string>(argv.begin() + 1, argv.end()) != arguments)
             return "its manifest records another command";
+        if (const std::string moved = moved_working_directory(manifest); !moved.empty()) return moved;
         // Another build may judge or compute differently: its findings are not this version's.
         if (manifest.value("git_sha", std::string()) != git_sha)
             return "it was written by another rankscope build (git " + manifest.value("git_sha", std::string("?")) + ")";
@@ -409,9 +410,11 @@ std::string cell_reuse_problem(const std::filesystem::path& directory, const std
             return "its manifest lists no verified outputs (an interrupted or older run)";
         if (const std::string changed = changed_output_file(directory, manifest.at("files")); !changed.empty())
             return changed;
-        if (manifest.contains("files_read"))
-            if (const std::string changed = changed_input_file(manifest.at("files_read"), hashes); !changed.empty())
-                return "its " + changed;
+        // This build always records them: a manifest without (edited by hand) cannot show its inputs unchanged.
+        if (!manifest.contains("files_read")) return "its manifest lists no inputs read (files_read)";
+        if (const std::string changed = changed_input_file(manifest.at("files_read"), "files_read in manifest.json", hashes);
+            !changed.empty())
+            return "its " + changed;
         std::set<std::string> listed;
         for (const auto& entry : manifest.at("files")) listed.insert(entry.at("file").get<std::string>());
         for (const auto& needed : cell.data)

@@ -134,16 +134,22 @@ std::string cell_reuse_problem(const SweepGrid& grid, const SweepCell& cell, con
     const std::string version = written_by = text_field(record, "version");
     if (version != version_string() && !any_build)
         return "it was written by another build: " + (version.empty() ? std::string("no version recorded") : version);
+    // Where it ran first: from another directory the same relative paths may name other files.
+    const nlohmann::json manifest = nlohmann::json::parse(read_text(folder / "manifest.json"), nullptr, false);
+    if (const std::string moved = moved_working_directory(manifest); !moved.empty()) return moved;
     const auto inputs = record.find("inputs");
     const bool recorded = inputs != record.end() && inputs->is_array();
     if (!recorded && !any_build) return "its cell.json records no inputs";
     if (recorded)
-        if (const std::string changed = changed_input_file(*inputs, hashes); !changed.empty()) return "its " + changed;
+        if (const std::string changed = changed_input_file(*inputs, "the inputs record in cell.json", hashes); !changed.empty())
+            return "its " + changed;
     // Every file the cell's own process read (its manifest's files_read: a --model folder's weights and config too,
-    // which the settings above do not fingerprint).
-    const nlohmann::json manifest = nlohmann::json::parse(read_text(folder / "manifest.json"), nullptr, false);
-    if (manifest.is_object() && manifest.contains("files_read"))
-        if (const std::string changed = changed_input_file(manifest["files_read"], hashes); !changed.empty())
+    // which the settings above do not fingerprint). This build always writes it: without it, the cell runs again.
+    const bool listed = manifest.is_object() && manifest.contains("files_read");
+    if (!listed && !any_build) return "its manifest.json lists no inputs read (files_read)";
+    if (listed)
+        if (const std::string changed = changed_input_file(manifest["files_read"], "files_read in manifest.json", hashes);
+            !changed.empty())
             return "its " + changed;
     // Every file the cell wrote is as it was when the cell ended (a table cut short was merged as it stood).
     const auto outputs = record.find("outputs");
