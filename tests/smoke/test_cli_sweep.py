@@ -326,6 +326,7 @@ class Sweep(unittest.TestCase):
 
 
     def test_a_model_folder_with_new_weights_runs_again(self):
+        import numpy as np
         """A --model folder is no setting's file (cell.json fingerprints none), but each cell's own manifest.json lists
         what its process read (files_read): new weights in the same folder make its cells run again."""
         folder = os.path.join(self.directory, "bert-tiny")
@@ -342,6 +343,14 @@ class Sweep(unittest.TestCase):
         again = run("sweep", grid, "--out", out)
         self.assertIn("2 ran now, 0 reused, 0 failed", again.stdout)
         self.assertIn(f"its input {weights} changed since the cell ran", again.stderr)
+        # Weights that now fail every cell (a NaN): no table is left that shows the earlier weights' numbers.
+        tensors["encoder.layer.0.attention.self.query.weight"][0, 0] = np.nan
+        write_safetensors(weights, tensors)
+        failed = run("sweep", grid, "--out", out, check=False)
+        self.assertEqual(failed.returncode, 2, failed.stderr)
+        self.assertIn("0 ran now, 0 reused, 2 failed", failed.stdout)
+        self.assertFalse(os.path.exists(os.path.join(out, "sweep.csv")))
+        self.assertEqual(os.listdir(os.path.join(out, "tables")), [])
 
     def test_a_cell_run_from_another_directory_runs_again(self):
         """A relative path names another file from another working directory: the same grid and --out from a second

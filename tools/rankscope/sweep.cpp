@@ -259,20 +259,28 @@ std::vector<std::string> write_sweep_tables(const SweepGrid& grid, const std::ve
         return tables;
     };
     std::filesystem::create_directories(out / "tables");
+    const std::vector<std::string> names = cell_table_names(cells, done, out);
+    // An earlier run's tables that this run does not write go (with no cell done — every one re-run and failed —
+    // that is all of them): they would show the old cells' numbers beside this run's cells.csv and manifest.
+    for (const auto& entry : std::filesystem::directory_iterator(out / "tables"))
+        if (entry.is_regular_file() && std::find(names.begin(), names.end(), entry.path().filename().string()) == names.end())
+            std::filesystem::remove(entry.path());
     std::vector<std::string> written;
-    for (const auto& name : cell_table_names(cells, done, out)) {
+    for (const auto& name : names) {
         write_file_atomically((out / "tables" / name).string(), comment + merge_cell_tables(done_cells, tables_of(name), name));
         written.push_back("tables/" + name);
     }
     std::string primary_name;
     for (const auto& name : sweep_primary_tables(grid.experiment))
-        if (std::filesystem::exists(out / "tables" / name)) {
+        if (std::find(names.begin(), names.end(), name) != names.end()) {
             primary_name = name;
             break;
         }
     if (!primary_name.empty()) {
         write_file_atomically((out / "sweep.csv").string(), read_text(out / "tables" / primary_name));
         written.push_back("sweep.csv");
+    } else {
+        std::filesystem::remove(out / "sweep.csv");
     }
 
     // cells.csv: one row per cell, done or not.
