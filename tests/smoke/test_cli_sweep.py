@@ -368,7 +368,8 @@ class Sweep(unittest.TestCase):
                                 cwd=os.path.join(self.directory, "second"))
         self.assertEqual(second.returncode, 0, second.stderr)
         self.assertIn("1 ran now, 0 reused", second.stdout)
-        self.assertIn("it ran in another working directory (" + os.path.join(self.directory, "first") + ")", second.stderr)
+        self.assertIn("it ran in another working directory (" + os.path.join(self.directory, "first") +
+                      "), where 'm.npy' names another file", second.stderr)
 
     def write_grid(self, name, text):
         path = os.path.join(self.directory, name)

@@ -158,12 +158,23 @@ std::string changed_input_file(const nlohmann::json& records, const std::string&
 
 std::string moved_working_directory(const nlohmann::json& manifest) {
     const auto recorded = manifest.is_object() ? manifest.find("working_directory") : manifest.end();
-    if (!manifest.is_object() || recorded == manifest.end() || !recorded->is_string()) return "";
+    const auto argv = manifest.is_object() ? manifest.find("argv") : manifest.end();
+    if (!manifest.is_object() || recorded == manifest.end() || !recorded->is_string() || argv == manifest.end() ||
+        !argv->is_array())
+        return "";
     std::error_code error;
-    const std::string here = std::filesystem::current_path(error).string();
-    if (error || recorded->get<std::string>() == here) return "";
-    return "it ran in another working directory (" + printable(recorded->get<std::string>(), 200) +
-           "), where its relative paths may name other files";
+    const std::filesystem::path here = std::filesystem::current_path(error), there = recorded->get<std::string>();
+    if (error || there == here) return "";
+    // Only a relative path names another file from here: an argument that names something from either directory.
+    for (std::size_t i = 1; i < argv->size(); ++i) {
+        const auto& word = (*argv)[i];
+        if (!word.is_string() || word.get<std::string>().empty() || word.get<std::string>()[0] == '-') continue;
+        const std::filesystem::path path = word.get<std::string>();
+        if (path.is_relative() && (std::filesystem::exists(there / path, error) || std::filesystem::exists(here / path, error)))
+            return "it ran in another working directory (" + printable(there.string(), 200) + "), where '" +
+                   printable(path.string(), 200) + "' names another file";
+    }
+    return "";
 }
 
 void check_lists_name_values_once(const CLI::App& app) {

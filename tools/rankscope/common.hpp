@@ -64,8 +64,9 @@ std::string changed_output_file(const std::filesystem::path& folder, const nlohm
 // run, so a checkpoint that many cells read is hashed once.
 std::string changed_input_file(const nlohmann::json& records, const std::string& where,
                                std::map<std::string, std::string>& hashes);
-// "" when a cell's manifest ran in this process's working directory (or records none: an older build's); else why it
-// must run again: the same command from another directory may name other files by its relative paths.
+// "" unless a cell's manifest ran in another working directory and its command holds a relative path that names
+// something from either directory (from here it would name another file: a relative --model, a measured file); then
+// why it must run again. An older build's manifest, which records no directory, passes.
 std::string moved_working_directory(const nlohmann::json& manifest);
 // One of `choices` (for list flags: each element): "unknown <what> 'x' (expected a, b or c)".
 CLI::Validator OneOf(std::vector<std::string> choices, const std::string& what);
