@@ -38,6 +38,10 @@ struct Check {
     std::string criterion;   // the test applied to `measured`
     Verdict verdict = Verdict::NotComparable;
     std::string settings;    // the settings of this run that matter for the claim
+    // What a "reproduced" rests on: "measurement" (the claim against this run's numbers), "computation" (a check of
+    // rankscope's own arithmetic or of a closed form, e.g. the per-layer bound or E6's path count: it passes whenever
+    // the code is right), "hypothesis" (rankscope's reading, not a claim the papers state). Reports count them apart.
+    std::string basis = "measurement";
 };
 
 struct KeyNumber {

@@ -31,6 +31,8 @@ void bind_findings(py::module_& m) {
         .def_property_readonly("verdict", [](const Check& c) { return std::string(verdict_name(c.verdict)); },
                                "'reproduced', 'not reproduced' or 'not comparable at these settings'")
         .def_readonly("settings", &Check::settings)
+        .def_readonly("basis", &Check::basis, "measurement, computation (rankscope's own arithmetic or a closed form) or "
+                                              "hypothesis (rankscope's reading, not a stated claim)")
         .def("__repr__", [](const Check& c) { return "Check(" + c.claim + ": " + verdict_name(c.verdict) + ")"; });
 
     py::class_<Findings>(m, "Findings", "What an experiment found, compared with what the paper claims (findings.json).")

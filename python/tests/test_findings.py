@@ -18,12 +18,14 @@ def test_findings_and_verdicts_equal_the_commands_files(tmp_path):
         read = rs.read_findings(tmp_path / folder / "findings.json")
         assert (read.experiment, read.subject, read.reading, read.notes) == \
                (findings.experiment, findings.subject, findings.reading, findings.notes)
-        assert [(c.claim, c.measured, c.criterion, c.verdict) for c in read.checks] == \
-               [(c.claim, c.measured, c.criterion, c.verdict) for c in findings.checks]
+        assert [(c.claim, c.measured, c.criterion, c.verdict, c.basis) for c in read.checks] == \
+               [(c.claim, c.measured, c.criterion, c.verdict, c.basis) for c in findings.checks]
         assert read.key_numbers == findings.key_numbers
         with open(tmp_path / folder / "findings.json") as f:
             document = json.load(f)
         assert [(k["what"], k["value"]) for k in document["key_numbers"]] == [tuple(k) for k in findings.key_numbers]
+    # E6's mean path length is a closed form: its check tests the arithmetic, and says so (verdicts.csv's basis).
+    assert {c.basis for c in e6.checks} == {"computation"}
     both = rs.verdicts([e6, theory], frame=True)
     assert list(both["experiment"].unique()) == ["E6", "theory"]
     assert set(both["verdict"]) <= {"reproduced", "not reproduced", "not comparable at these settings"}

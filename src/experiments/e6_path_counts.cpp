@@ -72,7 +72,7 @@ Findings path_count_findings(const std::vector<ArchitecturePaths>& tables) {
                                                                             quote_number(t.mean_length, 4), t.architecture.layers,
                                                                             quote_number(total)),
                      "|measured − 11.08| < 0.005", judge(true, std::fabs(t.mean_length - kPaperBertBase) < 0.005),
-                     fmt::format("L = {}, H = {}", t.architecture.layers, t.architecture.heads)});
+                     fmt::format("L = {}, H = {}", t.architecture.layers, t.architecture.heads), "computation"});
             reading += fmt::format("Counted without weights, BERT-base's paths have mean length {} of {}: most paths are long "
                                    "(the most common length{} {}, with {} of all paths{}). ",
                                    quote_number(t.mean_length, 4), t.architecture.layers,

@@ -271,7 +271,7 @@ Findings failure_modes_findings(const FailureModesResult& result, const FailureM
                  : !non_decreasing                               ? Verdict::NotReproduced
                  : last_depth > L                                ? Verdict::NotComparable
                                                                  : judge(true, last_depth > first_depth),
-                 setting});
+                 setting, "hypothesis"});
     }
     // 3. Where layer 1 freezes: near-uniform well below s_c, near one-hot well above it (factor 1.5 each side). The
     // crossing of 1/2 is reported, not judged: the small-s line 1 − s⁴/(2 ln n) would put it at (ln n)^{1/4}, and

@@ -69,17 +69,18 @@ namespace {
 nlohmann::json to_json(const Check& c) {
     return {{"experiment", c.experiment}, {"claim", c.claim},     {"paper", c.paper},
             {"measured", c.measured},     {"criterion", c.criterion}, {"verdict", verdict_name(c.verdict)},
-            {"settings", c.settings}};
+            {"settings", c.settings}, {"basis", c.basis}};
 }
 
 }  // namespace
 
 CsvTable verdicts_table(const std::vector<Findings>& findings) {
     CsvTable table;
-    table.columns = {"experiment", "subject", "claim", "paper", "measured", "criterion", "verdict", "settings"};
+    table.columns = {"experiment", "subject", "claim", "paper", "measured", "criterion", "verdict", "settings", "basis"};
     for (const auto& f : findings)
         for (const auto& c : f.checks)
-            table.add({c.experiment, f.subject, c.claim, c.paper, c.measured, c.criterion, verdict_name(c.verdict), c.settings});
+            table.add({c.experiment, f.subject, c.claim, c.paper, c.measured, c.criterion, verdict_name(c.verdict), c.settings,
+                       c.basis});
     return table;
 }
 
@@ -109,7 +110,7 @@ Findings read_findings(const std::filesystem::path& file) {
             f.checks.push_back({c.at("experiment").get<std::string>(), c.at("claim").get<std::string>(),
                                 c.at("paper").get<std::string>(), c.at("measured").get<std::string>(),
                                 c.at("criterion").get<std::string>(), verdict_from_name(c.at("verdict").get<std::string>()),
-                                c.at("settings").get<std::string>()});
+                                c.at("settings").get<std::string>(), c.value("basis", std::string("measurement"))});
         for (const auto& k : document.at("key_numbers"))
             f.key_numbers.push_back({k.at("what").get<std::string>(), k.at("value").get<std::string>()});
         f.reading = document.at("reading").get<std::string>();

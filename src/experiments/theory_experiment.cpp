@@ -292,7 +292,7 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
              "no violation (relative tolerance 1e-9); γ is measured from the layer's own attention, so the bound holds "
              "by submultiplicativity when rankscope's decomposition and norms are right: this checks the computation, "
              "not the theorem's estimate of γ",
-             judge(result.bound_rows_checked > 0, result.bound_violations == 0), setting});
+             judge(result.bound_rows_checked > 0, result.bound_violations == 0), setting, "computation"});
     f.key("bound violations / rows checked", fmt::format("{} / {}", result.bound_violations, result.bound_rows_checked));
     // "Keeps its rank" is judged where pure attention (1 head) has collapsed by layer L in every seed: shallower, a
     // variant that does collapse also stays above the threshold (--layers 3: SAN+affine-LN at 0.23). "Does not stop

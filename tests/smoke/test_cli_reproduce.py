@@ -149,6 +149,16 @@ class Reproduce(unittest.TestCase):
             self.assertTrue(findings["reading"], cell)
             self.assertIn(html_module.escape(findings["reading"], quote=True), page, cell)
             self.assertTrue(findings["key_numbers"], cell)  # every cell has a key-numbers table
+        # "Reproduced" that rests on rankscope's own computation (the bound, E6's closed form) or on its hypothesis is
+        # counted apart in the opening sentences, from verdicts.csv's basis column.
+        def reproduced(part, basis):
+            return sum(r["part"] == part and r["basis"] == basis and r["verdict"] == "reproduced" for r in verdicts)
+        computation, hypotheses = reproduced("paper", "computation"), reproduced("beyond the paper", "hypothesis")
+        self.assertGreaterEqual(computation, 2)  # the per-layer bound, E6's mean path length
+        self.assertIn(f"reproduced (of the reproduced, {computation} check rankscope's computation or a closed form, not a "
+                      "measurement of a stated claim)", page)
+        self.assertEqual(hypotheses, 1)  # failure modes: larger query/key weights delay the collapse
+        self.assertIn("reproduced (of the reproduced, 1 is rankscope's hypothesis, not a measurement of a stated claim)", page)
         # Under each cell's verdicts, the settings they were judged at (verdicts.csv's column).
         for row in verdicts:
             self.assertIn("Judged at: " + html_module.escape(row["settings"]), page, row["settings"])

@@ -89,6 +89,7 @@ TEST(Findings, WriteReadRoundTrip) {
     f.experiment = "E1";
     f.subject = "a model";
     f.check({"E1", "claim, with a comma", "paper \"quoted\"", "0.5", "≤ 0.05", Verdict::NotReproduced, "L = 2"});
+    f.check({"E6", "a closed form", "11.08", "11.08", "equal", Verdict::Reproduced, "L = 12", "computation"});
     f.key("value", 0.25);
     f.reading = "SAN stays at 0.5.";
     f.notes.push_back("a note");
@@ -98,8 +99,10 @@ TEST(Findings, WriteReadRoundTrip) {
     provenance.command = "test";
     write_findings(dir, f, provenance);
     const Findings back = read_findings(dir / "findings.json");
-    ASSERT_EQ(back.checks.size(), 1u);
+    ASSERT_EQ(back.checks.size(), 2u);
     EXPECT_EQ(back.checks[0].claim, "claim, with a comma");
+    EXPECT_EQ(back.checks[0].basis, "measurement");  // the default
+    EXPECT_EQ(back.checks[1].basis, "computation");
     EXPECT_EQ(back.checks[0].verdict, Verdict::NotReproduced);
     EXPECT_EQ(back.key_numbers[0].value, "0.250");
     EXPECT_EQ(back.reading, f.reading);
@@ -391,6 +394,9 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     Findings f = theory_findings(result, settings);
     for (const auto& claim : {doubly, skips, mlps, std::string("per-layer bound")})
         EXPECT_EQ(find_check(f, claim).verdict, Verdict::Reproduced) << claim;
+    // The bound holds by submultiplicativity when the code is right: a check of the computation, counted apart.
+    EXPECT_EQ(find_check(f, "per-layer bound").basis, "computation");
+    EXPECT_EQ(find_check(f, doubly).basis, "measurement");
     EXPECT_NE(find_check(f, doubly).measured.find("fitted per seed over its ≥ 3 collapsing steps): median 3.00 over 3 seeds "
                                                   "(2.90–3.10)"),
               std::string::npos) << find_check(f, doubly).measured;

@@ -456,7 +456,11 @@ std::string checks_table(const std::vector<std::pair<std::string, Check>>& check
     for (const auto& [cell, c] : checks) {
         html += "<tr>";
         if (with_cell) html += fmt::format("<td><a href=\"#{0}\">{0}</a></td>", html_escape(cell));
-        html += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>\n", html_escape(c.claim),
+        // A check of rankscope's own computation, or rankscope's hypothesis, says so beside its claim.
+        const std::string basis = c.basis == "computation" ? " <em>(checks rankscope's computation or a closed form)</em>"
+                                  : c.basis == "hypothesis" ? " <em>(rankscope's hypothesis)</em>"
+                                                            : "";
+        html += fmt::format("<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>\n", html_escape(c.claim), basis,
                             html_escape(c.paper), html_escape(c.measured), html_escape(c.criterion), verdict_class(c.verdict),
                             verdict_name(c.verdict));
     }
@@ -530,6 +534,7 @@ a{color:#1b6e9e}
     // [0]: the paper's claims; [1]: beyond the paper (counted and shown apart).
     std::vector<std::pair<std::string, Check>> all_checks[2];
     int counts[2][3] = {{0, 0, 0}, {0, 0, 0}};
+    int reproduced_by_basis[2][2] = {{0, 0}, {0, 0}};  // [part][computation, hypothesis]: "reproduced" not by measurement
     for (std::size_t c = 0; c < cells.size(); ++c) {
         const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
         if (!has_results) continue;
@@ -559,12 +564,25 @@ a{color:#1b6e9e}
             const int part = cells[c].beyond_paper ? 1 : 0;
             all_checks[part].emplace_back(cells[c].name, check);
             ++counts[part][static_cast<int>(check.verdict)];
+            if (check.verdict == Verdict::Reproduced && check.basis != "measurement")
+                ++reproduced_by_basis[part][check.basis == "hypothesis" ? 1 : 0];
         }
     }
-    html += fmt::format("<h2 id=\"verdicts\">What the paper claims, what this run measured</h2>\n<p>{} checks: {} reproduced, "
+    // "(of the reproduced, 2 check rankscope's computation or a closed form, not a measurement)"
+    const auto basis_words = [&](int part) -> std::string {
+        std::vector<std::string> parts;
+        if (const int n = reproduced_by_basis[part][0])
+            parts.push_back(fmt::format("{} check{} rankscope's computation or a closed form", n, n == 1 ? "s" : ""));
+        if (const int n = reproduced_by_basis[part][1])
+            parts.push_back(fmt::format("{} {} rankscope's hypothes{}", n, n == 1 ? "is" : "are", n == 1 ? "is" : "es"));
+        if (parts.empty()) return "";
+        return " (of the reproduced, " + fmt::format("{}", fmt::join(parts, " and ")) + ", not a measurement of a stated claim)";
+    };
+    html += fmt::format("<h2 id=\"verdicts\">What the paper claims, what this run measured</h2>\n<p>{} checks: {} reproduced{}, "
                         "{} not reproduced, {} not comparable at these settings. Each verdict is computed from this run's "
-                        "numbers by the criterion beside it (also in <a href=\"verdicts.csv\">verdicts.csv</a>).</p>\n",
-                        all_checks[0].size(), counts[0][0], counts[0][1], counts[0][2]);
+                        "numbers by the criterion beside it (also in <a href=\"verdicts.csv\">verdicts.csv</a>, with each "
+                        "check's basis).</p>\n",
+                        all_checks[0].size(), counts[0][0], basis_words(0), counts[0][1], counts[0][2]);
     html += checks_table(all_checks[0], true);
     html += "<table><tr><th>experiment</th><th>seconds</th><th>status</th></tr>\n";
     for (const auto& state : states)
@@ -584,10 +602,10 @@ a{color:#1b6e9e}
             });
             html += fmt::format("<h2 id=\"beyond-the-paper\" class=\"beyond\">Beyond the paper</h2>\n<p>Claims of the follow-up "
                                 "literature{} (SPEC.md §7), measured with the same code. They are not the paper's claims and "
-                                "are not counted in its verdicts above: {} checks here, {} reproduced, {} not reproduced, {} "
+                                "are not counted in its verdicts above: {} checks here, {} reproduced{}, {} not reproduced, {} "
                                 "not comparable.</p>\n",
                                 regimes ? " and the paper's E3 under other training recipes" : "", all_checks[1].size(),
-                                counts[1][0], counts[1][1], counts[1][2]);
+                                counts[1][0], basis_words(1), counts[1][1], counts[1][2]);
             html += checks_table(all_checks[1], true);
         }
         html += fmt::format("<h2 id=\"{}\">{}</h2>\n", cell.name, html_escape(cell.title));
