@@ -94,6 +94,11 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
     const std::string levels = fmt::format("majority level {}, per-position majority level {}", quote_number(majority),
                                            quote_number(by_position));
     const std::size_t seeds = result.seeds.size();
+    // One trained model: its path ensembles vary by draw (the repeats), but nothing measures the model-to-model spread.
+    if (seeds == 1)
+        f.notes.push_back(fmt::format("One trained model (seed {}) with {} ensemble draws per length and size: the spread "
+                                      "between trained models is not measured (--seeds N trains N together).",
+                                      result.seeds.front().seed, settings.repeats));
     // With several seeds every model must solve the task: the check is on the lowest.
     double lowest = seeds > 0 ? result.seeds.front().whole_model_accuracy : whole;
     for (const auto& s : result.seeds) lowest = std::min(lowest, s.whole_model_accuracy);

@@ -580,6 +580,15 @@ TEST(FindingsE4, ShortPathShareVerdictFollowsTheData) {
         result.by_length.push_back(p);
     };
     for (int k = 0; k <= 6; ++k) add(k, k == 1 || k == 2 ? 0.34 : 0.2);
+    // One trained model: the notes say that the spread between models is not measured.
+    result.seeds.emplace_back();
+    result.seeds.back().seed = 3;
+    const std::vector<std::string> notes = path_effectiveness_findings(result, settings).notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+        return note.find("One trained model (seed 3) with 5 ensemble draws per length and size: the spread between trained "
+                         "models is not measured") != std::string::npos;
+    }));
+    result.seeds.clear();
     Findings f = path_effectiveness_findings(result, settings);
     EXPECT_EQ(find_check(f, "Short paths").verdict, Verdict::NotReproduced);  // (0.34 − 0.1)/(0.95 − 0.1) = 0.28
     EXPECT_NE(find_check(f, "Short paths").measured.find("0.282"), std::string::npos) << find_check(f, "Short paths").measured;
