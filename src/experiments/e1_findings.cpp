@@ -133,6 +133,16 @@ Findings real_model_findings(const RealModelResult& result) {
         for (const auto& variant : result.settings.variants)
             parts.push_back(fmt::format("{} {}", variant, arrows(trajectory(run, label(variant)))));
         reading += sentence + fmt::format("{}.", fmt::join(parts, "; ")) + " ";
+        // A mean above 1 (USE lite pretrained, SAN after layer 1: 1.01) looks like an error to a reader who expects a
+        // ratio to a projection: it is not one in the composite norm.
+        const ResidualRow* highest = nullptr;
+        for (const auto& r : run.residual)
+            if (r.mean > 1 && (!highest || r.mean > highest->mean)) highest = &r;
+        if (highest)
+            reading += fmt::format("A relative residual above 1 ({} after layer {}: {}) is possible: removing the token mean "
+                                   "shrinks X in the Frobenius norm (a projection), not always in the composite "
+                                   "√(‖·‖₁‖·‖_∞). ",
+                                   highest->variant, highest->layer, quote_number(highest->mean));
         for (const auto& variant : result.settings.variants) {
             const auto final_value = value_at(run, label(variant), L);
             if (final_value) f.key(fmt::format("{}, {}: relative residual after layer {}", run.weights, variant, L), *final_value);

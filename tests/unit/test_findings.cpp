@@ -197,6 +197,11 @@ TEST(FindingsE1, InitCollapseVerdictAndReadingFollowTheData) {
     EXPECT_EQ(find_check(contradicts, "Without skip connections").verdict, Verdict::NotReproduced);
     EXPECT_NE(contradicts.reading.find("SAN 0.600 → 0.500"), std::string::npos) << contradicts.reading;
     EXPECT_NE(find_check(contradicts, "Without skip connections").measured.find("0.500"), std::string::npos);
+    // Values above 1 are explained (the composite norm of the centred X may exceed X's), only where they occur.
+    EXPECT_EQ(agrees.reading.find("A relative residual above 1"), std::string::npos) << agrees.reading;
+    const Findings above = real_model_findings(synthetic_e1(4, "init", 0.01, 1.02));
+    EXPECT_NE(above.reading.find("A relative residual above 1 (transformer after layer 1: 1.02) is possible"),
+              std::string::npos) << above.reading;
 }
 
 // A decoder under its causal mask: the paper's encoder depths are not judged on it (gpt2 at init: 0.726 after layer
