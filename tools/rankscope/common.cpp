@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -97,30 +99,71 @@ nlohmann::json output_file_records(const std::filesystem::path& folder, const st
     return records;
 }
 
-std::string changed_output_file(const std::filesystem::path& folder, const nlohmann::json& records) {
-    if (!records.is_array()) return "output record is malformed";
-    for (const auto& record : records) {
-        const auto file = record.is_object() ? record.find("file") : records.end();
-        const auto bytes = record.is_object() ? record.find("bytes") : records.end();
-        const auto sha256 = record.is_object() ? record.find("sha256") : records.end();
-        if (!record.is_object() || file == record.end() || !file->is_string() || file->get<std::string>().empty() ||
-            bytes == record.end() || !bytes->is_number_unsigned() || sha256 == record.end() || !sha256->is_string())
-            return "output record is malformed";
-        const std::string name = file->get<std::string>();
-        const auto path = folder / name;
-        std::error_code error;
-        if (!std::filesystem::is_regular_file(path, error)) return name + " was deleted";
-        const auto size = std::filesystem::file_size(path, error);
-        if (error || size != bytes->get<std::uintmax_t>())
-            return fmt::format("{} has {} bytes, its record says {} (truncated or changed)", name, size,
-                               bytes->get<std::uintmax_t>());
-        std::string hash;
+namespace {
+
+// One record of a file: {key: its name or path, "bytes": unsigned, "sha256": string — or null, recorded unhashed,
+// where `unhashed_allowed`}; nullopt when it is not that shape.
+struct FileRecord {
+    std::string name;
+    std::uintmax_t bytes = 0;
+    std::optional<std::string> sha256;  // nullopt: recorded unhashed
+};
+std::optional<FileRecord> file_record(const nlohmann::json& record, const char* key, bool unhashed_allowed) {
+    if (!record.is_object()) return std::nullopt;
+    const auto name = record.find(key), bytes = record.find("bytes"), sha256 = record.find("sha256");
+    if (name == record.end() || !name->is_string() || bytes == record.end() || !bytes->is_number_unsigned() ||
+        sha256 == record.end() || !(sha256->is_string() || (unhashed_allowed && sha256->is_null())))
+        return std::nullopt;
+    return FileRecord{name->get<std::string>(), bytes->get<std::uintmax_t>(),
+                      sha256->is_string() ? std::optional<std::string>(sha256->get<std::string>()) : std::nullopt};
+}
+
+// How the file at `path` differs from its record now (`hashes`, when given, keeps each path's SHA-256 for the run).
+struct FileDifference {
+    enum Kind { None, Missing, NotRegular, Size, Content, Unreadable } kind = None;
+    std::uintmax_t size = 0;  // the size now (Size)
+    std::string why;          // Unreadable
+};
+FileDifference compare_with_record(const std::filesystem::path& path, const FileRecord& record,
+                                   std::map<std::string, std::string>* hashes) {
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) return {FileDifference::Missing, 0, ""};
+    if (!std::filesystem::is_regular_file(path, error)) return {FileDifference::NotRegular, 0, ""};
+    const auto size = std::filesystem::file_size(path, error);
+    if (error || size != record.bytes) return {FileDifference::Size, size, ""};
+    std::string hash;
+    if (hashes)
+        if (const auto found = hashes->find(path.string()); found != hashes->end()) hash = found->second;
+    if (hash.empty()) {
         try {
             hash = sha256_file(path);
-        } catch (const Error& failure) {
-            return name + " cannot be read: " + failure.what();
+        } catch (const Error& failure) {  // unreadable now: the cell runs again (and fails alone, saying why)
+            return {FileDifference::Unreadable, 0, failure.what()};
         }
-        if (hash != sha256->get<std::string>()) return name + " changed since it was written (SHA-256 differs)";
+        if (hashes) hashes->emplace(path.string(), hash);
+    }
+    return hash == record.sha256 ? FileDifference{} : FileDifference{FileDifference::Content, 0, ""};
+}
+
+}  // namespace
+
+std::string changed_output_file(const std::filesystem::path& folder, const nlohmann::json& records) {
+    if (!records.is_array()) return "output record is malformed";
+    for (const auto& entry : records) {
+        const auto record = file_record(entry, "file", false);
+        if (!record || record->name.empty()) return "output record is malformed";
+        const std::string& name = record->name;
+        const FileDifference difference = compare_with_record(folder / name, *record, nullptr);
+        switch (difference.kind) {
+            case FileDifference::None: continue;
+            case FileDifference::Missing:
+            case FileDifference::NotRegular: return name + " was deleted";
+            case FileDifference::Size:
+                return fmt::format("{} has {} bytes, its record says {} (truncated or changed)", name, difference.size,
+                                   record->bytes);
+            case FileDifference::Unreadable: return name + " cannot be read: " + difference.why;
+            case FileDifference::Content: return name + " changed since it was written (SHA-256 differs)";
+        }
     }
     return "";
 }
@@ -128,30 +171,20 @@ std::string changed_output_file(const std::filesystem::path& folder, const nlohm
 std::string changed_input_file(const nlohmann::json& records, const std::string& where,
                                std::map<std::string, std::string>& hashes) {
     if (!records.is_array()) return where + " is malformed";
-    for (const auto& record : records) {
-        const auto path = record.is_object() ? record.find("path") : records.end();
-        const auto bytes = record.is_object() ? record.find("bytes") : records.end();
-        const auto sha256 = record.is_object() ? record.find("sha256") : records.end();
-        if (!record.is_object() || path == record.end() || !path->is_string() || bytes == record.end() ||
-            !bytes->is_number_unsigned() || sha256 == record.end() || !(sha256->is_string() || sha256->is_null()))
-            return where + " is malformed";
-        const std::string name = path->get<std::string>();
-        if (sha256->is_null()) return "input " + name + " changed while the cell ran";
-        std::error_code error;
-        if (!std::filesystem::exists(name, error)) return "input " + name + " is gone";
-        if (!std::filesystem::is_regular_file(name, error)) return "input " + name + " is no longer a regular file";
-        if (std::filesystem::file_size(name, error) != bytes->get<std::uintmax_t>() || error)
-            return "input " + name + " changed since the cell ran";
-        auto [hash, first] = hashes.try_emplace(name);
-        if (first) {
-            try {
-                hash->second = sha256_file(name);
-            } catch (const Error& failure) {  // unreadable now: this cell runs again (and fails alone, saying why)
-                hashes.erase(hash);
-                return "input " + name + " cannot be read: " + failure.what();
-            }
+    for (const auto& entry : records) {
+        const auto record = file_record(entry, "path", true);
+        if (!record) return where + " is malformed";
+        const std::string& name = record->name;
+        if (!record->sha256) return "input " + name + " changed while the cell ran";
+        const FileDifference difference = compare_with_record(name, *record, &hashes);
+        switch (difference.kind) {
+            case FileDifference::None: continue;
+            case FileDifference::Missing: return "input " + name + " is gone";
+            case FileDifference::NotRegular: return "input " + name + " is no longer a regular file";
+            case FileDifference::Size:
+            case FileDifference::Content: return "input " + name + " changed since the cell ran";
+            case FileDifference::Unreadable: return "input " + name + " cannot be read: " + difference.why;
         }
-        if (hash->second != sha256->get<std::string>()) return "input " + name + " changed since the cell ran";
     }
     return "";
 }
