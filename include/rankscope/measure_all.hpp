@@ -11,7 +11,6 @@
 #include "rankscope/array.hpp"
 #include "rankscope/interrupt.hpp"
 #include "rankscope/measures.hpp"
-#include "rankscope/measures.hpp"
 #include "rankscope/table.hpp"
 
 namespace rankscope {
