@@ -33,7 +33,7 @@ hidden = [run.activations["hook_embed"]] + [run.activations[f"blocks.{l}.hook_re
 effective = [rs.effective_rank(h) for h in hidden]        # [samples] per layer
 cosine = [rs.mean_pairwise_cosine(h) for h in hidden]
 attention = rs.attention_measures(run.activations["blocks.1.attn.hook_pattern"])  # [samples, heads]
-print("layer-1 attention: mean row entropy", attention["mean_row_entropy"].mean().round(3),
+print("blocks.1 attention (the second block): mean row entropy", attention["mean_row_entropy"].mean().round(3),
       "nats (uniform: ln 64 =", round(np.log(64), 3), "); first-token share",
       attention["first_token_share"].mean().round(3))
 
@@ -73,7 +73,7 @@ for variant, color in (("attention", COLORS["SAN"]), ("attention+skip", COLORS["
                 markerfacecolor=color if weights == "pretrained" else "white", label=f"{variant} ({weights})")
 ax.axhline(1.19e-7, color="grey", lw=0.8, ls=":")
 ax.text(12, 0.8e-7, "float32 eps", fontsize=7, color="grey", ha="right", va="top")
-ax.set(yscale="log", xlabel="applications of USE lite's layer-1 attention sublayer",
+ax.set(yscale="log", xlabel="applications of USE lite's blocks.1 attention sublayer",
        ylabel="relative residual", title="Iterated attention: without its skip it collapses")
 ax.legend(fontsize=7)
 

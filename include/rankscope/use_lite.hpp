@@ -44,8 +44,8 @@ at::Tensor embedding_cosines(const at::Tensor& embeddings);
 
 // The "iterate" experiment: the pretrained attention sublayer of the second block (blocks.1: LN → attention → output
 // projection), without its skip and without the MLP, applied `steps` times to the first block's output (blocks.0) on
-// real text. Returns per step (0 = the
-// input) the hidden states [B, n, 512]; with `keep_skip` the sublayer keeps its residual (h + Attn(LN(h))).
+// real text. Returns per step (0 = the input) the hidden states [B, n, 512]; with `keep_skip` the sublayer keeps its
+// residual (h + Attn(LN(h))).
 std::vector<at::Tensor> iterate_attention(EncoderModel& model, const ModelBatch& batch, int steps, bool keep_skip);
 
 }  // namespace rankscope
