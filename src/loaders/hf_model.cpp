@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -210,6 +211,16 @@ void throw_missing(const std::vector<std::string>& missing, const std::string& s
 // The tensors that carry every large size of the config, by architecture (checkpoint names, without the task-head
 // prefix): the token (and position) embeddings, and in the first and the last layer the MLP's input weight and the
 // query weight. If they match, what the model allocates is about what the checkpoint holds.
+// "encoder.layer." (BERT), "layer." (XLNet), "h." (GPT-2), "layers." (the Llama family); nullptr for ALBERT, whose
+// one shared layer is stored once.
+const char* layer_list_of(const std::string& model_type) {
+    if (model_type == "bert") return "encoder.layer.";
+    if (model_type == "albert") return nullptr;
+    if (model_type == "xlnet") return "layer.";
+    if (model_type == "gpt2") return "h.";
+    return "layers.";
+}
+
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(const HfConfig& c) {
     const std::int64_t vocab = c.vocab_size, h = c.hidden_size, e = c.embedding_size > 0 ? c.embedding_size : h,
                        inner = c.intermediate_size, positions = c.max_position_embeddings, heads = c.heads,
@@ -217,14 +228,14 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(cons
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;
     std::vector<int> layers = {0};
     if (c.layers > 1) layers.push_back(c.layers - 1);
-    auto per_layer = [&](const std::string& before, const std::string& after, std::vector<std::int64_t> shape) {
-        for (int l : layers) tensors.emplace_back(before + std::to_string(l) + after, shape);
+    auto per_layer = [&](const std::string& after, std::vector<std::int64_t> shape) {
+        for (int l : layers) tensors.emplace_back(layer_list_of(c.model_type) + std::to_string(l) + after, shape);
     };
     if (c.model_type == "bert") {
         tensors.push_back({"embeddings.word_embeddings.weight", {vocab, h}});
         tensors.push_back({"embeddings.position_embeddings.weight", {positions, h}});
-        per_layer("encoder.layer.", ".intermediate.dense.weight", {inner, h});
-        per_layer("encoder.layer.", ".attention.self.query.weight", {h, h});
+        per_layer(".intermediate.dense.weight", {inner, h});
+        per_layer(".attention.self.query.weight", {h, h});
     } else if (c.model_type == "albert") {  // one shared layer
         tensors.push_back({"embeddings.word_embeddings.weight", {vocab, e}});
         tensors.push_back({"embeddings.position_embeddings.weight", {positions, e}});
@@ -233,20 +244,45 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(cons
         tensors.push_back({"encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight", {h, h}});
     } else if (c.model_type == "xlnet") {
         tensors.push_back({"word_embedding.weight", {vocab, h}});
-        per_layer("layer.", ".ff.layer_1.weight", {inner, h});
-        per_layer("layer.", ".rel_attn.q", {h, heads, d_head});
+        per_layer(".ff.layer_1.weight", {inner, h});
+        per_layer(".rel_attn.q", {h, heads, d_head});
     } else if (c.model_type == "gpt2") {  // Conv1D weights are [in, out]
         tensors.push_back({"wte.weight", {vocab, h}});
         tensors.push_back({"wpe.weight", {positions, h}});
-        per_layer("h.", ".mlp.c_fc.weight", {h, inner});
-        per_layer("h.", ".attn.c_attn.weight", {h, 3 * h});
+        per_layer(".mlp.c_fc.weight", {h, inner});
+        per_layer(".attn.c_attn.weight", {h, 3 * h});
     } else {  // the Llama family
         tensors.push_back({"embed_tokens.weight", {vocab, h}});
-        per_layer("layers.", ".mlp.gate_proj.weight", {inner, h});
-        per_layer("layers.", ".self_attn.q_proj.weight", {heads * d_head, h});
-        per_layer("layers.", ".self_attn.k_proj.weight", {kv_heads * d_head, h});
+        per_layer(".mlp.gate_proj.weight", {inner, h});
+        per_layer(".self_attn.q_proj.weight", {heads * d_head, h});
+        per_layer(".self_attn.k_proj.weight", {kv_heads * d_head, h});
     }
     return tensors;
+}
+
+// One past the largest l of the names "<layer_prefix><l>.…"; 0 when there is none.
+static int stored_layer_count(const HfCheckpoint& weights, const std::string& layer_prefix) {
+    int count = 0;
+    for (const std::string& name : weights.names()) {
+        if (name.compare(0, layer_prefix.size(), layer_prefix) != 0) continue;
+        const std::size_t digits_end = name.find_first_not_of("0123456789", layer_prefix.size());
+        if (digits_end == layer_prefix.size() || digits_end == std::string::npos || name[digits_end] != '.' ||
+            digits_end - layer_prefix.size() > 6)
+            continue;
+        count = std::max(count, std::stoi(name.substr(layer_prefix.size(), digits_end - layer_prefix.size())) + 1);
+    }
+    return count;
+}
+
+void check_layer_count(const HfConfig& config, const HfCheckpoint& weights, const std::string& layer_prefix) {
+    const int stored = stored_layer_count(weights, layer_prefix);
+    if (stored == 0 || stored >= config.layers) return;  // no layer at all: the tensors' own names say more
+    const bool n_layer = config.model_type == "gpt2" || config.model_type == "xlnet";
+    const std::string held = stored == 1 ? layer_prefix + "0" : fmt::format("{}0 to {}{}", layer_prefix, layer_prefix, stored - 1);
+    throw Error(fmt::format("{} says {}: {}, but the checkpoint holds {} layer{} ({}): the config is for a deeper model",
+                            config.path.empty() ? "the config" : config.path, n_layer ? "n_layer" : "num_hidden_layers",
+                            config.layers, stored, stored == 1 ? "" : "s", held),
+                weights.source());
 }
 
 void check_sizes_against_checkpoint(const HfConfig& config, const HfCheckpoint& weights) {
@@ -264,6 +300,8 @@ void check_sizes_against_checkpoint(const HfConfig& config, const HfCheckpoint& 
                                     shape_list(view.shape), shape_list(shape)),
                         weights.where(prefix + name));
     }
+    // After the shapes: a config both wider and deeper than its checkpoint is named by its first wrong shape.
+    if (const char* list = layer_list_of(config.model_type)) check_layer_count(config, weights, prefix + list);
     if (!missing.empty())
         throw_missing(missing, weights.source() + ", for the sizes of " + (config.path.empty() ? "the config" : config.path));
 }

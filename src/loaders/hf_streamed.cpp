@@ -120,6 +120,7 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
             for (const auto& item : one_layer->named_parameters())
                 check(prefix + layout->layer_list + "." + std::to_string(l) + "." + item.key(), shape_of(item.value()));
     }
+    detail::check_layer_count(config, *weights, prefix + layout->layer_list + ".");  // after the shapes, as whole
     detail::throw_missing(missing, weights->source());
     detail::warn_unread_tensors(*weights, prefix, read, config);
     for (auto& item : top->named_parameters()) {

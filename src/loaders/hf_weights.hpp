@@ -26,6 +26,10 @@ void load_parameter(const HfCheckpoint& weights, const std::string& stored, at::
 void zero_unread_parameter(at::Tensor& parameter);
 // "N tensors missing: a, b, c, ..." naming `source`, when `missing` is not empty.
 void throw_missing(const std::vector<std::string>& missing, const std::string& source);
+// A config with more layers than the checkpoint holds under `layer_prefix` ("model.layers."): one error naming both
+// counts and the config's key (it named a few tensors of the config's last layer as missing). Nothing when the checkpoint
+// has no tensor under the prefix at all: the missing tensors' names say more then.
+void check_layer_count(const HfConfig& config, const HfCheckpoint& weights, const std::string& layer_prefix);
 // A task head's tensor (cls., lm_head., classifier., ...): beside the base model in a checkpoint, never read.
 bool is_task_head_tensor(const std::string& name);
 // One warning line on stderr naming the base model's tensors (under `prefix`, not a task head, not a saved buffer such

@@ -283,7 +283,7 @@ class HostileParsers(unittest.TestCase):
                                                                                   num_hidden_layers=24)),
              "model.safetensors:embeddings.word_embeddings.weight", "shape [16, 8] does not match"),
             ("config deeper than its checkpoint", self.bert_folder("deeper", config(num_hidden_layers=500)),
-             "for the sizes of", "tensors missing: encoder.layer.499."),
+             "config.json says num_hidden_layers: 500", "but the checkpoint holds"),
         ]
         for name, folder, file_word, problem in cases:
             with self.subTest(name):

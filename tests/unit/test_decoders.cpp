@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "decoder_checkpoints.hpp"
+#include "test_support.hpp"
 #include "models/decoder.hpp"
 #include "rankscope/e1.hpp"
 #include "rankscope/error.hpp"
@@ -125,6 +126,32 @@ TEST(DecoderLoader, TensorsTheConfigDoesNotDescribeAreNamed) {
     testing::internal::CaptureStderr();
     load_hf_model(dir.path.string());
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+// The other way round: a config deeper than its checkpoint named two tensors of the config's last layer as missing
+// ("2 tensors missing: model.layers.4.mlp.gate_proj.weight, ..."); now both counts, whole and streamed, and for an
+// encoder (BERT's key and list names).
+TEST(DecoderLoader, AConfigDeeperThanItsCheckpointNamesBothLayerCounts) {
+    TempFolder dir("decoder-shallow");
+    write_checkpoint(*make_hf_model(config_from(dir.path, kTinyLlama), 7), dir.path, "model.", 1);
+    std::string deeper = kTinyLlama;
+    deeper.replace(deeper.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 5");
+    config_from(dir.path, deeper);
+    const std::string words = fmt::format("{} says num_hidden_layers: 5, but the checkpoint holds 2 layers (model.layers.0 "
+                                          "to model.layers.1): the config is for a deeper model ({})",
+                                          (dir.path / "config.json").string(), (dir.path / "model.safetensors").string());
+    expect_error([&] { load_hf_model(dir.path.string()); }, words, "");
+    expect_error([&] { load_hf_model_streamed(dir.path.string()); }, words, "");
+
+    TempFolder bert("bert-shallow");
+    std::filesystem::copy(test_support::kFixtures + "/bert-tiny", bert.path, std::filesystem::copy_options::recursive);
+    std::ifstream in(bert.path / "config.json");
+    std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    config.replace(config.find("\"num_hidden_layers\": 3"), 22, "\"num_hidden_layers\": 4");
+    std::ofstream(bert.path / "config.json") << config;
+    expect_error([&] { load_hf_model(bert.path.string()); },
+                 "says num_hidden_layers: 4, but the checkpoint holds 3 layers (encoder.layer.0 to encoder.layer.2)",
+                 (bert.path / "config.json").string());
 }
 
 TEST(DecoderLoader, ShardedPrefixedCheckpointRoundTripsAndErrorsNameTheFile) {

@@ -146,7 +146,8 @@ TEST(StreamedDecoder, BadCheckpointsFailInOneLineNamingTheFileAndTensor) {
         Written written(kCases[0]);
         std::ofstream(written.dir.path / "config.json") << R"({"model_type": "llama", "vocab_size": 30, "hidden_size": 16,
             "intermediate_size": 24, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2})";
-        expect_error([&] { load_hf_model_streamed(written.dir.path.string()); }, "tensors missing: model.layers.2.",
+        expect_error([&] { load_hf_model_streamed(written.dir.path.string()); },
+                     "says num_hidden_layers: 3, but the checkpoint holds 2 layers (model.layers.0 to model.layers.1)",
                      "model.safetensors.index.json");
     }
     // A wrong shape in the last layer: refused when opened, naming the shard and tensor.
