@@ -99,6 +99,8 @@ REJECTED = [
     (["task", "sort", "--lr", "0.1", "--lr", "0.2", "--lr", "0.3"], "error: --lr given 3 times; it takes one value"),
     # An underflow is not "not a finite number" (it said so for 1e-400).
     (["task", "sort", "--lr", "1e-400"], "'1e-400' is too close to zero for a double (smallest normal 2.2e-308) (--lr)"),
+    # A subnormal written exactly (hexadecimal) is no ERANGE for strtod: refused alike (it was accepted).
+    (["task", "sort", "--lr", "0x1p-1074"], "'0x1p-1074' is too close to zero for a double (smallest normal 2.2e-308) (--lr)"),
 ]
 
 

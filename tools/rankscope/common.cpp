@@ -238,7 +238,9 @@ CLI::Validator RealRange(double low, double high, bool low_open) {
             char* end = nullptr;
             const double value = std::strtod(text.c_str(), &end);
             if (text.empty() || end != text.c_str() + text.size()) return "'" + text + "' is not a number";
-            if (errno == ERANGE && std::isfinite(value) && std::fabs(value) <= std::numeric_limits<double>::min())
+            // strtod sets ERANGE for a decimal that rounds to a subnormal, not for one written exactly (0x1p-1074).
+            if ((errno == ERANGE && std::isfinite(value) && std::fabs(value) <= std::numeric_limits<double>::min()) ||
+                std::fpclassify(value) == FP_SUBNORMAL)
                 return "'" + text + "' is too close to zero for a double (smallest normal 2.2e-308)";
             if (!std::isfinite(value) || errno == ERANGE) return "'" + text + "' is not a finite number";
             if (value > high || value < low || (low_open && value == low))
