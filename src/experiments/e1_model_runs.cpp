@@ -26,6 +26,14 @@ std::string model_display_name(const std::string& folder) {
 ModelSource resolve_model_source(const std::string& argument) {
     ModelSource source;
     source.argument = argument;
+    if (!is_builtin_hf_config(argument) && argument != "use-lite") {
+        // A folder that cannot be looked at (a symbolic-link loop, a path component that is a file) is named itself;
+        // the USE-lite probe below named "<folder>/model.json" with the library's "status:" prefix.
+        std::error_code error;
+        (void)std::filesystem::status(argument, error);
+        if (error && error != std::errc::no_such_file_or_directory)
+            throw Error("cannot open the model folder: " + error.message(), argument);
+    }
     if (!is_builtin_hf_config(argument) && is_use_lite(argument)) {
         source.kind = ModelSource::UseLite;
         source.name = "use-lite";

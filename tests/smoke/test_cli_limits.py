@@ -268,6 +268,18 @@ class Limits(unittest.TestCase):
                 self.assertIn("is a directory", line)
         line = self.assert_one_line_error(run("measure", os.path.join(self.directory, "none.npy"), check=False), "none.npy")
         self.assertIn("no such file", line)
+        # A symbolic-link loop is named for what it is, as a file and as a model folder (the folder's message named the
+        # USE-lite probe "<folder>/model.json" with the library's "status:" prefix; the file's said "no such file").
+        loop = os.path.join(self.directory, "loop")
+        if not os.path.lexists(loop):
+            os.symlink(loop, loop)
+        for args in [["measure", loop], ["model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", loop],
+                     ["model", "--model", loop]]:
+            with self.subTest(args=args):
+                line = self.assert_one_line_error(run(*args, check=False), loop)
+                self.assertIn("Too many levels of symbolic links", line)
+                self.assertNotIn("model.json", line)
+                self.assertNotIn("no such file", line)
 
     def test_inputs_rejected_after_parsing_leave_no_out_folder(self):
         # These inputs pass the flag checks and are rejected only when read, after a command may have created --out

@@ -274,6 +274,8 @@ CLI::Validator ReadableFile(bool allow_tensor_suffix) {
                 if (marker != std::string::npos) path = path.substr(0, marker + 12);
             }
             const auto status = std::filesystem::status(path, ec);
+            // A symbolic-link loop is not "no such file".
+            if (ec && ec != std::errc::no_such_file_or_directory) return "cannot open: " + ec.message() + ": " + path;
             if (!std::filesystem::exists(status)) return "no such file: " + path;
             if (std::filesystem::is_directory(status)) return "is a directory, not a file: " + path;
             if (!std::filesystem::is_regular_file(status) && !std::filesystem::is_character_file(status) &&
