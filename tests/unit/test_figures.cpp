@@ -124,6 +124,35 @@ TEST(Figures, EveryBuilderSelectsColumnsByName) {
     EXPECT_NE(figure_style_preamble().find("set datafile columnheaders"), std::string::npos);
 }
 
+// Path counts. One architecture with α weights: the axis is k and reaches the α-weighted shares (0.53 at k = 0 was cut
+// off under the plain shares' top of 0.35). Several architectures: over k/L, shares times L, so that a 2-layer model's
+// 0.5 and a 4-layer model's 0.375 (densities 1.0 and 1.5) compare; plain shares drew the deeper one lower.
+TEST(Figures, PathCountsAxesCoverTheAlphaSharesAndCompareDepths) {
+    const std::vector<std::string> columns = {"architecture", "layers", "heads", "length", "count", "share", "alpha_share"};
+    const fs::path one = fresh_dir("path-counts-one");
+    write_csv(one / "path_counts.csv", columns,
+              {{"custom", "2", "1", "0", "1", "0.25", "0.53"}, {"custom", "2", "1", "1", "2", "0.35", "0.37"},
+               {"custom", "2", "1", "2", "1", "0.25", "0.1"}},
+              identity(columns.size()));
+    ASSERT_EQ(render_figure(one, path_counts_figure({"custom"}, true), "# test\n").size(), 3u);
+    const std::string svg_one = read_all(one / "path_counts.svg");
+    EXPECT_NE(svg_one.find(">0.5</tspan>"), std::string::npos) << "the y axis stops below the α-weighted share 0.53";
+    EXPECT_NE(svg_one.find("path length k"), std::string::npos);
+    EXPECT_EQ(svg_one.find("k / L"), std::string::npos);
+
+    const fs::path several = fresh_dir("path-counts-several");
+    write_csv(several / "path_counts.csv", columns,
+              {{"shallow", "2", "1", "0", "1", "0.25", ""}, {"shallow", "2", "1", "1", "2", "0.5", ""},
+               {"shallow", "2", "1", "2", "1", "0.25", ""}, {"deep", "4", "1", "0", "1", "0.0625", ""},
+               {"deep", "4", "1", "1", "4", "0.25", ""}, {"deep", "4", "1", "2", "6", "0.375", ""},
+               {"deep", "4", "1", "3", "4", "0.25", ""}, {"deep", "4", "1", "4", "1", "0.0625", ""}},
+              identity(columns.size()));
+    ASSERT_EQ(render_figure(several, path_counts_figure({"shallow", "deep"}, false), "# test\n").size(), 3u);
+    const std::string svg_several = read_all(several / "path_counts.svg");
+    EXPECT_NE(svg_several.find(">1.4</tspan>"), std::string::npos) << "the deep model's density 1.5 is above the axis";
+    EXPECT_NE(svg_several.find("density over k / L"), std::string::npos);
+}
+
 TEST(Figures, TheoryBoundsHasNoRelativeRoundOffLineOnItsAbsoluteAxis) {
     // Its y axis is the absolute residual (≈30 at the input): float64's relative 2.2e-16 drawn there put a plateau at
     // 1e-14 (relative 2.5e-16) far "above round-off". No floor line; exact zeros on the bottom edge are labelled.

@@ -86,7 +86,7 @@ void run_count(const PathsOptions& options) {
         std::filesystem::create_directories(out);
         write_csv_atomically(out / "path_counts.csv", table, provenance);
         write_json_atomically(out / "path_counts.json", {{"architectures", document}}, provenance);
-        // x = k/L so that architectures of different depth share one axis; y = share of paths of that length.
+        // Several architectures: x = k/L and y = share × L, so that models of different depth compare (path_counts_figure).
         std::vector<std::string> architectures;
         for (const auto& entry : document) architectures.push_back(entry["architecture"].get<std::string>());
         const auto figures = render_figure(out, path_counts_figure(architectures, !options.alpha.empty()),
