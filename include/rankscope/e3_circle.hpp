@@ -92,6 +92,19 @@ bool follows_circle_arcs(const CircleRun& run, double limit);
 // The same with the distance to the circle, |‖p‖ − r|, in place of the arc point's: on the circle in any phase.
 bool stays_on_circle(const CircleRun& run, double limit);
 
+// The rollout ended early: a token left the floats (runs away) before the last step.
+bool circle_run_diverged(const CircleRun& run);
+
+// The figure's words per variant (in `variants` order). Title: with several seeds the merges over all of them
+// ("SAN+skip: 0/3 merged"), with one its outcome ("SAN: merged at step 14", "SAN: no merge"); short enough for the
+// 300-unit panel. Notes, drawn inside the panel: the runaways ("2/3 ran away", one seed: "ran away after 37 finite
+// steps"), none when every rollout stayed finite (the titles alone once hid runaways beside "0/3 merged").
+struct CirclePanelText {
+    std::vector<std::string> titles;
+    std::vector<std::vector<std::string>> notes;
+};
+CirclePanelText circle_panel_text(const CircleResult& result, const std::vector<std::string>& variants);
+
 // The E3 checks (experiment "E3"): the training precondition, SAN merges in every seed, and per other variant: the
 // trajectories follow the arcs in every seed. Key numbers per variant, a reading generated from the numbers, notes.
 Findings circle_findings(const CircleResult& result, const CircleSettings& settings);

@@ -129,9 +129,10 @@ Figure failure_modes_figure(const std::vector<std::string>& variants, const std:
 
 // circle.svg (E3) from circle_trajectories.csv (variant, seed, token, x, y, target_x, target_y): one square panel per
 // variant with equal axes, the arcs dashed, the first seed's two tokens bold, the other seeds faint. `panel_titles`:
-// one per variant.
+// one per variant; `panel_notes`: lines drawn inside each panel, top left (circle_panel_text gives both).
 Figure circle_figure(const std::vector<std::string>& variants, const std::vector<std::string>& panel_titles,
-                     std::uint64_t first_seed, int steps, bool several_seeds);
+                     const std::vector<std::vector<std::string>>& panel_notes, std::uint64_t first_seed, int steps,
+                     bool several_seeds);
 // circle_regimes.svg from circle_regimes_trajectories.csv (the same columns and `regime`; names without commas, as
 // gnuplot splits fields at every comma): small multiples, one row per regime and one column per variant, every seed's
 // trajectories as thin lines over the arcs (those of `first_seed`). `panel_notes`: regime-major, the lines written

@@ -205,12 +205,11 @@ std::string list(const std::vector<const CircleRun*>& runs, F f) {
 }
 
 bool trained_ok(const CircleRun& r, double rmse_limit) { return std::isfinite(r.train_rmse) && r.train_rmse < rmse_limit; }
-bool diverged(const CircleRun& r) { return r.rollout.finite_steps < static_cast<int>(r.trajectory.size()); }
 
 // "14", "none", "14 (then ran away after 282 finite steps)": a merged pair can still run off together.
 std::string merge_text(const CircleRun& r) {
     if (r.rollout.merge_step < 0) return "none";
-    if (!diverged(r)) return std::to_string(r.rollout.merge_step);
+    if (!circle_run_diverged(r)) return std::to_string(r.rollout.merge_step);
     return fmt::format("{} (then ran away after {} finite steps)", r.rollout.merge_step, r.rollout.finite_steps);
 }
 bool follows_arcs(const CircleRun& r, double limit) { return follows_circle_arcs(r, limit); }
@@ -218,13 +217,39 @@ bool follows_arcs(const CircleRun& r, double limit) { return follows_circle_arcs
 // "merged at step 14", "ran away after 37 finite steps", "drifted (mean distance 0.21)", "on the arcs (0.004)"
 std::string outcome(const CircleRun& r, double limit) {
     if (r.rollout.merge_step >= 0) return "merged at step " + merge_text(r);
-    if (diverged(r)) return fmt::format("ran away after {} finite steps", r.rollout.finite_steps);
+    if (circle_run_diverged(r)) return fmt::format("ran away after {} finite steps", r.rollout.finite_steps);
     if (r.rollout.mean_distance_to_arcs >= limit)
         return fmt::format("off the arcs (mean distance {})", quote_number(r.rollout.mean_distance_to_arcs));
     return fmt::format("on the arcs (mean distance {})", quote_number(r.rollout.mean_distance_to_arcs));
 }
 
 }  // namespace
+
+bool circle_run_diverged(const CircleRun& run) {
+    return run.rollout.finite_steps < static_cast<int>(run.trajectory.size());
+}
+
+CirclePanelText circle_panel_text(const CircleResult& result, const std::vector<std::string>& variants) {
+    CirclePanelText text;
+    for (const auto& variant : variants) {
+        const auto runs = runs_of(result, variant);
+        if (runs.empty()) throw Error("no E3 run of variant '" + variant + "' to draw");
+        int merged = 0, ran_away = 0;
+        for (const auto* r : runs) merged += r->rollout.merge_step >= 0, ran_away += circle_run_diverged(*r);
+        std::vector<std::string> notes;
+        if (runs.size() > 1) {
+            text.titles.push_back(fmt::format("{}: {}/{} merged", variant, merged, runs.size()));
+            if (ran_away > 0) notes.push_back(fmt::format("{}/{} ran away", ran_away, runs.size()));
+        } else {
+            const CircleRun& r = *runs.front();
+            text.titles.push_back(r.rollout.merge_step < 0 ? fmt::format("{}: no merge", variant)
+                                                           : fmt::format("{}: merged at step {}", variant, r.rollout.merge_step));
+            if (ran_away > 0) notes.push_back(fmt::format("ran away after {} finite steps", r.rollout.finite_steps));
+        }
+        text.notes.push_back(notes);
+    }
+    return text;
+}
 
 Findings circle_findings(const CircleResult& result, const CircleSettings& settings) {
     const TaskSettings& t = settings.training;
@@ -349,8 +374,8 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
         for (const auto* r : runs) {
             if (r->rollout.merge_step >= 0) ++merged, steps.push_back(r->rollout.merge_step);
             on += follows_arcs(*r, settings.arc_distance);
-            ran_away += diverged(*r);
-            ran_away_merged += diverged(*r) && r->rollout.merge_step >= 0;
+            ran_away += circle_run_diverged(*r);
+            ran_away_merged += circle_run_diverged(*r) && r->rollout.merge_step >= 0;
             distances.push_back(r->rollout.mean_distance_to_arcs);
         }
         std::string s = fmt::format("{} merged its two tokens in {} of {} seeds", variant, merged, runs.size());

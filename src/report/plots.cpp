@@ -662,10 +662,19 @@ std::vector<std::string> circle_plots(const std::string& csv, const std::string&
 const char* kCirclePreface = "unset datafile missing\nset xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset xtics 0.25\nset ytics 0.25\n"
                              "set format x '%g'\nset format y '%g'\nset xlabel 'x'\n";
 
+// Lines of text at the top left inside a panel, one under the other ("unset label" first: a panel's labels are its own).
+std::string panel_labels(const std::vector<std::string>& lines) {
+    std::string labels = "unset label\n";
+    for (std::size_t i = 0; i < lines.size(); ++i)
+        labels += fmt::format("set label {} at graph 0.03, graph {} left front\n", gnuplot_quote(lines[i]), 0.93 - 0.09 * i);
+    return labels;
+}
+
 }  // namespace
 
 Figure circle_figure(const std::vector<std::string>& variants, const std::vector<std::string>& panel_titles,
-                     std::uint64_t first_seed, int steps, bool several_seeds) {
+                     const std::vector<std::vector<std::string>>& panel_notes, std::uint64_t first_seed, int steps,
+                     bool several_seeds) {
     const int cols = std::min<int>(4, static_cast<int>(variants.size()));
     const int rows = (static_cast<int>(variants.size()) + cols - 1) / cols;
     PanelFigure figure("circle", fmt::format("E3: {} recurrent steps of the trained 1-layer, 2-head model", steps), rows, cols,
@@ -674,6 +683,7 @@ Figure circle_figure(const std::vector<std::string>& variants, const std::vector
     const std::string first = number_is("seed", static_cast<double>(first_seed));
     for (std::size_t v = 0; v < variants.size(); ++v)
         figure.add_panel("set title " + gnuplot_quote(panel_titles.at(v)) + "\n" + ylabel("y", v % cols == 0) +
+                         panel_labels(panel_notes.at(v)) +
                          join_plots(circle_plots(kCircleCsv, text_is("variant", variants[v]),
                                                  several_seeds ? "!(" + first + ")" : "", first, first)));
     figure.add_key_entry("arcs (targets)", kArcStyle);
@@ -692,11 +702,8 @@ Figure circle_regimes_figure(const std::vector<std::string>& regimes, const std:
     std::size_t panel = 0;
     for (const auto& regime : regimes)
         for (std::size_t v = 0; v < variants.size(); ++v, ++panel) {
-            std::string notes = "unset label\n";
-            const auto& lines = panel_notes.at(panel);
-            for (std::size_t i = 0; i < lines.size(); ++i)
-                notes += fmt::format("set label {} at graph 0.03, graph {} left front\n", gnuplot_quote(lines[i]), 0.93 - 0.09 * i);
-            figure.add_panel("set title " + gnuplot_quote(variants[v]) + "\n" + ylabel(regime, v == 0) + notes +
+            figure.add_panel("set title " + gnuplot_quote(variants[v]) + "\n" + ylabel(regime, v == 0) +
+                             panel_labels(panel_notes.at(panel)) +
                              join_plots(circle_plots(csv, all_of({text_is("regime", regime), text_is("variant", variants[v])}),
                                                      "1", "", number_is("seed", static_cast<double>(first_seed)))));
         }

@@ -117,6 +117,25 @@ TEST(E3Circle, NonFiniteStepsEndTheMeasures) {
     EXPECT_NEAR(m.mean_radial_deviation, 0.1 / 40.0, 1e-15);
 }
 
+// The figure's titles count merges; runaways are notes inside the panel (a title of merges alone read "SAN+skip: 0/3
+// merged" beside two rollouts that ran away).
+TEST(E3Circle, PanelTextNamesMergesAndRunaways) {
+    CircleResult result = synthetic(1e-5, 12, 0.005);
+    for (auto& r : result.runs)
+        if (r.variant == "SAN+skip" && r.seed != 2) r.rollout.finite_steps = 37 + static_cast<int>(r.seed);
+    const CirclePanelText text = circle_panel_text(result, {"SAN", "SAN+skip", "SAN+MLP"});
+    EXPECT_EQ(text.titles, (std::vector<std::string>{"SAN: 3/3 merged", "SAN+skip: 0/3 merged", "SAN+MLP: 0/3 merged"}));
+    EXPECT_EQ(text.notes, (std::vector<std::vector<std::string>>{{}, {"2/3 ran away"}, {}}));
+    // One seed: its own outcome.
+    CircleResult one = synthetic(1e-5, 12, 0.005, 1);
+    for (auto& r : one.runs)
+        if (r.variant == "SAN+MLP") r.rollout.finite_steps = 41;
+    const CirclePanelText single = circle_panel_text(one, {"SAN", "SAN+MLP"});
+    EXPECT_EQ(single.titles, (std::vector<std::string>{"SAN: merged at step 12", "SAN+MLP: no merge"}));
+    EXPECT_EQ(single.notes, (std::vector<std::vector<std::string>>{{}, {"ran away after 41 finite steps"}}));
+    EXPECT_THROW(circle_panel_text(one, {"SAN+LN"}), Error);
+}
+
 TEST(E3Circle, VerdictsFollowTheNumbers) {
     CircleSettings settings;  // the paper's scale: 1000 points, the full epoch budget, 300 steps
     // The paper's shape: SAN merges in every seed, the others stay within 0.005 of the arcs.

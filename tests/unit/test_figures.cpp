@@ -484,7 +484,7 @@ TEST(Figures, CircleFigureHasUniqueIdsEqualAxesAndItsWholeTitle) {
     write_csv(dir / "circle_trajectories.csv", columns, rows, identity(columns.size()));
     const Figure figure = circle_figure({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"},
                                         {"SAN: no merge", "SAN+skip: no merge", "SAN+MLP: merged at step 7", "SAN+skip+MLP: no merge"},
-                                        0, 300, true);
+                                        {{}, {"2/3 ran away"}, {}, {}}, 0, 300, true);
     ASSERT_EQ(render_figure(dir, figure, "# test\n").size(), 3u);
     const std::string svg = read_all(dir / "circle.svg");
     const std::regex id_pattern(R"(\sid\s*=\s*["']([^"']*)["'])");
@@ -493,6 +493,7 @@ TEST(Figures, CircleFigureHasUniqueIdsEqualAxesAndItsWholeTitle) {
     ASSERT_GT(ids.size(), 10u);
     EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "an id repeats within the figure";
     EXPECT_NE(svg.find("E3: 300 recurrent steps of the trained 1-layer, 2-head model"), std::string::npos);
+    EXPECT_NE(svg.find(">2/3 ran away</tspan>"), std::string::npos) << "the panel's note is drawn";
     // The title (font kFigureFontSize + 2, about 0.6 em per character) fits the canvas with room to spare.
     EXPECT_LT(0.6 * (kFigureFontSize + 2) * static_cast<double>(figure.title.size()), 0.8 * figure.width);
     // Square panels over equal ranges (equal aspect), four across.

@@ -142,23 +142,8 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
 
     // Figure: one panel per variant; the first seed drawn with points, the other seeds faint.
     const std::uint64_t first = settings.seeds.front();
-    std::vector<std::string> titles;
-    for (const auto& variant : settings.variants) {
-        const CircleRun* shown = nullptr;
-        int runs = 0, merged = 0;
-        for (const auto& r : result.runs) {
-            if (r.variant != variant) continue;
-            if (r.seed == first) shown = &r;
-            ++runs, merged += r.rollout.merge_step >= 0;
-        }
-        // One seed: its outcome. Several: the merges over all of them (the drawn seed's outcome is in the panel, and
-        // the key names it), short enough for the 300-unit panel.
-        titles.push_back(runs > 1 ? fmt::format("{}: {}/{} merged", variant, merged, runs)
-                         : shown->rollout.merge_step < 0
-                             ? fmt::format("{}: no merge", variant)
-                             : fmt::format("{}: merged at step {}", variant, shown->rollout.merge_step));
-    }
-    render_figure(out, circle_figure(settings.variants, titles, first, settings.steps, settings.seeds.size() > 1),
+    const CirclePanelText text = circle_panel_text(result, settings.variants);
+    render_figure(out, circle_figure(settings.variants, text.titles, text.notes, first, settings.steps, settings.seeds.size() > 1),
                   csv_provenance_lines(provenance));
 }
 
