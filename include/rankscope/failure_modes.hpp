@@ -47,7 +47,8 @@ SanConfig failure_modes_network(const FailureModesSettings& settings, const std:
 
 // s_c = (2 ln n)^{1/4}: the query/key scale at which layer 1's attention freezes (random energy model).
 double entropy_freezing_scale(int tokens);
-// The small-s expansion 1 − s⁴/(2 ln n) of layer 1's normalised entropy.
+// The small-s expansion 1 − s⁴(1 − 1/n)/(2 ln n) of layer 1's normalised entropy (the logits' variance over n keys is
+// s⁴(1 − 1/n); measured at d_model 64, 4 heads, n = 32: the deficit over it is 0.97–1.00 below s = 0.71).
 double first_layer_entropy_expansion(double query_key_scale, int tokens);
 
 // Mean normalised entropy of attention patterns [B, H, n, n] (rows summing to 1): −Σ_j p ln p / ln n, 0 ln 0 = 0.

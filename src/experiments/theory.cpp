@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "rankscope/measures.hpp"
+#include "rankscope/summary.hpp"
 
 namespace rankscope {
 namespace {
@@ -157,22 +158,15 @@ std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t se
 }
 
 double fitted_collapse_rate(const std::vector<TheoryRow>& rows) {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    int count = 0;
+    std::vector<double> layers, log_minus_log;
     for (const auto& row : rows) {
         // Layer 0 is the input: its r_0 ≈ 1 makes log(−log r_0) arbitrary (seed 0's 1.0043 was left out, seed 1's
         // 0.9698 was in at −3.4), so the fit starts at the first layer's output.
         if (row.layer == 0 || row.at_round_off || !(row.relative_residual < 1)) continue;
-        const double y = std::log(-std::log(row.relative_residual));
-        sx += row.layer;
-        sy += y;
-        sxx += double(row.layer) * row.layer;
-        sxy += row.layer * y;
-        ++count;
+        layers.push_back(row.layer);
+        log_minus_log.push_back(std::log(-std::log(row.relative_residual)));
     }
-    const double denominator = count * sxx - sx * sx;
-    if (count < 2 || denominator <= 0) return NAN;
-    return (count * sxy - sx * sy) / denominator;
+    return least_squares_slope(layers, log_minus_log);
 }
 
 }  // namespace rankscope

@@ -66,6 +66,20 @@ double spearman_correlation(const std::vector<double>& x, const std::vector<doub
     return sxy / std::sqrt(sxx * syy);
 }
 
+double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
+    if (x.size() != y.size()) throw Error("least_squares_slope: lists of different lengths");
+    if (x.size() < 2) return NAN;
+    const double n = static_cast<double>(x.size());
+    double mean_x = 0, mean_y = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) mean_x += x[i] / n, mean_y += y[i] / n;
+    double sxy = 0, sxx = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        sxy += (x[i] - mean_x) * (y[i] - mean_y);
+        sxx += (x[i] - mean_x) * (x[i] - mean_x);
+    }
+    return sxx > 0 ? sxy / sxx : NAN;
+}
+
 Summary summarize(const at::Tensor& values) {
     const at::Tensor flat = values.to(at::kCPU, at::kDouble).contiguous().view(-1);  // read back from a GPU
     return summarize(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));

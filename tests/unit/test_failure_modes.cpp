@@ -52,7 +52,7 @@ TEST(FailureModes, QueryKeyScaleMultipliesOnlyTheQueryAndKeyWeights) {
         }
     }
     EXPECT_NEAR(entropy_freezing_scale(32), std::pow(2 * std::log(32.0), 0.25), 1e-15);
-    EXPECT_NEAR(first_layer_entropy_expansion(1.0, 32), 1 - 1 / (2 * std::log(32.0)), 1e-15);
+    EXPECT_NEAR(first_layer_entropy_expansion(1.0, 32), 1 - (31.0 / 32) / (2 * std::log(32.0)), 1e-15);
     settings.variants = {"BERT"};
     EXPECT_THROW(settings.validate(), Error);
 }
@@ -146,4 +146,33 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
     SyntheticFailureModes off;
     off.entropy1 = [](double s) { return s <= 1 ? first_layer_entropy_expansion(s, 32) - 0.05 : s < 2 ? 0.49 : 0.05; };
     EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes(off, settings), settings), expansion), Verdict::NotReproduced);
+    // Judged on the deficit 1 − Ĥ₁, not within 0.01 of Ĥ₁: a flat entropy of 1 at the small scales (no deficit at all)
+    // and a deficit growing as s² that matches at s = 0.5 both passed the absolute tolerance there (the deficit is 5e-4
+    // at s = 0.25).
+    SyntheticFailureModes flat;
+    flat.entropy1 = [](double s) { return s <= 1 ? 1.0 : s < 2 ? 0.49 : 0.05; };
+    const Findings f_flat = failure_modes_findings(synthetic_failure_modes(flat, settings), settings);
+    EXPECT_EQ(verdict_of(f_flat, expansion), Verdict::NotReproduced);
+    EXPECT_NE(f_flat.checks.back().measured.find("an entropy at or above uniform"), std::string::npos) << f_flat.checks.back().measured;
+    SyntheticFailureModes square;
+    square.entropy1 = [](double s) {
+        const double at_half = 1 - first_layer_entropy_expansion(0.5, 32);
+        return s <= 1 ? 1 - at_half * (s / 0.5) * (s / 0.5) : s < 2 ? 0.49 : 0.05;
+    };
+    const Findings f_square = failure_modes_findings(synthetic_failure_modes(square, settings), settings);
+    EXPECT_EQ(verdict_of(f_square, expansion), Verdict::NotReproduced);
+    EXPECT_NE(f_square.checks.back().measured.find("log-log slope of 1 − Ĥ₁ against s 2"), std::string::npos)
+        << f_square.checks.back().measured;
+    // The measured shape at d_model 64 (ratio 0.97, slope 3.99): reproduced, and the words give both.
+    SyntheticFailureModes measured;
+    measured.entropy1 = [](double s) { return s <= 1 ? 1 - 0.97 * (1 - first_layer_entropy_expansion(s, 32)) : s < 2 ? 0.49 : 0.05; };
+    const Findings f_measured = failure_modes_findings(synthetic_failure_modes(measured, settings), settings);
+    EXPECT_EQ(verdict_of(f_measured, expansion), Verdict::Reproduced);
+    EXPECT_NE(f_measured.checks.back().measured.find("0.970 to 0.970 at the 2 scales"), std::string::npos)
+        << f_measured.checks.back().measured;
+    // One scale only: no slope, not comparable.
+    FailureModesSettings one_small = settings;
+    one_small.query_key_scales = {0.5, 1.62, 4};
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes({}, one_small), one_small), expansion),
+              Verdict::NotComparable);
 }

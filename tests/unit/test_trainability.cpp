@@ -168,6 +168,15 @@ TEST(Spearman, HandCheckedValues) {
     EXPECT_THROW(spearman_correlation({1, NAN}, {1, 2}), Error);
 }
 
+TEST(LeastSquaresSlope, HandCheckedValues) {
+    EXPECT_NEAR(least_squares_slope({0, 1, 2, 3}, {1, 5, 9, 13}), 4.0, 1e-15);  // y = 4x + 1 exactly
+    // x = 1, 2, 3; y = 1, 3, 2: Sxy = (−1)(−1) + 0 + (1)(0) = 1, Sxx = 2 (numpy.polyfit gives 0.5).
+    EXPECT_NEAR(least_squares_slope({1, 2, 3}, {1, 3, 2}), 0.5, 1e-15);
+    EXPECT_TRUE(std::isnan(least_squares_slope({2}, {1})));
+    EXPECT_TRUE(std::isnan(least_squares_slope({2, 2}, {1, 3})));
+    EXPECT_THROW(least_squares_slope({1, 2}, {1}), Error);
+}
+
 TEST(FisherExact, HandCheckedTails) {
     // 7 of 8 vs 1 of 8: k = 8, P(X ≥ 7) = (C(8,7)·C(8,1) + C(8,8)·C(8,0)) / C(16,8) = 65 / 12870.
     EXPECT_NEAR(fisher_exact_greater(7, 8, 1, 8), 65.0 / 12870, 1e-12 * 65.0 / 12870);
