@@ -69,11 +69,13 @@ constexpr int kStepsToFit = 3;
 struct SeedStepFit {
     std::uint64_t seed = 0;
     double exponent = NAN, log_constant = NAN;  // a and b_s of ln r_l = a ln r_(l−1) + b_s
+    int steps = 0;                              // the collapsing steps fitted (≥ kStepsToFit)
 };
 struct StepExponentFit {
     double median = NAN, min = NAN, max = NAN;
     int seeds_fitted = 0, seeds = 0;
     double rms_max = NAN;
+    int steps_min = 0, steps_max = 0;     // the fewest and most steps of a fitted seed (0: none fitted)
     std::vector<SeedStepFit> per_seed{};  // the fitted seeds, in seed order
 };
 StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows);

@@ -184,7 +184,8 @@ def test_theory_run_equals_the_commands_files(tmp_path):
         assert run.variants["variant"][i] == variant["variant"]
         for key in ("fitted_slope_log_neg_log_r", "fitted_base", "fitted_exponent", "final_relative_residual",
                     "bound_over_measured_log10_mean", "fitted_exponent_min", "fitted_exponent_max",
-                    "exponent_seeds_fitted", "fitted_exponent_rms_max", "final_relative_residual_min", "final_relative_residual_max"):
+                    "exponent_seeds_fitted", "fitted_exponent_rms_max", "final_relative_residual_min", "final_relative_residual_max",
+                    "exponent_steps_min", "exponent_steps_max"):
             expected = np.nan if variant[key] is None else variant[key]
             np.testing.assert_equal(run.variants[key][i], expected)
     with open(tmp_path / "findings.json") as f:

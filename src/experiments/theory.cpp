@@ -206,7 +206,9 @@ StepExponentFit fitted_collapse_exponent(const std::vector<TheoryRow>& rows) {
         double squares = 0;
         for (const auto& [x, y] : steps) squares += (y - exponent * x - intercept) * (y - exponent * x - intercept);
         exponents.push_back(exponent);
-        fit.per_seed.push_back({key.second, exponent, intercept});
+        fit.per_seed.push_back({key.second, exponent, intercept, static_cast<int>(steps.size())});
+        fit.steps_min = fit.steps_min == 0 ? int(steps.size()) : std::min(fit.steps_min, int(steps.size()));
+        fit.steps_max = std::max(fit.steps_max, int(steps.size()));
         fit.rms_max = std::isnan(fit.rms_max) ? std::sqrt(squares / count) : std::max(fit.rms_max, std::sqrt(squares / count));
     }
     fit.seeds_fitted = int(exponents.size());

@@ -101,14 +101,16 @@ Table theory_variants_table(const TheoryResult& result) {
                  {"bound_over_measured_log10_mean", Table::Real}, {"fitted_exponent_min", Table::Real},
                  {"fitted_exponent_max", Table::Real}, {"exponent_seeds_fitted", Table::Integer},
                  {"final_relative_residual_min", Table::Real}, {"final_relative_residual_max", Table::Real},
-                 {"fitted_exponent_rms_max", Table::Real}});
+                 {"fitted_exponent_rms_max", Table::Real}, {"exponent_steps_min", Table::Integer},
+                 {"exponent_steps_max", Table::Integer}});
     // fitted_exponent: the median over seeds of each seed's own fit (fitted_collapse_exponent); its rms_max the
-    // largest root mean square misfit in ln r of a seed's fit.
+    // largest root mean square misfit in ln r of a seed's fit; exponent_steps_min/max the fewest and most steps a fitted
+    // seed's line rests on (0: no seed fitted).
     for (const auto& v : result.variants)
         table.add({v.variant, v.heads, v.has_bound ? 1 : 0, v.fitted_slope, v.fitted_base, v.exponent.median,
                    v.final_relative_residual, v.bound_over_measured_log10_mean, v.exponent.min, v.exponent.max,
                    v.exponent.seeds_fitted, v.final_relative_residual_min, v.final_relative_residual_max,
-                   v.exponent.rms_max});
+                   v.exponent.rms_max, v.exponent.steps_min, v.exponent.steps_max});
     return table;
 }
 

@@ -93,7 +93,7 @@ class TheoryAndPaths(unittest.TestCase):
         median, min and max over the seeds fitted; the largest root mean square misfit of a seed's line."""
         fitted_somewhere = False
         for variant in variants:
-            exponents, misfits = [], []
+            exponents, misfits, counts = [], [], []
             seeds = sorted({row["seed"] for row in rows if row["variant"] == variant["variant"]})
             for seed in seeds:
                 layers = sorted((row for row in rows if row["variant"] == variant["variant"] and row["seed"] == seed),
@@ -105,9 +105,12 @@ class TheoryAndPaths(unittest.TestCase):
                 if len(steps) >= 3:
                     line = statistics.linear_regression(*zip(*steps))
                     exponents.append(line.slope)
+                    counts.append(len(steps))
                     misfits.append(math.sqrt(statistics.fmean(
                         (y - line.slope * x - line.intercept) ** 2 for x, y in steps)))
             self.assertEqual(variant["exponent_seeds_fitted"], len(exponents), variant)
+            self.assertEqual((variant["exponent_steps_min"], variant["exponent_steps_max"]),
+                             (min(counts), max(counts)) if counts else (0, 0), variant)
             if not exponents:
                 self.assertIsNone(variant["fitted_exponent"], variant)
                 self.assertIsNone(variant["fitted_exponent_rms_max"], variant)

@@ -384,7 +384,7 @@ TEST(FindingsTheory, SkipCheckStatesTheMeanDecay) {
 TEST(FindingsTheory, CollapseVerdictFlips) {
     const TheorySettings settings = one_head_theory(6, 3);
     TheoryResult result;
-    result.variants.push_back({"SAN", 1, true, 1.1, 3.0, {3.0, 2.9, 3.1, 3, 3}, 1e-15, 2.0});
+    result.variants.push_back({"SAN", 1, true, 1.1, 3.0, {3.0, 2.9, 3.1, 3, 3, 0.01, 3, 5}, 1e-15, 2.0});
     result.variants.push_back({"SAN+skip", 1, false, NAN, NAN, {}, 0.3, NAN});
     result.variants.push_back({"SAN+MLP", 1, true, NAN, NAN, {3.1, 3.0, 3.2, 3, 3}, 1e-15, NAN});
     TheoryVariantSummary& san = result.variants[0];
@@ -403,8 +403,16 @@ TEST(FindingsTheory, CollapseVerdictFlips) {
     EXPECT_EQ(find_check(f, "per-layer bound").basis, "computation");
     EXPECT_EQ(find_check(f, doubly).basis, "measurement");
     EXPECT_NE(find_check(f, doubly).measured.find("fitted per seed over its ≥ 3 collapsing steps): median 3.00 over 3 seeds "
-                                                  "(2.90–3.10)"),
+                                                  "(2.90–3.10), from 3–5 collapsing steps per seed (3 is the fewest a fit "
+                                                  "takes; a deeper network gives more), misfit ≤ 0.0100"),
               std::string::npos) << find_check(f, doubly).measured;
+    // How many points each seed's line rests on is said (at reproduce --quick's 8 layers: 3, one beyond the line's two).
+    {
+        TheoryResult four = result;
+        four.variants[0].exponent.steps_min = four.variants[0].exponent.steps_max = 4;
+        const std::string measured = find_check(theory_findings(four, settings), doubly).measured;
+        EXPECT_NE(measured.find("(2.90–3.10), each from 4 collapsing steps, misfit"), std::string::npos) << measured;
+    }
     EXPECT_NE(find_check(f, skips).measured.find("r_L = mean 0.300 (seeds 0.200–0.400)"), std::string::npos)
         << find_check(f, skips).measured;
     // No seed with three collapsing steps, and at round-off (too fast to fit): nothing to judge, and the words say so.

@@ -251,6 +251,8 @@ TEST(Theory, FittedExponentRecoversACubicRecursion) {
     StepExponentFit fit = fitted_collapse_exponent(rows);
     EXPECT_NEAR(fit.median, 3.0, 1e-9);
     EXPECT_EQ(fit.seeds_fitted, 1);
+    EXPECT_EQ(fit.steps_min, 4);
+    EXPECT_EQ(fit.per_seed.at(0).steps, 4);
     // log(−log r_l) for r_l = exp(−a·3^l) has slope exactly log 3.
     for (int l = 0; l < 5; ++l) rows[l].relative_residual = std::exp(-0.5 * std::pow(3.0, l));
     rows.resize(4);
@@ -318,6 +320,8 @@ TEST(Theory, FittedExponentUsesCollapsingStepsAboveRoundOff) {
     const auto fast = power_recursion(2, 0.3, 1.0, 5.0, 3);
     const StepExponentFit fit = fitted_collapse_exponent(concatenated({rising, with_round_off, fast}));
     EXPECT_EQ(fit.seeds_fitted, 3);
+    EXPECT_EQ(fit.steps_min, 3);  // each seed's rising or round-off step left out of its 4
+    EXPECT_EQ(fit.steps_max, 3);
     EXPECT_NEAR(fit.median, 3.0, 1e-9);
     EXPECT_NEAR(fit.min, 2.0, 1e-9);
     EXPECT_NEAR(fit.max, 5.0, 1e-9);
