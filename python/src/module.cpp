@@ -4,6 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <cctype>
+#include <string>
+
 #include "bindings.hpp"
 #include "rankscope/allocator.hpp"
 #include "rankscope/error.hpp"
@@ -32,6 +35,26 @@ namespace {
 // rankscope.Error, created once at import and kept for the life of the process.
 PyObject* g_error_type = nullptr;
 
+// The library names some settings by their command-line flags ("(--tokens, --d-model)"); in Python they are keyword
+// arguments: "--d-model" becomes "d_model" where a flag starts a word (after a space, '(' or ',', or at the start).
+std::string python_setting_names(const std::string& text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size();) {
+        const bool word_start = i == 0 || text[i - 1] == ' ' || text[i - 1] == '(' || text[i - 1] == ',';
+        if (word_start && text.compare(i, 2, "--") == 0 && i + 2 < text.size() && std::islower(static_cast<unsigned char>(text[i + 2]))) {
+            std::size_t end = i + 2;
+            while (end < text.size() && (std::islower(static_cast<unsigned char>(text[end])) ||
+                                         std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '-'))
+                ++end;
+            for (std::size_t k = i + 2; k < end; ++k) out += text[k] == '-' ? '_' : text[k];
+            i = end;
+            continue;
+        }
+        out += text[i++];
+    }
+    return out;
+}
+
 void translate_exceptions() {
     py::register_exception_translator([](std::exception_ptr pointer) {
         try {
@@ -43,8 +66,8 @@ void translate_exceptions() {
             switch (report.kind) {
                 case ErrorReport::BadInput: {
                     py::gil_scoped_acquire gil;
-                    py::object instance = py::handle(g_error_type)(report.message);
-                    instance.attr("where") = report.where;
+                    py::object instance = py::handle(g_error_type)(python_setting_names(report.message));
+                    instance.attr("where") = python_setting_names(report.where);
                     PyErr_SetObject(g_error_type, instance.ptr());
                     return;
                 }

@@ -352,6 +352,11 @@ def test_errors_carry_the_command_lines_messages(tmp_path):
     assert cli_error("measure", tmp_path / "nan.npy", "--rank-tol", "2") == "2 is outside [0, 1] (--rank-tol)"
     with pytest.raises(rs.Error, match=r"^2 is outside \[0, 1\] \(rank_tol\)$"):
         rs.measure(np.ones((3, 3)), rank_tol=2)
+    # A library check that names command-line flags names the keyword arguments here ("(--tokens, --d-model)" before).
+    with pytest.raises(rs.Error) as raised:
+        rs.run_theory(tokens=128, d_model=128)
+    assert str(raised.value).endswith("(tokens, d_model)"), str(raised.value)
+    assert raised.value.where == "tokens, d_model"
 
 
 def test_inputs_are_viewed_not_copied_and_outputs_view_engine_memory(rng):
