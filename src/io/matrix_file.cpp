@@ -33,7 +33,8 @@ namespace {
 HostArray read_any_matrix_file(const std::string& spec) {
     std::string path = spec, tensor_name;
     const auto marker = spec.find(".safetensors:");
-    if (marker != std::string::npos) {
+    const bool named = marker != std::string::npos;  // "FILE:" names the tensor "" (the format allows it)
+    if (named) {
         path = spec.substr(0, marker + 12);
         tensor_name = spec.substr(marker + 13);
     }
@@ -43,7 +44,7 @@ HostArray read_any_matrix_file(const std::string& spec) {
     if (ends_with(path, ".csv") || ends_with(path, ".tsv") || ends_with(path, ".txt")) return read_csv_matrix(path);
     if (ends_with(path, ".safetensors")) {
         SafetensorsFile file(path);
-        if (tensor_name.empty()) {
+        if (!named) {
             const auto names = file.names();
             if (names.size() != 1)
                 throw Error("file holds " + std::to_string(names.size()) + " tensors; name one as FILE:tensor", path);

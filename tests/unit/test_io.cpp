@@ -160,6 +160,18 @@ TEST(MatrixFile, CsvWithHeaderAndErrors) {
     expect_error_naming([&] { read_matrix_file((dir / "x.bin").string()); }, "x.bin", "unknown matrix file type");
 }
 
+// FILE.safetensors:NAME selects a tensor; "FILE.safetensors:" the one named "" (the format allows an empty name; it
+// was read as no name at all: "file holds 2 tensors; name one as FILE:tensor").
+TEST(MatrixFile, SafetensorsTensorNamedEmptyIsSelectable) {
+    const fs::path path = temporary_dir() / "named.safetensors";
+    std::vector<float> empty_named = {1, 2, 3, 4}, other = {5, 6, 7, 8, 9, 10};
+    write_safetensors(path.string(), {{"", {DType::F32, {2, 2}, reinterpret_cast<const std::byte*>(empty_named.data())}},
+                                      {"a", {DType::F32, {2, 3}, reinterpret_cast<const std::byte*>(other.data())}}});
+    EXPECT_EQ(to_double_vector(read_matrix_file(path.string() + ":").view()), (std::vector<double>{1, 2, 3, 4}));
+    EXPECT_EQ(to_double_vector(read_matrix_file(path.string() + ":a").view()), (std::vector<double>{5, 6, 7, 8, 9, 10}));
+    expect_error_naming([&] { read_matrix_file(path.string()); }, "named.safetensors", "file holds 2 tensors");
+}
+
 TEST(AtomicWrite, LeavesNoTemporaryFiles) {
     const fs::path dir = temporary_dir() / "atomic";
     fs::create_directories(dir);
