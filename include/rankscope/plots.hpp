@@ -71,6 +71,10 @@ std::string log_y(const std::string& csv, const std::string& expression, FloatFl
                   const std::string& floor_label = "");
 // `expression` where it is positive, else the axis bottom defined by log_y(..., name).
 std::string log_value(const std::string& expression, const std::string& name);
+// The line style of the v-th surgery variant (SAN, SAN+MLP, SAN+skip, transformer, ...) where variants may coincide (SAN
+// and SAN+MLP both at ≈0 from layer 1 at init): every other line dashed and each later marker smaller, so a series
+// drawn over an earlier one leaves the earlier one's colour visible in the gaps and around its markers.
+std::string coinciding_series_style(std::size_t v);
 
 // ---- the figures -------------------------------------------------------------------------------------------------
 // theory.svg from theory_summary.csv (variant, layer, relative_residual_mean): one panel per head count (variant

@@ -219,13 +219,14 @@ Figure dynamics_curves_figure(const std::string& model, const std::vector<std::s
     for (const long step : selected_steps) {
         std::vector<std::string> plots;
         for (std::size_t v = 0; v < variants.size(); ++v)
-            plots.push_back(fmt::format("'dynamics_residual.csv' using ({}):({}) with linespoints lt {} notitle",
+            plots.push_back(fmt::format("'dynamics_residual.csv' using ({}):({}) {} notitle",
                                         only_if(all_of({text_is("variant", variants[v]), number_is("step", double(step))}), csv_number("layer")),
-                                        log_value(csv_number("mean"), "y"), v + 1));
+                                        log_value(csv_number("mean"), "y"), coinciding_series_style(v)));
         figure.add_panel(fmt::format("set title 'step {}'\nset xlabel 'layer'\nset ylabel 'relative residual'\nplot {}\n", step,
                                      fmt::join(plots, ", \\\n     ")));
     }
-    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(variants[v], fmt::format("with linespoints lt {}", v + 1));
+    // SAN and SAN+MLP (SAN+skip and the transformer) may coincide, as in E1's figure.
+    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(variants[v], coinciding_series_style(v));
     return figure.build();
 }
 

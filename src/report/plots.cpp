@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "rankscope/error.hpp"
 
@@ -322,6 +323,11 @@ Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants) {
     return figure.build();
 }
 
+std::string coinciding_series_style(std::size_t v) {
+    constexpr double kMarkerScale[] = {1.6, 1.1, 1.2, 0.85};  // each pair (SAN, SAN+MLP), (SAN+skip, transformer)
+    return fmt::format("with linespoints lt {} dt {} ps {}", v + 1, v % 2 == 1 ? 2 : 1, v < 4 ? kMarkerScale[v] : 0.8);
+}
+
 Figure residual_figure(const std::string& model, const std::vector<std::string>& weight_kinds,
                        const std::vector<std::string>& variants, const std::vector<std::string>& titles, long samples) {
     if (titles.size() != variants.size()) throw Error("residual_figure: one title per variant");
@@ -331,13 +337,8 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
     // One y range for all panels: from 0 to the top of the highest band (never clipped).
     figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
                        y_from_zero(csv, csv_number("mean") + " + " + csv_spread("std"), 1.05, "res"));
-    // Variants may coincide (SAN and SAN+MLP both sit at ≈0 from layer 1 at init): every other line is dashed and each
-    // later marker smaller, so a series drawn over an earlier one leaves the earlier one's colour visible in the gaps
-    // and around its markers.
-    auto line_style = [](std::size_t v) {
-        constexpr double kMarkerScale[] = {1.6, 1.1, 1.2, 0.85};  // each pair (SAN, SAN+MLP), (SAN+skip, transformer)
-        return fmt::format("with linespoints lt {} dt {} ps {}", v + 1, v % 2 == 1 ? 2 : 1, v < 4 ? kMarkerScale[v] : 0.8);
-    };
+    // Variants may coincide (SAN and SAN+MLP both sit at ≈0 from layer 1 at init).
+    auto line_style = coinciding_series_style;
     for (std::size_t k = 0; k < weight_kinds.size(); ++k) {
         std::vector<std::string> bands, lines;
         for (std::size_t v = 0; v < variants.size(); ++v) {
@@ -550,6 +551,15 @@ Figure collapse_depth_figure(const std::vector<std::string>& variants, const std
 Figure trainability_figure(const std::vector<TrainabilitySeries>& series, int deepest) {
     const std::string summary = "trainability_summary.csv", layers = "trainability.csv";
     PanelFigure figure("trainability", "Rank collapse and query/key gradients at initialisation (Noci et al. 2022)", 1, 3);
+    // A mean token cosine can be below 0 (down to −1/(n − 1) for n tokens): each cosine axis starts at −0.05 or 0.05
+    // below its data (a fixed −0.05 left out −0.056 and −0.061 at 8 tokens). Computed here, before panel 1's log x.
+    std::string cosine_ranges;
+    for (const auto& [csv, column, name] : {std::tuple{summary, "last_cosine_mean", "last_cos"},
+                                            std::tuple{layers, "input_cosine", "input_cos"}})
+        cosine_ranges += fmt::format("undefine {0}_*\nstats [*:*][*:*] {1} using ({2}) name '{0}' nooutput\n"
+                                     "{0}_low = exists('{0}_min') && {0}_min - 0.05 < -0.05 ? {0}_min - 0.05 : -0.05\n",
+                                     name, file(csv), csv_number(column));
+    figure.add_preface(cosine_ranges);
     std::vector<std::string> cosine_plots, layer_plots, scatter_plots;
     for (std::size_t i = 0; i < series.size(); ++i) {
         const std::string configuration = all_of({text_is("layer_norm", series[i].layer_norm), text_is("scaling", series[i].scaling)});
@@ -564,13 +574,13 @@ Figure trainability_figure(const std::vector<TrainabilitySeries>& series, int de
         figure.add_key_entry(series[i].title, fmt::format("with linespoints lt {}", i + 1));
     }
     figure.add_panel("set title 'token alignment at the last layer'\nset logscale x 2\nset format x '%g'\n"
-                     "set xlabel 'depth L'\nset yrange [-0.05:1.05]\nset format y '%g'\n" +
+                     "set xlabel 'depth L'\nset yrange [last_cos_low:1.05]\nset format y '%g'\n" +
                      ylabel("mean token cosine (mean over seeds)", true) + join_plots(cosine_plots));
     figure.add_panel(fmt::format("set title 'query vs value gradient per layer, L = {}'\nunset logscale x\n", deepest) +
                      integer_axis("x", layers, only_if(number_is("depth", deepest), csv_number("layer")), "layer") +
                      "set xlabel 'layer l (0 = first)'\n" + log_y(layers, csv_number("query_over_value"), FloatFloor::none, "ratio") +
                      ylabel("||dL/dW_Q|| / ||dL/dW_V||", true) + join_plots(layer_plots));
-    figure.add_panel("set title 'query vs value gradient against input alignment'\nset xrange [-0.05:1.05]\nset xtics auto\n"
+    figure.add_panel("set title 'query vs value gradient against input alignment'\nset xrange [input_cos_low:1.05]\nset xtics auto\n"
                      "set format x '%g'\nset xlabel 'mean token cosine of the layer input'\n" +
                      ylabel("||dL/dW_Q|| / ||dL/dW_V||", true) + join_plots(scatter_plots));
     return figure.build();

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "rankscope/dynamics.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/figure.hpp"
 #include "rankscope/plots.hpp"
@@ -175,6 +176,41 @@ TEST(Figures, PathsFigureDrawsOnePanelPerMetricColumn) {
     EXPECT_EQ(panels(two.body), 2);
     EXPECT_NE(two.body.find("column('relative_residual_frobenius')"), std::string::npos);
     EXPECT_GT(two.width, one.width);
+}
+
+// Series that may coincide (SAN under SAN+MLP, SAN+skip under the transformer) are told apart alike in E1's figure and
+// the dynamics curves: the second of each pair dashed with a smaller marker (the dynamics curves drew SAN entirely under
+// SAN+MLP, 0.003898 against 0.003878, in one style).
+TEST(Figures, CoincidingSurgeryVariantsAreDrawnDistinctly) {
+    const std::vector<std::string> variants = {"SAN", "SAN+MLP", "SAN+skip", "transformer"};
+    const std::string curves = dynamics_curves_figure("m", variants, {0, 40}).body;
+    const std::string residual = residual_figure("m", {"init"}, variants, variants, 2).body;
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+        EXPECT_NE(curves.find(coinciding_series_style(v)), std::string::npos) << v;
+        EXPECT_NE(residual.find(coinciding_series_style(v)), std::string::npos) << v;
+    }
+    EXPECT_NE(coinciding_series_style(0), coinciding_series_style(1));
+    EXPECT_NE(coinciding_series_style(1).find("dt 2"), std::string::npos);
+    EXPECT_EQ(coinciding_series_style(0).find("dt 2"), std::string::npos);
+}
+
+// A mean token cosine below 0 (few tokens) is inside both cosine axes: they were fixed at [−0.05, 1.05], and gnuplot
+// dropped −0.056 and −0.061 (8 tokens) without a word.
+TEST(Figures, TrainabilityCosineAxesReachNegativeCosines) {
+    const fs::path dir = fresh_dir("trainability");
+    const std::vector<std::string> summary = {"layer_norm", "scaling", "depth", "last_cosine_mean"};
+    write_csv(dir / "trainability_summary.csv", summary, {{"post", "one", "2", "-0.3"}, {"post", "one", "4", "0.9"}},
+              identity(summary.size()));
+    const std::vector<std::string> layers = {"layer_norm", "scaling", "depth", "layer", "query_over_value", "input_cosine"};
+    write_csv(dir / "trainability.csv", layers,
+              {{"post", "one", "4", "0", "0.5", "-0.3"}, {"post", "one", "4", "1", "0.1", "0.5"},
+               {"post", "one", "4", "2", "0.01", "0.9"}},
+              identity(layers.size()));
+    ASSERT_EQ(render_figure(dir, trainability_figure({{"post", "one", "post-LN"}}, 4), "# test\n").size(), 3u);
+    const std::string svg = read_all(dir / "trainability.svg");
+    std::size_t negative_ticks = 0;
+    for (std::size_t at = 0; (at = svg.find(">-0.2</tspan>", at)) != std::string::npos; ++at) ++negative_ticks;
+    EXPECT_EQ(negative_ticks, 2u) << "a cosine axis stops above the data's −0.3";
 }
 
 // The key names the band with the number of samples, and names none at one sample (no std, no band drawn).
