@@ -95,10 +95,17 @@ bool stays_on_circle(const CircleRun& run, double limit);
 // The rollout ended early: a token left the floats (runs away) before the last step.
 bool circle_run_diverged(const CircleRun& run);
 
+// The circle figures draw x and y in [−kCirclePlotLimit, kCirclePlotLimit] (the arcs have radius 0.3).
+constexpr double kCirclePlotLimit = 0.5;
+// Lines for a figure panel about the rollouts of `variant` that its fixed axes cannot show: runaways ("2/3 ran away
+// (1 after merging)"; one seed: "ran away after 37 finite steps") and finite rollouts beyond the axes ("1/3 left the
+// plot (up to 0.624)"); empty when every rollout stayed finite and inside.
+std::vector<std::string> circle_escape_notes(const CircleResult& result, const std::string& variant);
+
 // The figure's words per variant (in `variants` order). Title: with several seeds the merges over all of them
 // ("SAN+skip: 0/3 merged"), with one its outcome ("SAN: merged at step 14", "SAN: no merge"); short enough for the
-// 300-unit panel. Notes, drawn inside the panel: the runaways ("2/3 ran away", one seed: "ran away after 37 finite
-// steps"), none when every rollout stayed finite (the titles alone once hid runaways beside "0/3 merged").
+// 300-unit panel. Notes, drawn inside the panel: circle_escape_notes (the titles alone once hid runaways beside
+// "0/3 merged", and rollouts that left the axes).
 struct CirclePanelText {
     std::vector<std::string> titles;
     std::vector<std::vector<std::string>> notes;

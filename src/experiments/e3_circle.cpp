@@ -229,24 +229,50 @@ bool circle_run_diverged(const CircleRun& run) {
     return run.rollout.finite_steps < static_cast<int>(run.trajectory.size());
 }
 
+std::vector<std::string> circle_escape_notes(const CircleResult& result, const std::string& variant) {
+    const auto runs = runs_of(result, variant);
+    int ran_away = 0, ran_away_merged = 0, left = 0;
+    double farthest = 0;  // of the finite rollouts that left the axes
+    for (const auto* r : runs) {
+        if (circle_run_diverged(*r)) {
+            ++ran_away, ran_away_merged += r->rollout.merge_step >= 0;
+            continue;
+        }
+        double reach = 0;
+        for (const auto& step : r->trajectory)
+            for (const Point2& p : step) reach = std::max({reach, std::abs(p.x), std::abs(p.y)});
+        if (reach > kCirclePlotLimit) ++left, farthest = std::max(farthest, reach);
+    }
+    std::vector<std::string> notes;
+    const bool one = runs.size() == 1;
+    if (ran_away > 0) {
+        const std::string merging = ran_away_merged == 0          ? ""
+                                    : ran_away_merged == ran_away ? " after merging"
+                                                                  : fmt::format(" ({} after merging)", ran_away_merged);
+        notes.push_back(one ? fmt::format("ran away{} after {} finite steps", merging, runs.front()->rollout.finite_steps)
+                            : fmt::format("{}/{} ran away{}", ran_away, runs.size(), merging));
+    }
+    if (left > 0)
+        notes.push_back(one ? fmt::format("left the plot (up to {})", quote_number(farthest))
+                            : fmt::format("{}/{} left the plot (up to {})", left, runs.size(), quote_number(farthest)));
+    return notes;
+}
+
 CirclePanelText circle_panel_text(const CircleResult& result, const std::vector<std::string>& variants) {
     CirclePanelText text;
     for (const auto& variant : variants) {
         const auto runs = runs_of(result, variant);
         if (runs.empty()) throw Error("no E3 run of variant '" + variant + "' to draw");
-        int merged = 0, ran_away = 0;
-        for (const auto* r : runs) merged += r->rollout.merge_step >= 0, ran_away += circle_run_diverged(*r);
-        std::vector<std::string> notes;
+        int merged = 0;
+        for (const auto* r : runs) merged += r->rollout.merge_step >= 0;
         if (runs.size() > 1) {
             text.titles.push_back(fmt::format("{}: {}/{} merged", variant, merged, runs.size()));
-            if (ran_away > 0) notes.push_back(fmt::format("{}/{} ran away", ran_away, runs.size()));
         } else {
             const CircleRun& r = *runs.front();
             text.titles.push_back(r.rollout.merge_step < 0 ? fmt::format("{}: no merge", variant)
                                                            : fmt::format("{}: merged at step {}", variant, r.rollout.merge_step));
-            if (ran_away > 0) notes.push_back(fmt::format("ran away after {} finite steps", r.rollout.finite_steps));
         }
-        text.notes.push_back(notes);
+        text.notes.push_back(circle_escape_notes(result, variant));
     }
     return text;
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <tuple>
 
+#include "rankscope/e3_circle.hpp"
 #include "rankscope/error.hpp"
 
 namespace rankscope {
@@ -669,8 +670,10 @@ std::vector<std::string> circle_plots(const std::string& csv, const std::string&
 // trajectories of several seeds follow each other in one CSV: the rows of the others (NaN here) must break a line,
 // not be skipped as `set datafile missing NaN` (the shared preamble) would, which joined one seed's end to the next
 // seed's start.
-const char* kCirclePreface = "unset datafile missing\nset xrange [-0.5:0.5]\nset yrange [-0.5:0.5]\nset xtics 0.25\nset ytics 0.25\n"
-                             "set format x '%g'\nset format y '%g'\nset xlabel 'x'\n";
+const std::string kCirclePreface = fmt::format("unset datafile missing\nset xrange [-{0}:{0}]\nset yrange [-{0}:{0}]\n"
+                                               "set xtics 0.25\nset ytics 0.25\nset format x '%g'\nset format y '%g'\n"
+                                               "set xlabel 'x'\n",
+                                               kCirclePlotLimit);  // circle_escape_notes names what leaves it
 
 // Lines of text at the top left inside a panel, one under the other ("unset label" first: a panel's labels are its own).
 std::string panel_labels(const std::vector<std::string>& lines) {

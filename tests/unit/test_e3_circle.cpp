@@ -126,6 +126,14 @@ TEST(E3Circle, PanelTextNamesMergesAndRunaways) {
     const CirclePanelText text = circle_panel_text(result, {"SAN", "SAN+skip", "SAN+MLP"});
     EXPECT_EQ(text.titles, (std::vector<std::string>{"SAN: 3/3 merged", "SAN+skip: 0/3 merged", "SAN+MLP: 0/3 merged"}));
     EXPECT_EQ(text.notes, (std::vector<std::vector<std::string>>{{}, {"2/3 ran away"}, {}}));
+    // A finite rollout beyond the axes, and a merged pair that then ran away (the figure's fixed ±0.5 hid both).
+    for (auto& r : result.runs) {
+        if (r.variant == "SAN+MLP" && r.seed == 3) r.trajectory[40][1].x = 0.624;
+        if (r.variant == "SAN" && r.seed == 4) r.rollout.finite_steps = 120;
+    }
+    const CirclePanelText escaped = circle_panel_text(result, {"SAN", "SAN+MLP"});
+    EXPECT_EQ(escaped.notes, (std::vector<std::vector<std::string>>{{"1/3 ran away after merging"},
+                                                                     {"1/3 left the plot (up to 0.624)"}}));
     // One seed: its own outcome.
     CircleResult one = synthetic(1e-5, 12, 0.005, 1);
     for (auto& r : one.runs)

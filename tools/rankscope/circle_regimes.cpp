@@ -63,6 +63,7 @@ void run_circle_regimes_command(const CircleRegimesOptions& options) {
             const CircleRates rates = circle_rates(r.result, variant, r.settings);
             notes.push_back({fmt::format("merged {}/{}", rates.merged, rates.seeds), fmt::format("on arcs {}/{}", rates.on_arcs, rates.seeds),
                              fmt::format("on circle {}/{}", rates.on_circle, rates.seeds)});
+            for (const auto& line : circle_escape_notes(r.result, variant)) notes.back().push_back(line);  // runaways, beyond the axes
         }
         for (const auto& run : r.result.runs)
             for (int token = 0; token < 2; ++token)  // grouped by token, then step: one connected line per trajectory
