@@ -480,12 +480,14 @@ Figure paths_effectiveness_figure(const std::string& task, const std::vector<std
                                "if (!exists('{0}_mean')) {0}_mean = NaN\n",
                                name, file(reference), only_if(text_is("metric", metric), csv_number("value")));
     figure.add_preface(preface);
-    std::vector<std::string> plots = {"whole_mean with lines lc rgb '#000000' lw 2 dt 2",
-                                      "majority_mean with lines lc rgb '#777777' lw 2 dt 3",
-                                      "by_position_mean with lines lc rgb '#777777' lw 2 dt 4"};
+    // The two input-blind levels can be equal (hull: 0.59 and 0.59): the per-position one is drawn first, wide and light,
+    // the majority class over it, thin and dark, so that both show where they coincide (two grey dash patterns hid one).
+    const std::string by_position_style = "with lines lc rgb '#c8c8c8' lw 6", majority_style = "with lines lc rgb '#555555' lw 2 dt 3";
+    std::vector<std::string> plots = {"by_position_mean " + by_position_style, "majority_mean " + majority_style,
+                                      "whole_mean with lines lc rgb '#000000' lw 2 dt 2"};
     figure.add_key_entry("whole model (measured)", "with lines lc rgb '#000000' lw 2 dt 2");
-    figure.add_key_entry("majority class (measured)", "with lines lc rgb '#777777' lw 2 dt 3");
-    figure.add_key_entry("most common label per position (measured)", "with lines lc rgb '#777777' lw 2 dt 4");
+    figure.add_key_entry("majority class (measured)", majority_style);
+    figure.add_key_entry("most common label per position (measured)", by_position_style);
     for (std::size_t i = 0; i < series.size(); ++i) {
         // Series side by side around each k so that their error bars do not hide each other.
         const double shift = (static_cast<double>(i) - (series.size() - 1) / 2.0) * 0.08;

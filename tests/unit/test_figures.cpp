@@ -213,6 +213,19 @@ TEST(Figures, TrainabilityCosineAxesReachNegativeCosines) {
     EXPECT_EQ(negative_ticks, 2u) << "a cosine axis stops above the data's −0.3";
 }
 
+// E4's two input-blind levels can be equal (hull: 0.59 and 0.59): the per-position line is drawn first, wide and light,
+// and the majority line over it in another style, so that both show (two grey dash patterns hid one).
+TEST(Figures, PathEffectivenessInputBlindLevelsStayVisibleWhenEqual) {
+    const std::string body = paths_effectiveness_figure("hull", {{"no", 5}}).body;
+    const auto by_position = body.find("by_position_mean with lines"), majority = body.find("majority_mean with lines");
+    ASSERT_NE(by_position, std::string::npos);
+    ASSERT_NE(majority, std::string::npos);
+    EXPECT_LT(by_position, majority);
+    const auto style_of = [&](std::size_t at) { return body.substr(at, body.find_first_of(",\n", at) - at); };
+    EXPECT_NE(style_of(by_position).find("lw 6"), std::string::npos) << style_of(by_position);
+    EXPECT_EQ(style_of(majority).find("lw 6"), std::string::npos) << style_of(majority);
+}
+
 // The key names the band with the number of samples, and names none at one sample (no std, no band drawn).
 TEST(Figures, ResidualKeyNamesTheBandOnlyOverSeveralSamples) {
     auto body = [](long samples) {
