@@ -81,8 +81,11 @@ std::string coinciding_series_style(std::size_t v);
 // names "X" for one head, "X/H=n" for n heads), one colour per architecture X; float64 floor.
 Figure theory_figure(const std::vector<std::string>& variants);
 // collapse_depth.svg of a theory sweep from collapse_depth_summary.csv (variant, heads, d_model, mean_depth, max_depth):
-// one panel per variant, x = heads (log 2), one colour per width d_model ("" = the grid does not vary it).
-Figure collapse_depth_figure(const std::vector<std::string>& variants, const std::vector<std::string>& d_models);
+// one panel per variant that collapsed somewhere (`panel_titles`: one per variant, e.g. "SAN+LN: 1 of 4 runs
+// collapsed"), x = heads (log 2, one range for every panel), one colour per width d_model ("" = the grid does not vary
+// it), coinciding widths told apart by coinciding_series_style; `never_collapsed` named in the figure's title.
+Figure collapse_depth_figure(const std::vector<std::string>& variants, const std::vector<std::string>& panel_titles,
+                             const std::vector<std::string>& d_models, const std::vector<std::string>& never_collapsed);
 // theory_bounds.svg from theory_summary.csv (variant, layer, residual_mean, bound_step_mean): measured (solid) and
 // the per-layer bound (dashed) for the variants with a bound.
 Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants);

@@ -528,26 +528,32 @@ Figure width_depth_figure(const std::string& task, const std::vector<std::pair<i
     return figure.build();
 }
 
-Figure collapse_depth_figure(const std::vector<std::string>& variants, const std::vector<std::string>& d_models) {
+Figure collapse_depth_figure(const std::vector<std::string>& variants, const std::vector<std::string>& panel_titles,
+                             const std::vector<std::string>& d_models, const std::vector<std::string>& never_collapsed) {
+    if (panel_titles.size() != variants.size()) throw Error("collapse_depth_figure: one title per variant");
     const std::string csv = "collapse_depth_summary.csv";
-    PanelFigure figure("collapse_depth", "Collapse depth of a theory sweep (first layer with relative residual < 1e-3)", 1,
-                       static_cast<int>(std::max<std::size_t>(1, variants.size())));
-    figure.add_preface("set logscale x 2\nset format x '%g'\nset xlabel 'heads H'\n" +
+    std::string title = "Collapse depth of a theory sweep (first layer with relative residual < 1e-3)";
+    if (!never_collapsed.empty()) title += fmt::format("; never collapsed: {}", fmt::join(never_collapsed, ", "));
+    PanelFigure figure("collapse_depth", title, 1, static_cast<int>(std::max<std::size_t>(1, variants.size())));
+    // One heads range for every panel (each panel's own autoscale put its points on the frame, [1:2] beside [1:4]).
+    figure.add_preface(fmt::format("undefine heads_*\nstats [*:*][*:*] {} using ({}) name 'heads' nooutput\n"
+                                   "set xrange [heads_min / 1.5:heads_max * 1.5]\n",
+                                   file(csv), csv_number("heads")) +
+                       "set logscale x 2\nset format x '%g'\nset xlabel 'heads H'\n" +
                        y_from_zero(csv, csv_number("max_depth"), 1, "depth"));
     for (std::size_t p = 0; p < variants.size(); ++p) {
         std::vector<std::string> plots;
         for (std::size_t i = 0; i < d_models.size(); ++i) {
             std::vector<std::string> conditions = {text_is("variant", variants[p])};
             if (!d_models[i].empty()) conditions.push_back(text_is("d_model", d_models[i]));
-            plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("heads"),
-                                        only_if(all_of(conditions), csv_number("mean_depth")), i + 1));
+            plots.push_back(fmt::format("{} using ({}):{} {}", file(csv), csv_number("heads"),
+                                        only_if(all_of(conditions), csv_number("mean_depth")), coinciding_series_style(i)));
         }
-        figure.add_panel("set title " + gnuplot_quote(variants[p]) + "\n" +
+        figure.add_panel("set title " + gnuplot_quote(panel_titles[p]) + "\n" +
                          ylabel("collapse depth (mean over collapsed runs)", p == 0) + join_plots(plots));
     }
     for (std::size_t i = 0; i < d_models.size(); ++i)
-        figure.add_key_entry(d_models[i].empty() ? "all runs" : "d = " + d_models[i],
-                             fmt::format("with linespoints lt {}", i + 1));
+        figure.add_key_entry(d_models[i].empty() ? "all runs" : "d = " + d_models[i], coinciding_series_style(i));
     return figure.build();
 }
 

@@ -226,6 +226,30 @@ TEST(Figures, PathEffectivenessInputBlindLevelsStayVisibleWhenEqual) {
     EXPECT_EQ(style_of(majority).find("lw 6"), std::string::npos) << style_of(majority);
 }
 
+// The theory sweep's collapse depths: each panel says how many runs collapsed, every panel spans the same heads, widths
+// that coincide are told apart, and variants that never collapsed are named (they had no panel and no word).
+TEST(Figures, CollapseDepthPanelsShareHeadsAndNameWhatNeverCollapsed) {
+    const fs::path dir = fresh_dir("collapse-depth");
+    const std::vector<std::string> columns = {"variant", "heads", "d_model", "runs", "collapsed", "mean_depth", "min_depth",
+                                              "max_depth", "threshold"};
+    write_csv(dir / "collapse_depth_summary.csv", columns,
+              {{"SAN", "1", "8", "1", "1", "3", "3", "3", "0.001"}, {"SAN", "4", "8", "1", "1", "3", "3", "3", "0.001"},
+               {"SAN", "1", "16", "1", "1", "3", "3", "3", "0.001"}, {"SAN", "4", "16", "1", "1", "3", "3", "3", "0.001"},
+               {"SAN+LN", "1", "8", "1", "0", "", "", "", "0.001"}, {"SAN+LN", "4", "16", "1", "1", "3", "3", "3", "0.001"}},
+              identity(columns.size()));
+    const Figure figure = collapse_depth_figure({"SAN", "SAN+LN"}, {"SAN: 4 of 4 runs collapsed", "SAN+LN: 1 of 2 runs collapsed"},
+                                                {"8", "16"}, {"SAN+skip"});
+    ASSERT_EQ(render_figure(dir, figure, "# test\n").size(), 3u);
+    const std::string svg = read_all(dir / "collapse_depth.svg");
+    EXPECT_NE(svg.find("SAN+LN: 1 of 2 runs collapsed"), std::string::npos);
+    EXPECT_NE(svg.find("never collapsed: SAN+skip"), std::string::npos);
+    // Both panels span heads 1 to 4 (the SAN+LN panel's own autoscale was [2:8] around its one point).
+    std::size_t fours = 0;
+    for (std::size_t at = 0; (at = svg.find(">4</tspan>", at)) != std::string::npos; ++at) ++fours;
+    EXPECT_EQ(fours, 2u);
+    EXPECT_NE(figure.body.find(coinciding_series_style(1)), std::string::npos);  // d = 16 over d = 8
+}
+
 // The key names the band with the number of samples, and names none at one sample (no std, no band drawn).
 TEST(Figures, ResidualKeyNamesTheBandOnlyOverSeveralSamples) {
     auto body = [](long samples) {
