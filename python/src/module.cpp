@@ -35,24 +35,34 @@ namespace {
 // rankscope.Error, created once at import and kept for the life of the process.
 PyObject* g_error_type = nullptr;
 
-// The library names some settings by their command-line flags ("(--tokens, --d-model)"); in Python they are keyword
-// arguments: "--d-model" becomes "d_model" where a flag starts a word (after a space, '(' or ',', or at the start).
-std::string python_setting_names(const std::string& text) {
+// The library names some settings by their command-line flags ("... (--tokens, --d-model)"); in Python they are
+// keyword arguments. The setting an error names (.where, and the message's closing "(where)") is given in Python's
+// spelling: "--d-model" becomes "d_model". The message's prose is the command line's, word for word.
+std::string python_setting_names(const std::string& where) {
     std::string out;
-    for (std::size_t i = 0; i < text.size();) {
-        const bool word_start = i == 0 || text[i - 1] == ' ' || text[i - 1] == '(' || text[i - 1] == ',';
-        if (word_start && text.compare(i, 2, "--") == 0 && i + 2 < text.size() && std::islower(static_cast<unsigned char>(text[i + 2]))) {
+    for (std::size_t i = 0; i < where.size();) {
+        const bool word_start = i == 0 || where[i - 1] == ' ' || where[i - 1] == ',';
+        if (word_start && where.compare(i, 2, "--") == 0 && i + 2 < where.size() &&
+            std::islower(static_cast<unsigned char>(where[i + 2]))) {
             std::size_t end = i + 2;
-            while (end < text.size() && (std::islower(static_cast<unsigned char>(text[end])) ||
-                                         std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '-'))
+            while (end < where.size() && (std::islower(static_cast<unsigned char>(where[end])) ||
+                                          std::isdigit(static_cast<unsigned char>(where[end])) || where[end] == '-'))
                 ++end;
-            for (std::size_t k = i + 2; k < end; ++k) out += text[k] == '-' ? '_' : text[k];
+            for (std::size_t k = i + 2; k < end; ++k) out += where[k] == '-' ? '_' : where[k];
             i = end;
             continue;
         }
-        out += text[i++];
+        out += where[i++];
     }
     return out;
+}
+
+std::string with_python_setting_names(const std::string& message, const std::string& where) {
+    const std::string suffix = " (" + where + ")";
+    if (where.empty() || message.size() < suffix.size() ||
+        message.compare(message.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return message;
+    return message.substr(0, message.size() - suffix.size()) + " (" + python_setting_names(where) + ")";
 }
 
 void translate_exceptions() {
@@ -66,7 +76,7 @@ void translate_exceptions() {
             switch (report.kind) {
                 case ErrorReport::BadInput: {
                     py::gil_scoped_acquire gil;
-                    py::object instance = py::handle(g_error_type)(python_setting_names(report.message));
+                    py::object instance = py::handle(g_error_type)(with_python_setting_names(report.message, report.where));
                     instance.attr("where") = python_setting_names(report.where);
                     PyErr_SetObject(g_error_type, instance.ptr());
                     return;
