@@ -98,8 +98,8 @@ bool circle_run_diverged(const CircleRun& run);
 // The circle figures draw x and y in [−kCirclePlotLimit, kCirclePlotLimit] (the arcs have radius 0.3).
 constexpr double kCirclePlotLimit = 0.5;
 // Lines for a figure panel about the rollouts of `variant` that its fixed axes cannot show: runaways ("2/3 ran away
-// (1 after merging)"; one seed: "ran away after 37 finite steps") and finite rollouts beyond the axes ("1/3 left the
-// plot (up to 0.624)"); empty when every rollout stayed finite and inside.
+// (1 after merging)"; one seed: "ran away after 37 finite steps", "then ran away ..." after a merge) and finite
+// rollouts beyond the axes ("1/3 left the plot (up to 0.624)"); empty when every rollout stayed finite and inside.
 std::vector<std::string> circle_escape_notes(const CircleResult& result, const std::string& variant);
 
 // The figure's words per variant (in `variants` order). Title: with several seeds the merges over all of them

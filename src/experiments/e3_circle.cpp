@@ -249,7 +249,9 @@ std::vector<std::string> circle_escape_notes(const CircleResult& result, const s
         const std::string merging = ran_away_merged == 0          ? ""
                                     : ran_away_merged == ran_away ? " after merging"
                                                                   : fmt::format(" ({} after merging)", ran_away_merged);
-        notes.push_back(one ? fmt::format("ran away{} after {} finite steps", merging, runs.front()->rollout.finite_steps)
+        // One seed: its title says whether it merged ("merged at step 14"), and "then" says the order.
+        notes.push_back(one ? fmt::format("{}ran away after {} finite steps", ran_away_merged ? "then " : "",
+                                          runs.front()->rollout.finite_steps)
                             : fmt::format("{}/{} ran away{}", ran_away, runs.size(), merging));
     }
     if (left > 0)

@@ -141,6 +141,10 @@ TEST(E3Circle, PanelTextNamesMergesAndRunaways) {
     const CirclePanelText single = circle_panel_text(one, {"SAN", "SAN+MLP"});
     EXPECT_EQ(single.titles, (std::vector<std::string>{"SAN: merged at step 12", "SAN+MLP: no merge"}));
     EXPECT_EQ(single.notes, (std::vector<std::vector<std::string>>{{}, {"ran away after 41 finite steps"}}));
+    for (auto& r : one.runs)
+        if (r.variant == "SAN") r.rollout.finite_steps = 90;  // merged at step 12, then ran away
+    EXPECT_EQ(circle_panel_text(one, {"SAN"}).notes,
+              (std::vector<std::vector<std::string>>{{"then ran away after 90 finite steps"}}));
     EXPECT_THROW(circle_panel_text(one, {"SAN+LN"}), Error);
 }
 
