@@ -208,11 +208,8 @@ void throw_missing(const std::vector<std::string>& missing, const std::string& s
     throw Error(fmt::format("{} tensor{} missing: {}", missing.size(), missing.size() == 1 ? "" : "s", list), source);
 }
 
-// The tensors that carry every large size of the config, by architecture (checkpoint names, without the task-head
-// prefix): the token (and position) embeddings, and in the first and the last layer the MLP's input weight and the
-// query weight. If they match, what the model allocates is about what the checkpoint holds.
-// "encoder.layer." (BERT), "layer." (XLNet), "h." (GPT-2), "layers." (the Llama family); nullptr for ALBERT, whose
-// one shared layer is stored once.
+// "encoder.layer." (BERT), "layer." (XLNet), "h." (GPT-2), "layers." (the Llama family): layer l's tensors are
+// "<list><l>.<name>"; nullptr for ALBERT, whose one shared layer is stored once.
 const char* layer_list_of(const std::string& model_type) {
     if (model_type == "bert") return "encoder.layer.";
     if (model_type == "albert") return nullptr;
@@ -221,6 +218,9 @@ const char* layer_list_of(const std::string& model_type) {
     return "layers.";
 }
 
+// The tensors that carry every large size of the config, by architecture (checkpoint names, without the task-head
+// prefix): the token (and position) embeddings, and in the first and the last layer the MLP's input weight and the
+// query weight. If they match, what the model allocates is about what the checkpoint holds.
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(const HfConfig& c) {
     const std::int64_t vocab = c.vocab_size, h = c.hidden_size, e = c.embedding_size > 0 ? c.embedding_size : h,
                        inner = c.intermediate_size, positions = c.max_position_embeddings, heads = c.heads,

@@ -338,8 +338,6 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
     // One y range for all panels: from 0 to the top of the highest band (never clipped).
     figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
                        y_from_zero(csv, csv_number("mean") + " + " + csv_spread("std"), 1.05, "res"));
-    // Variants may coincide (SAN and SAN+MLP both sit at ≈0 from layer 1 at init).
-    auto line_style = coinciding_series_style;
     for (std::size_t k = 0; k < weight_kinds.size(); ++k) {
         std::vector<std::string> bands, lines;
         for (std::size_t v = 0; v < variants.size(); ++v) {
@@ -348,14 +346,14 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
                                         only_if(is, csv_number("mean") + " - " + csv_spread("std")),
                                         only_if(is, csv_number("mean") + " + " + csv_spread("std")), v + 1));
             lines.push_back(fmt::format("{} using ({}):{} {}", file(csv), csv_number("layer"), only_if(is, csv_number("mean")),
-                                        line_style(v)));
+                                        coinciding_series_style(v)));  // SAN and SAN+MLP may coincide
         }
         bands.insert(bands.end(), lines.begin(), lines.end());
         figure.add_panel("set title " + gnuplot_quote(weight_kinds[k] == "init" ? "random init" : weight_kinds[k]) +
                          "\nset xlabel 'layer'\n" + ylabel("relative residual (composite, mean centre)", k == 0) +
                          join_plots(bands));
     }
-    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(titles[v], line_style(v));
+    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(titles[v], coinciding_series_style(v));
     // One sample has no std (nan): no band is drawn, so the key names none.
     if (samples > 1) figure.add_key_entry(fmt::format("± 1 std over {} samples", samples), "with filledcurves lc rgb '#000000'");
     return figure.build();
