@@ -12,7 +12,7 @@
 //             −Σ_j P_ij ln P_ij / ln n   (1 = uniform, 0 = one-hot), the relative residual r_l = ‖res(X_l)‖/‖X_l‖
 //             (composite norm, mean centre) and the mean pairwise token cosine of X_l.
 //   theory    layer 1 sees i.i.d. Gaussian tokens: the logits of one query row are ≈ i.i.d. N(0, σ²) with σ ≈ s², so
-//             (random energy model) Ĥ_1 ≈ 1 − s⁴/(2 ln n) while s⁴ ≪ 2 ln n, and attention freezes onto a few keys
+//             (random energy model) Ĥ_1 ≈ 1 − s⁴(1 − 1/n)/(2 ln n) while s⁴ ≪ 2 ln n, and attention freezes onto a few keys
 //             as σ passes √(2 ln n), i.e. at s_c = (2 ln n)^{1/4}.
 #include <cstdint>
 #include <string>
