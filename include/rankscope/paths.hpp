@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,16 @@ struct PathProductSample {
     // composite value above can exceed 1: SVD₁ is the best rank-1 matrix in the Frobenius and spectral norms only.
     double relative_residual_frobenius = 0;
 };
-// patterns[l]: [B, H, n, n] attention of layer l. For k = 1..L, `draws` times: k distinct layers, one random head
+// What sample_path_products takes, checked: every patterns[l] a finite float [B, H, n, n] tensor of patterns[0]'s
+// shape, each real token's row (every row without a mask) ≥ 0 and summing to 1 within the rounding of a softmax over
+// n keys (max(1e-4, n·eps) of the stored dtype), and `attention_mask`, when defined, a [B, n] tensor of 0 and 1.
+// Errors name `where_of(l)` (the pattern's file and tensor, or Python's "patterns[1]") and the row. Other matrices
+// were sampled as if they were attention: NaN rows gave a relative residual of 0, products of matrices that are
+// not attention measure nothing the paper speaks of.
+void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at::Tensor& attention_mask,
+                              const std::function<std::string(std::size_t)>& where_of, const std::string& mask_where);
+
+// patterns[l]: [B, H, n, n] attention of layer l (check_attention_patterns first). For k = 1..L, `draws` times: k distinct layers, one random head
 // each, a random batch item; the product in FORWARD order (later layers on the left). With `attention_mask` [B, n]
 // (1 = real token), each pattern is restricted to the sample's real tokens (rows and columns) before the product.
 std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,

@@ -260,6 +260,8 @@ void bind_networks(py::module_& m) {
             }
             at::Tensor mask;
             if (!attention_mask.is_none()) mask = tensor_view(array_of(attention_mask, "attention_mask"), "attention_mask").to(at::kLong);
+            check_attention_patterns(tensors, mask, [](std::size_t l) { return "patterns[" + std::to_string(l) + "]"; },
+                                     "attention_mask");
             std::vector<PathProductSample> samples;
             {
                 py::gil_scoped_release release;

@@ -292,3 +292,27 @@ def test_path_products_equal_the_command_and_numpy(tmp_path, rng):
         np.testing.assert_allclose(table["relative_residual_frobenius"][row],
                                    np.linalg.norm(product_matrix - rank1) / np.linalg.norm(product_matrix), rtol=1e-9,
                                    atol=1e-13)
+
+
+def test_path_products_take_attention_patterns_only():
+    """sample_path_products checks its patterns as `paths sample --patterns` does: NaN rows gave relative residuals of
+    0, rows that are not attention were sampled, a mask of the wrong shape was accepted, and layers of different n
+    failed inside libtorch ("mat1 and mat2 shapes cannot be multiplied")."""
+    uniform = np.full((2, 1, 4, 4), 0.25)
+    nan = uniform.copy()
+    nan[0, 0, 1, 2] = np.nan
+    doubled = uniform.copy()
+    doubled[1, 0, 3] *= 2
+    for patterns, mask, message in [
+            ([uniform, nan], None, r"^has NaN or Inf entries \(patterns\[1\]\)$"),
+            ([np.full((1, 1, 4, 4), np.nan)], None, r"^has NaN or Inf entries \(patterns\[0\]\)$"),
+            ([uniform, doubled], None, r"^row 3 of head 0 of sample 1 is not an attention row \(sum 2, .*\(patterns\[1\]\)$"),
+            ([np.ones((1, 1, 4, 4))], None, r"not an attention row \(sum 4,"),
+            ([uniform], np.ones((2, 3)), r"^shape \[2, 3\] is not the patterns' \[batch, n\] = \[2, 4\] \(attention_mask\)$"),
+            ([uniform, np.full((2, 1, 5, 5), 0.2)], None,
+             r"^shape \[2, 1, 5, 5\] differs from the first layer's \[2, 1, 4, 4\] \(patterns\[1\]\)$")]:
+        with pytest.raises(rs.Error, match=message):
+            rs.sample_path_products(patterns, draws=2, attention_mask=mask)
+    # A padded token's row is not checked (the command's rule): here row 3 of sample 1 is padding.
+    mask = np.array([[1, 1, 1, 1], [1, 1, 1, 0]])
+    assert len(rs.sample_path_products([uniform, doubled], draws=2, attention_mask=mask)["length"]) == 4

@@ -1,6 +1,7 @@
 #include "rankscope/paths.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -106,6 +107,56 @@ const std::vector<NamedArchitecture>& known_architectures() {
         {"ViT-H", 32, 16},     {"T5-3B", 24, 32},     {"T5-11B", 24, 128},  {"GPT-3", 96, 96},
         {"DeiT-T", 12, 3}};
     return table;
+}
+
+void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at::Tensor& attention_mask,
+                              const std::function<std::string(std::size_t)>& where_of, const std::string& mask_where) {
+    if (patterns.empty()) throw Error("no attention patterns to sample paths from", where_of(0));
+    const auto shape = patterns[0].sizes();
+    for (std::size_t l = 0; l < patterns.size(); ++l) {
+        const at::Tensor& p = patterns[l];
+        if (p.dim() != 4 || p.size(2) != p.size(3) || !at::isFloatingType(p.scalar_type()))
+            throw Error("expected a float [batch, heads, n, n] tensor", where_of(l));
+        if (p.sizes() != shape)
+            throw Error(fmt::format("shape [{}] differs from the first layer's [{}]", fmt::join(p.sizes(), ", "),
+                                    fmt::join(shape, ", ")),
+                        where_of(l));
+    }
+    if (attention_mask.defined()) {
+        if (attention_mask.dim() != 2 || attention_mask.size(0) != shape[0] || attention_mask.size(1) != shape[2])
+            throw Error(fmt::format("shape [{}] is not the patterns' [batch, n] = [{}, {}]",
+                                    fmt::join(attention_mask.sizes(), ", "), shape[0], shape[2]),
+                        mask_where);
+        if (((attention_mask != 0) & (attention_mask != 1)).any().item<bool>())
+            throw Error("entries other than 0 and 1", mask_where);
+        const at::Tensor real_per_sample = attention_mask.ne(0).sum(1);
+        if (real_per_sample.min().item<std::int64_t>() < 1)
+            throw Error(fmt::format("sample {} has no real token", real_per_sample.argmin().item<std::int64_t>()), mask_where);
+    }
+    // Each real token's row is a softmax row: ≥ 0, summing to 1 within the rounding of n terms in the stored dtype.
+    for (std::size_t l = 0; l < patterns.size(); ++l) {
+        const at::Tensor& p = patterns[l];
+        if (!torch::isfinite(p).all().item<bool>()) throw Error("has NaN or Inf entries", where_of(l));
+        const double eps = p.scalar_type() == torch::kDouble ? 2.220446049250313e-16
+                           : p.scalar_type() == torch::kFloat ? 1.1920929e-7
+                           : p.scalar_type() == torch::kBFloat16 ? 7.8125e-3
+                                                                 : 9.765625e-4;  // float16
+        const double tolerance = std::max(1e-4, static_cast<double>(p.size(-1)) * eps);
+        const at::Tensor real = attention_mask.defined()
+                                    ? attention_mask.ne(0).unsqueeze(1).expand({p.size(0), p.size(1), p.size(2)})
+                                    : torch::ones({p.size(0), p.size(1), p.size(2)}, torch::kBool);
+        const at::Tensor values = p.to(torch::kDouble);
+        const at::Tensor bad = (((values.sum(-1) - 1).abs() > tolerance) | (values < -tolerance).any(-1)) & real;
+        if (bad.any().item<bool>()) {
+            const at::Tensor at = bad.nonzero()[0];
+            const std::int64_t b = at[0].item<std::int64_t>(), h = at[1].item<std::int64_t>(), q = at[2].item<std::int64_t>();
+            throw Error(fmt::format("row {} of head {} of sample {} is not an attention row (sum {:.6g}, smallest entry "
+                                    "{:.6g}; rows must be >= 0 and sum to 1 within {:.3g})",
+                                    q, h, b, values[b][h][q].sum().item<double>(), values[b][h][q].min().item<double>(),
+                                    tolerance),
+                        where_of(l));
+        }
+    }
 }
 
 std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor>& patterns, int draws,

@@ -149,28 +149,10 @@ StoredPatterns load_patterns(const std::string& path) {
     }
     const auto& first = stored.patterns[0];
     stored.attention_mask = read_attention_mask(file, {first.size(0), first.size(2)});
-    // Attention patterns: each real token's row (every row without a mask) is ≥ 0 and sums to 1, within float
-    // rounding of a softmax over n keys (1e-4, or n·eps of the stored dtype when larger). Other matrices were sampled
-    // as if they were attention (their products measure nothing the paper speaks of).
-    for (std::size_t l = 0; l < stored.patterns.size(); ++l) {
-        const at::Tensor& p = stored.patterns[l];
-        const std::string where = path + ":" + block_hook(static_cast<int>(l), "attn.hook_pattern");
-        if (!torch::isfinite(p).all().item<bool>()) throw Error("has NaN or Inf entries", where);
-        const double eps = p.scalar_type() == torch::kFloat ? 1.1920929e-7 : 2.220446049250313e-16;
-        const double tolerance = std::max(1e-4, static_cast<double>(p.size(-1)) * eps);
-        const at::Tensor real = stored.attention_mask.defined()
-                                    ? stored.attention_mask.ne(0).unsqueeze(1).expand({p.size(0), p.size(1), p.size(2)})
-                                    : torch::ones({p.size(0), p.size(1), p.size(2)}, torch::kBool);
-        const at::Tensor bad = (((p.sum(-1) - 1).abs() > tolerance) | (p < -tolerance).any(-1)) & real;
-        if (bad.any().item<bool>()) {
-            const at::Tensor at = bad.nonzero()[0];
-            const std::int64_t b = at[0].item<std::int64_t>(), h = at[1].item<std::int64_t>(), q = at[2].item<std::int64_t>();
-            throw Error(fmt::format("row {} of head {} of sample {} is not an attention row (sum {:.6g}, smallest entry "
-                                    "{:.6g}; rows must be >= 0 and sum to 1 within {:.3g})",
-                                    q, h, b, p[b][h][q].sum().item<double>(), p[b][h][q].min().item<double>(), tolerance),
-                        where);
-        }
-    }
+    check_attention_patterns(
+        stored.patterns, stored.attention_mask,
+        [&](std::size_t l) { return path + ":" + block_hook(static_cast<int>(l), "attn.hook_pattern"); },
+        path + ":attention_mask");
     return stored;
 }
 
