@@ -66,7 +66,9 @@ std::string with_python_setting_names(const std::string& message, const std::str
 }
 
 void translate_exceptions() {
-    py::register_exception_translator([](std::exception_ptr pointer) {
+    // Local: tried before the global translators, so that torch's (registered when torch is imported after rankscope)
+    // does not turn libtorch's out-of-memory into a bare RuntimeError for the calls of this module.
+    py::register_local_exception_translator([](std::exception_ptr pointer) {
         try {
             if (pointer) std::rethrow_exception(pointer);
         } catch (const py::builtin_exception&) {

@@ -410,3 +410,19 @@ def test_an_array_that_cannot_be_copied_raises_instead_of_crashing_python():
         net._engine.load_parameters({"blocks.0.attn.W_Q": "text"})
     with pytest.raises(MemoryError):
         rs._rankscope.run_theory(rs.SanConfig(layers=1, heads=1, d_model=4), 1, 1, 0, huge, False, "cpu")
+
+
+def test_out_of_memory_is_memory_error_whichever_module_was_imported_first():
+    """torch registers its own exception translators when imported: imported after rankscope, they turned libtorch's
+    allocation failure inside rankscope into a bare RuntimeError ("[enforce fail at alloc_cpu.cpp:127] ..."). The
+    process starts fresh, so that the order is the one under test."""
+    import subprocess
+    import sys
+    script = ("import rankscope as rs, torch\n"
+              "try:\n"
+              "    rs.San(rs.SanConfig(layers=1, d_model=100000, heads=1))\n"
+              "except MemoryError as e:\n"
+              "    print('MemoryError', e)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("MemoryError out of memory: "), result.stdout
