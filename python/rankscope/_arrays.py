@@ -35,6 +35,15 @@ def names(value: Any, name: str) -> Any:
     return listed
 
 
+def values(value: Any, name: str) -> list:
+    """A list of numbers from a list or tuple, or from one number: depths=4 is [4] (it was "'int' object is not
+    iterable"). An empty list is an error naming the setting."""
+    listed = [value] if isinstance(value, numbers.Number) else list(value)
+    if not listed:
+        raise error(f"no {name} given", name)
+    return listed
+
+
 def _torch_tensor_type():
     torch = sys.modules.get("torch")  # a torch tensor can only exist once torch is imported
     return torch.Tensor if torch is not None else None

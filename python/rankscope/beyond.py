@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import _rankscope
-from ._arrays import check_count, check_range
+from ._arrays import check_count, check_range, names, values
 from ._tables import as_table
 from .findings import Findings
 
@@ -37,11 +37,12 @@ def run_trainability(depths: Sequence[int] = (2, 4, 8, 16, 32, 64), layer_norms:
     """Post-LN and pre-LN blocks (attention + ReLU MLP, both skips scaled by α = 1 or 1/√L) at every depth, float64,
     on random tokens with a linear read-out loss: the mean token cosine per layer and the Frobenius norms of the
     gradients of W_Q, W_K and W_V of every layer. About 8 s at the defaults on 2 cores."""
+    depths = values(depths, "depths")
     for depth in depths:
         check_count(depth, 1, 256, "depths")
     _check_sizes(d_model, heads, tokens, samples, seeds, seed)
-    result = _rankscope.run_trainability(list(depths), list(layer_norms), list(scalings), d_model, heads, tokens, samples,
-                                         seeds, seed)
+    result = _rankscope.run_trainability(depths, names(layer_norms, "layer_norms"), names(scalings, "scalings"), d_model,
+                                         heads, tokens, samples, seeds, seed)
     return TrainabilityRun(layers=as_table(result["layers"], frame), runs=as_table(result["runs"], frame),
                            summary=as_table(result["summary"], frame), findings=result["findings"])
 
@@ -63,13 +64,14 @@ def run_failure_modes(query_key_scales: Sequence[float] = (0.25, 0.35, 0.5, 0.71
     """W_Q, W_K ~ N(0, s²/d) for each scale s; pure attention ("SAN") and post-LN blocks with MLP and skips
     ("transformer"); every layer's normalised attention entropy, relative residual and token cosine, float64. About
     3 s at the defaults on 2 cores."""
+    query_key_scales = values(query_key_scales, "query_key_scales")
     for scale in query_key_scales:
         check_range(scale, 0, 100, "query_key_scales", low_open=True)
     check_count(layers, 1, 256, "layers")
     _check_sizes(d_model, heads, tokens, samples, seeds, seed)
     check_range(entropy_threshold, 0, 1, "entropy_threshold", low_open=True)
     check_range(rank_threshold, 0, 1, "rank_threshold", low_open=True)
-    result = _rankscope.run_failure_modes([float(s) for s in query_key_scales], list(variants), layers, d_model, heads,
+    result = _rankscope.run_failure_modes([float(s) for s in query_key_scales], names(variants, "variants"), layers, d_model, heads,
                                           tokens, samples, seeds, seed, entropy_threshold, rank_threshold)
     return FailureModesRun(rows=as_table(result["rows"], frame), summary=as_table(result["summary"], frame),
                            freezing_scale=result["freezing_scale"], findings=result["findings"])

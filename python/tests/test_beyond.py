@@ -6,6 +6,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 import rankscope as rs
 from conftest import assert_table_equals_csv, run_cli
@@ -74,3 +75,18 @@ def test_failure_modes_summary_is_the_mean_over_seeds_and_its_regimes_follow_the
         rank, flat = residual < 1e-2, entropy < 0.3
         expected = "both" if rank and flat else "rank collapse" if rank else "entropy collapse" if flat else "neither"
         assert summary["regime"][i] == expected
+
+
+def test_one_name_or_number_stands_for_a_list_of_one():
+    """README: a list of names takes one name as a string. variants="SAN" ran as ["S", "A", "N"] ("unknown variant
+    'S'"), layer_norms="pre" likewise, and depths=4 was "'int' object is not iterable"."""
+    small = dict(d_model=8, heads=2, tokens=4, samples=1, seeds=1)
+    one = rs.run_trainability(depths=2, layer_norms="pre", scalings="plain", **small)
+    listed = rs.run_trainability(depths=[2], layer_norms=["pre"], scalings=["plain"], **small)
+    np.testing.assert_array_equal(one.layers["input_cosine"], listed.layers["input_cosine"])
+    one = rs.run_failure_modes(query_key_scales=0.5, variants="SAN", layers=2, **small)
+    listed = rs.run_failure_modes(query_key_scales=[0.5], variants=["SAN"], layers=2, **small)
+    np.testing.assert_array_equal(one.rows["relative_residual"], listed.rows["relative_residual"])
+    assert set(one.rows["variant"]) == {"SAN"}
+    with pytest.raises(rs.Error, match=r"^no depths given \(depths\)$"):
+        rs.run_trainability(depths=[], **small)
