@@ -245,6 +245,6 @@ def measure(x: Any, centers: Optional[Sequence[str]] = None, rank_tol: Optional[
     columns, exact_skipped = _rankscope.measure(array, names(centers, "centers") or [], _rank_tol(rank_tol),
                                                 _stored_epsilon(x, array), allow_nonfinite, "x")
     if exact_skipped:
-        warnings.warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} entries; "
-                      "ask for it with centers=['mean', 'median', 'exact', 'rank1']", stacklevel=2)
+        warnings.warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} entries "
+                      "(64 x 64): its linear program would take minutes to hours", stacklevel=2)
     return as_table(columns, frame)

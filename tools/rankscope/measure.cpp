@@ -52,8 +52,9 @@ void run_measure(const MeasureOptions& options) {
     const MeasureArrayResult result = measure_array(array.view(), measure_options, where);
     const auto& per_matrix = result.matrices;
     const std::string exact_note =
-        result.exact_skipped ? fmt::format("note: the exact centre (an LP) is skipped for matrices above {} entries; "
-                                           "ask for it with --centers mean,median,exact,rank1",
+        // No advice to ask for it: above the default limit --centers exact is refused too (the limits are one).
+        result.exact_skipped ? fmt::format("note: the exact centre (an LP) is skipped for matrices above {} entries "
+                                           "(64 x 64): its linear program would take minutes to hours",
                                            kExactDefaultLimit)
                              : "";
 
