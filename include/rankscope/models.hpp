@@ -67,6 +67,8 @@ bool is_decoder(const HfConfig& config);
 // each), for random-init runs without a download. Throws for other names.
 HfConfig builtin_hf_config(const std::string& name);
 bool is_builtin_hf_config(const std::string& name);
+// Their names: bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa.
+const std::vector<std::string>& builtin_hf_config_names();
 // Whether a --model argument means the built-in configuration: a built-in name, unless a folder of that name here holds
 // a config.json (a checkpoint: read first, as Hugging Face's from_pretrained does). A folder without one — an --out
 // folder called gpt2 — does not hide the built-in.

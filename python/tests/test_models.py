@@ -208,12 +208,21 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
     with pytest.raises(rs.Error, match=r"^has NaN or Inf entries \(encoder\.layer\.1\.attention\.output\.dense\.weight\)$"):
         model.forward(ids)
     # The same messages as the command line.
-    assert cli_error("model", "--model", "/nonexistent", "--weights", "init") == \
-        "cannot open config file: No such file or directory (/nonexistent/config.json)"
+    # A name that is no folder says what a model argument takes (it said "cannot open config file: ... (bert-large-
+    # cased/config.json)"); a folder without config.json names the file.
+    unknown = ("no such model folder, and not a built-in configuration (bert-base-cased, albert-base-v2, xlnet-base-cased, "
+               "gpt2, llama-12l, llama-gqa) or use-lite: point it at a downloaded Hugging Face folder (bert-large-cased)")
+    assert cli_error("model", "--model", "bert-large-cased", "--weights", "init") == unknown
     with pytest.raises(rs.Error) as raised:
-        rs.run_model("/nonexistent", weights="init")
-    assert str(raised.value) == "cannot open config file: No such file or directory (/nonexistent/config.json)"
-    assert raised.value.where == "/nonexistent/config.json"
+        rs.load_model("bert-large-cased")
+    assert str(raised.value) == unknown and raised.value.where == "bert-large-cased"
+    (tmp_path / "empty").mkdir()
+    empty_config = f"cannot open config file: No such file or directory ({tmp_path / 'empty' / 'config.json'})"
+    assert cli_error("model", "--model", tmp_path / "empty", "--weights", "init") == empty_config
+    with pytest.raises(rs.Error) as raised:
+        rs.run_model(tmp_path / "empty", weights="init")
+    assert str(raised.value) == empty_config
+    assert raised.value.where == str(tmp_path / "empty" / "config.json")
     message = cli_error("model", "--model", "bert-base-cased", "--weights", "both")
     with pytest.raises(rs.Error) as raised:
         rs.run_model("bert-base-cased")

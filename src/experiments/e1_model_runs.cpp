@@ -2,6 +2,7 @@
 // run over weights kinds, the finiteness checks and the tables written. The command line and the Python module both
 // call these, so their tables are the same.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -33,6 +34,13 @@ ModelSource resolve_model_source(const std::string& argument) {
         (void)std::filesystem::status(argument, error);
         if (error && error != std::errc::no_such_file_or_directory)
             throw Error("cannot open the model folder: " + error.message(), argument);
+        // A name that is no folder: say what --model takes (it said "cannot open config file: No such file or
+        // directory (bert-large-cased/config.json)").
+        if (error == std::errc::no_such_file_or_directory)
+            throw Error(fmt::format("no such model folder, and not a built-in configuration ({}) or use-lite: point it "
+                                    "at a downloaded Hugging Face folder",
+                                    fmt::join(builtin_hf_config_names(), ", ")),
+                        argument);
     }
     if (!is_builtin_hf_config(argument) && is_use_lite(argument)) {
         source.kind = ModelSource::UseLite;

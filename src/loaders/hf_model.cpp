@@ -29,9 +29,15 @@ bool is_floating(DType dtype) {
 
 }  // namespace
 
+const std::vector<std::string>& builtin_hf_config_names() {
+    static const std::vector<std::string> names = {"bert-base-cased", "albert-base-v2", "xlnet-base-cased",
+                                                   "gpt2",            "llama-12l",      "llama-gqa"};
+    return names;
+}
+
 bool is_builtin_hf_config(const std::string& name) {
-    return name == "bert-base-cased" || name == "albert-base-v2" || name == "xlnet-base-cased" || name == "gpt2" ||
-           name == "llama-12l" || name == "llama-gqa";
+    const auto& names = builtin_hf_config_names();
+    return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 bool names_builtin_hf_config(const std::string& argument) {
