@@ -6,8 +6,9 @@ C++ engine of the `rankscope` command line. See README.md, "Python".
     rs.relative_residual(hidden, attention_mask=mask)   # a padded batch: each sample over its real tokens
     rs.measure(hidden, frame=True)                # every measure, as `rankscope measure` (a DataFrame)
     run = rs.run_theory(layers=6, seeds=2)        # the SAN laboratory: run.rows, run.findings.checks
-    run = rs.run_model("tests/fixtures/bert-tiny", samples=8, tokens=32)   # E1/E2: run.residual, run.paths
-                                                  # (the path is relative to the repository's root)
+    run = rs.run_model("models/all-MiniLM-L6-v2", samples=8, tokens=32)   # E1/E2: run.residual, run.paths
+                                                  # (a Hugging Face folder; make deps installs this one under the
+                                                  # repository's models/; a relative path is from the working directory)
     rs.path_counts().table                        # E6
     rs.run_trainability().findings                # beyond the paper: Noci et al. 2022 (query/key gradients at init)
     rs.run_failure_modes().summary                # beyond the paper: rank vs entropy collapse over the query/key scale

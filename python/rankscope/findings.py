@@ -18,6 +18,6 @@ def read_findings(path: "str | os.PathLike[str]") -> Findings:
 
 
 def verdicts(findings: Sequence[Findings], frame: bool = False) -> Any:
-    """verdicts.csv's columns (experiment, subject, claim, paper, measured, criterion, verdict, settings) for any
-    number of findings."""
+    """verdicts.csv's columns (experiment, subject, claim, paper, measured, criterion, verdict, settings, basis) for
+    any number of findings."""
     return as_table(_rankscope.verdicts_table(list(findings)), frame)

@@ -3,7 +3,9 @@ and Qwen2 from a Hugging Face folder (config.json + model.safetensors or a shard
 Universal Sentence Encoder lite ("use-lite"), or a built-in configuration (bert-base-cased, albert-base-v2,
 xlnet-base-cased, gpt2, llama-12l, llama-gqa: random init only).
 
->>> run = run_model("tests/fixtures/bert-tiny", samples=8, tokens=32)
+>>> run = run_model("models/all-MiniLM-L6-v2", samples=8, tokens=32)   # a folder, from the working directory
+(tests/fixtures/bert-tiny is a test fixture: its 64-word vocabulary makes every word of real text [UNK], so every
+sample is the same and the E1 std is 0.)
 >>> run.residual          # residual.csv: model, weights, variant, layer, norm, center, mean, std, min, max, n
 >>> run.findings.checks   # the E1/E2 claims with computed verdicts
 """

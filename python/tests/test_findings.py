@@ -28,6 +28,9 @@ def test_findings_and_verdicts_equal_the_commands_files(tmp_path):
     assert {c.basis for c in e6.checks} == {"computation"}
     both = rs.verdicts([e6, theory], frame=True)
     assert list(both["experiment"].unique()) == ["E6", "theory"]
+    # The docstring lists the columns there are (it left out basis).
+    documented = rs.verdicts.__doc__.split("(", 1)[1].split(")", 1)[0]
+    assert documented.split(", ") == list(both.columns)
     assert set(both["verdict"]) <= {"reproduced", "not reproduced", "not comparable at these settings"}
 
 
