@@ -92,9 +92,16 @@ py::array library_batched(const py::array& array, BatchedFunction fn, bool one_m
     return to_numpy(result.reshape(batch_shape));
 }
 
+// measure(centers=[...]): an unknown name is said of `centers`, the argument given (parse_center says "center").
 std::vector<Center> parse_centers(const std::vector<std::string>& names) {
     std::vector<Center> centers;
-    for (const auto& name : names) centers.push_back(parse_center(name));
+    for (const auto& name : names) {
+        try {
+            centers.push_back(parse_center(name));
+        } catch (const Error& e) {
+            throw Error(e.what(), "centers");
+        }
+    }
     return centers;
 }
 

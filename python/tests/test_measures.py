@@ -353,6 +353,10 @@ def test_errors_carry_the_command_lines_messages(tmp_path):
             call()
         assert raised.value.where == where, (str(raised.value), where)
         assert str(raised.value).endswith(f" ({where})")
+    # measure's argument is `centers` (the single-matrix functions' is `center`).
+    with pytest.raises(rs.Error) as raised:
+        rs.measure(np.ones((3, 3)), centers=["mean", "foo"])
+    assert raised.value.where == "centers" and str(raised.value).startswith("unknown centre 'foo'")
     assert cli_error("measure", tmp_path / "nan.npy", "--rank-tol", "2") == "2 is outside [0, 1] (--rank-tol)"
     with pytest.raises(rs.Error, match=r"^2 is outside \[0, 1\] \(rank_tol\)$"):
         rs.measure(np.ones((3, 3)), rank_tol=2)
