@@ -92,6 +92,14 @@ py::array library_batched(const py::array& array, BatchedFunction fn, bool one_m
     return to_numpy(result.reshape(batch_shape));
 }
 
+// An exact centre of matrices too large for its LP, refused naming the argument (x) before any work: the library's
+// check names no argument.
+void check_exact_size(const py::array& x, Center center, Norm norm) {
+    // Only linf and composite need the LP (l1's exact centre is the median, frobenius' the mean): exact_center's rule.
+    if (center != Center::Exact || (norm != Norm::LInf && norm != Norm::Composite) || x.ndim() < 2) return;
+    check_exact_center_size(x.shape(x.ndim() - 2), x.shape(x.ndim() - 1), "exact " + to_string(norm) + " centre", "x");
+}
+
 // measure(centers=[...]): an unknown name is said of `centers`, the argument given (parse_center says "center").
 std::vector<Center> parse_centers(const std::vector<std::string>& names) {
     std::vector<Center> centers;
@@ -127,6 +135,7 @@ void bind_measures(py::module_& m) {
         [](const py::array& x, const std::string& norm, const std::string& center) {
             const Norm parsed_norm = parse_norm(norm);
             const Center parsed_center = parse_center(center);
+            check_exact_size(x, parsed_center, parsed_norm);
             return library_batched(
                 x, [&](const at::Tensor& t) { return batched_residual_norm(t, parsed_norm, parsed_center); },
                 parsed_center == Center::Exact);
@@ -137,6 +146,7 @@ void bind_measures(py::module_& m) {
         [](const py::array& x, const std::string& norm, const std::string& center) {
             const Norm parsed_norm = parse_norm(norm);
             const Center parsed_center = parse_center(center);
+            check_exact_size(x, parsed_center, parsed_norm);
             return library_batched(
                 x, [&](const at::Tensor& t) { return batched_relative_residual(t, parsed_norm, parsed_center); },
                 parsed_center == Center::Exact);
@@ -147,6 +157,7 @@ void bind_measures(py::module_& m) {
         [](const py::array& array, const std::string& norm, const std::string& center) {
             const Norm parsed_norm = parse_norm(norm);
             const Center parsed_center = parse_center(center);
+            check_exact_size(array, parsed_center, parsed_norm);
             const at::Tensor x = checked_batch(array, "x");
             return to_numpy(per_item(x, {x.size(-2), x.size(-1)}, [&](const Matrix& item, double* out) {
                 Eigen::Map<Matrix>(out, item.rows(), item.cols()) = residual(item, parsed_norm, parsed_center);
@@ -159,6 +170,7 @@ void bind_measures(py::module_& m) {
             const Norm parsed_norm = parse_norm(norm);
             const Center parsed_center = parse_center(center);
             if (parsed_center == Center::Rank1) throw Error("the rank1 residual has no single centre row", "center");
+            check_exact_size(array, parsed_center, parsed_norm);
             const at::Tensor x = checked_batch(array, "x");
             return to_numpy(per_item(x, {x.size(-1)}, [&](const Matrix& item, double* out) {
                 Eigen::Map<RowVector>(out, item.cols()) = center_of(item, parsed_norm, parsed_center);
@@ -169,6 +181,7 @@ void bind_measures(py::module_& m) {
         "exact_center",
         [](const py::array& array, const std::string& norm) {
             const Norm parsed_norm = parse_norm(norm);
+            check_exact_size(array, Center::Exact, parsed_norm);
             const at::Tensor x = checked_batch(array, "x");
             const std::int64_t d = x.size(-1);
             // Per item: the centre (d values), the residual, the number of LPs.

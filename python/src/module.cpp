@@ -57,7 +57,10 @@ std::string python_setting_names(const std::string& where) {
     return out;
 }
 
-std::string with_python_setting_names(const std::string& message, const std::string& where) {
+std::string with_python_setting_names(std::string message, const std::string& where) {
+    // The one piece of advice that names a flag: the keyword argument that does the same.
+    const std::string flag = "pass --allow-nonfinite", keyword = "pass allow_nonfinite=True";
+    if (const auto at = message.find(flag); at != std::string::npos) message.replace(at, flag.size(), keyword);
     const std::string suffix = " (" + where + ")";
     if (where.empty() || message.size() < suffix.size() ||
         message.compare(message.size() - suffix.size(), suffix.size(), suffix) != 0)

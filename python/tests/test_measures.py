@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import rankscope as rs
-from conftest import assert_table_equals_csv, cli_error, composite_norm, relative_residual_reference, run_cli
+from conftest import FIXTURES, assert_table_equals_csv, cli_error, composite_norm, relative_residual_reference, run_cli
 
 
 def norm_reference(m, norm):
@@ -93,8 +93,14 @@ def test_centres_exact_centre_and_its_optimality(rng):
     # Above 64 x 64 entries the linear programs run for minutes to hours (and a call in C++ ignores Ctrl-C): an error.
     large = rng.normal(size=(65, 64))
     for norm in ("linf", "composite"):
-        with pytest.raises(rs.Error, match=r"^the exact \w+ centre of a 65 x 64 matrix \(4160 entries\) is a linear program"):
+        with pytest.raises(rs.Error, match=r"^the exact \w+ centre of a 65 x 64 matrix \(4160 entries\) is a linear program") \
+                as raised:
             rs.exact_center(large, norm)
+        assert raised.value.where == "x"  # the argument (it named none)
+        for call in (rs.relative_residual, rs.residual_norm, rs.residual, rs.center_of):
+            with pytest.raises(rs.Error, match="linear program too large") as raised:
+                call(large, norm=norm, center="exact")
+            assert raised.value.where == "x"
     np.testing.assert_allclose(rs.exact_center(large, "l1").center, np.median(large, axis=-2), atol=1e-12)
 
 
@@ -348,7 +354,10 @@ def test_errors_carry_the_command_lines_messages(tmp_path):
     for call, where in ((lambda: rs.relative_residual(np.ones((3, 3)), center="middle"), "center"),
                         (lambda: rs.BlockConfig(layer_norm="sideways"), "layer_norm"),
                         (lambda: rs.run_trainability(depths=[2], scalings=["none"]), "scalings"),
-                        (lambda: rs.run_trainability(depths=[2], layer_norms=["affine"]), "layer_norms")):
+                        (lambda: rs.run_trainability(depths=[2], layer_norms=["affine"]), "layer_norms"),
+                        (lambda: rs.SanConfig(layers=-1), "layers, heads, d_model, tokens"),
+                        (lambda: rs.SanConfig(d_model=10, heads=3), "d_model, heads"),
+                        (lambda: rs.load_model(FIXTURES + "/bert-tiny", stream="yes"), "stream")):
         with pytest.raises(rs.Error) as raised:
             call()
         assert raised.value.where == where, (str(raised.value), where)

@@ -207,7 +207,7 @@ def test_theory_on_a_given_input_starts_from_its_measured_residual(tmp_path, rng
     np.testing.assert_allclose(run.rows["relative_residual"][layer0], relative_residual_reference(x), rtol=1e-12)
     # r_0 is the exact-centre composite residual: at most the mean centre's.
     assert (run.rows["residual"][layer0] <= composite_norm(x - x.mean(0)) * (1 + 1e-12)).all()
-    with pytest.raises(rs.Error, match=r"^--input needs at least 2 rows \(tokens\) \(input\)$"):
+    with pytest.raises(rs.Error, match=r"^the input needs at least 2 rows \(tokens\) \(input\)$"):
         rs.run_theory(input=x[:1], layers=2, seeds=1)
     with pytest.raises(rs.Error, match=r"^0 is outside \[1, 100\] \(layers\)$"):
         rs.run_theory(layers=0)

@@ -74,7 +74,7 @@ Streaming parse_streaming(const std::string& text) {
     if (text == "auto") return Streaming::Auto;
     if (text == "on") return Streaming::On;
     if (text == "off") return Streaming::Off;
-    throw Error("unknown --stream '" + text + "' (expected auto, on or off)");
+    throw Error("unknown stream setting '" + text + "' (expected auto, on or off)", "--stream");
 }
 
 namespace {

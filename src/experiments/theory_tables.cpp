@@ -11,14 +11,14 @@
 namespace rankscope {
 
 at::Tensor theory_input(const ArrayView& array, const std::string& where, TheorySettings& settings) {
-    if (array.shape.size() != 2) throw Error("--input must be one n x d matrix", where);
+    if (array.shape.size() != 2) throw Error("the input must be one n x d matrix", where);
     const auto values = to_double_vector(array);
     for (double v : values)
-        if (!std::isfinite(v)) throw Error("--input has NaN or Inf entries", where);
+        if (!std::isfinite(v)) throw Error("the input has NaN or Inf entries", where);
     // The same limits as --tokens and --d-model.
-    check_size_limit("--input rows (tokens)", static_cast<double>(array.shape[0]), 512, where);
-    check_size_limit("--input columns (d_model)", static_cast<double>(array.shape[1]), 512, where);
-    if (array.shape[0] < 2) throw Error("--input needs at least 2 rows (tokens)", where);
+    check_size_limit("the input's rows (tokens)", static_cast<double>(array.shape[0]), 512, where);
+    check_size_limit("the input's columns (d_model)", static_cast<double>(array.shape[1]), 512, where);
+    if (array.shape[0] < 2) throw Error("the input needs at least 2 rows (tokens)", where);
     settings.network.tokens = static_cast<int>(array.shape[0]);
     settings.network.d_model = static_cast<int>(array.shape[1]);
     settings.input_label = where;

@@ -1,5 +1,7 @@
 #include "rankscope/san.hpp"
 
+#include <fmt/format.h>
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -29,17 +31,21 @@ BlockConfig SanConfig::block_at(int layer) const {
 
 void SanConfig::validate() const {
     if (layers < 1 || heads < 1 || d_model < 1 || tokens < 1)
-        throw Error("network sizes must be positive (layers, heads, d_model, tokens)");
+        throw Error(fmt::format("network sizes must be positive: layers {}, heads {}, d_model {}, tokens {}", layers, heads,
+                                d_model, tokens),
+                    "layers, heads, d_model, tokens");
     if ((d_qk <= 0 || d_v <= 0) && d_model % heads != 0)
         throw Error("d_model (" + std::to_string(d_model) + ") is not divisible by heads (" + std::to_string(heads) +
-                    ") and the per-head widths d_qk and d_v are not both given");
+                    ") and the per-head widths d_qk and d_v are not both given",
+                    "d_model, heads");
     if (!(init_scale >= 0 && std::isfinite(init_scale)) || !(query_key_scale >= 0 && std::isfinite(query_key_scale)))
-        throw Error("init_scale and query_key_scale must be finite and non-negative");
+        throw Error("init_scale and query_key_scale must be finite and non-negative", "init_scale, query_key_scale");
     for (const BlockConfig& b : per_layer.empty() ? std::vector<BlockConfig>{block} : per_layer)
-        if (!std::isfinite(b.residual_scale)) throw Error("residual_scale must be finite");
+        if (!std::isfinite(b.residual_scale)) throw Error("residual_scale must be finite", "residual_scale");
     if (!per_layer.empty() && static_cast<int>(per_layer.size()) != layers)
         throw Error("per-layer settings list " + std::to_string(per_layer.size()) + " layers, network has " +
-                    std::to_string(layers));
+                    std::to_string(layers),
+                    "per_layer");
 }
 
 namespace {
