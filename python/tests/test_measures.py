@@ -443,3 +443,11 @@ def test_out_of_memory_is_memory_error_whichever_module_was_imported_first():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("MemoryError out of memory: "), result.stdout
+
+
+def test_nonfinite_result_advice_names_the_keyword_argument():
+    # The command line's "pass --allow-nonfinite to write it anyway" is, here, the keyword argument.
+    with pytest.raises(rs.Error) as raised:
+        rs.measure(np.zeros((3, 3)))
+    assert "pass allow_nonfinite=True" in str(raised.value) and "--allow-nonfinite" not in str(raised.value)
+    assert "mean_pairwise_cosine" in str(rs.measure(np.zeros((3, 3)), allow_nonfinite=True)["measure"])
