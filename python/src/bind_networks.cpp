@@ -206,7 +206,9 @@ void bind_networks(py::module_& m) {
         .def_readwrite("d_qk", &SanConfig::d_qk, "per head; 0 = d_model / heads")
         .def_readwrite("d_v", &SanConfig::d_v, "per head; 0 = d_model / heads")
         .def_readwrite("tokens", &SanConfig::tokens, "n of random inputs")
-        .def_readwrite("biases", &SanConfig::biases, "b_Q, b_K, b_V, b_O, b_in, b_out drawn N(0, 0.1^2)")
+        .def_readwrite("biases", &SanConfig::biases,
+                       "True: b_Q, b_K, b_V, b_O, b_in, b_out drawn N(0, 0.1^2); False: they start at 0 (still parameters, "
+                       "as in TransformerLens: a value written into them is used)")
         .def_readwrite("init_scale", &SanConfig::init_scale, "weights ~ N(0, init_scale^2 / fan_in)")
         .def_readwrite("query_key_scale", &SanConfig::query_key_scale, "W_Q, W_K ~ N(0, (init_scale * query_key_scale)^2 / fan_in)")
         .def_readwrite("block", &SanConfig::block)
