@@ -154,8 +154,14 @@ def test_attention_measures_match_their_definitions(rng):
     np.testing.assert_allclose(got["first_token_share"], p[..., 0].mean(-1), rtol=1e-10)
     np.testing.assert_allclose(got["sigma2"], s[..., 1], rtol=1e-10)
     np.testing.assert_allclose(got["spectral_gap"], 1 - s[..., 1] / s[..., 0], rtol=1e-10)
-    with pytest.raises(rs.Error, match="not row-stochastic"):
+    with pytest.raises(rs.Error, match=r"^row 0 of matrix \[0, 0\] is not an attention row \(sum 2, "):
         rs.attention_measures(p * 2)
+    # The first row that is not attention is named by its index (the message named no matrix and no row).
+    bad = p.copy()
+    bad[1, 3, 4] *= 0.5
+    with pytest.raises(rs.Error, match=r"^row 4 of matrix \[1, 3\] is not an attention row \(sum 0\.5, smallest entry "
+                                       r".*within 0\.0001\) \(p\)$"):
+        rs.attention_measures(bad)
     # Stored in float16, rows sum to 1 within float16's epsilon only: measured, as the command line measures them.
     logits = np.random.default_rng(4).normal(size=(2, 12, 12))
     half = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float16)
