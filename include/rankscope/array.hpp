@@ -35,6 +35,8 @@ std::int64_t shape_numel(const std::vector<std::int64_t>& shape, const std::stri
 std::int64_t shape_nbytes(const std::vector<std::int64_t>& shape, DType dtype, const std::string& where);
 // "[2, 3, 4]"
 std::string shape_text(const std::vector<std::int64_t>& shape);
+// Where the entry at row-major `flat` sits in `shape`: "[1, 1, 2] (flat index 17)" for shape [2, 4, 3].
+std::string entry_position_text(const std::vector<std::int64_t>& shape, std::int64_t flat);
 
 // A read-only view of contiguous row-major data owned elsewhere (a HostArray or a mapped file).
 struct ArrayView {

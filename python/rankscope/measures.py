@@ -50,7 +50,8 @@ def _check_real_entries_finite(array: np.ndarray, real: np.ndarray, name: str, s
     bad = ~np.isfinite(array) & used
     if bad.any():
         index = int(np.flatnonzero(bad)[0])
-        raise error(f"{'NaN' if np.isnan(array.flat[index]) else 'Inf'} at flat index {index}", name)
+        position = ", ".join(str(int(i)) for i in np.unravel_index(index, array.shape))
+        raise error(f"{'NaN' if np.isnan(array.flat[index]) else 'Inf'} at [{position}] (flat index {index})", name)
 
 
 def _per_matrix(x: Any, attention_mask: Any, compute: Callable[[np.ndarray], Any], name: str = "x",

@@ -30,7 +30,9 @@ at::Tensor checked_batch(const py::array& array, const std::string& what) {
         if (!finite.all().item<bool>()) {
             const std::int64_t index = finite.logical_not().nonzero()[0][0].item<std::int64_t>();
             const double value = x.reshape({-1})[index].item<double>();
-            throw Error(fmt::format("{} at flat index {}", std::isnan(value) ? "NaN" : "Inf", index), what);
+            throw Error(fmt::format("{} at {}", std::isnan(value) ? "NaN" : "Inf",
+                                    entry_position_text(std::vector<std::int64_t>(x.sizes().begin(), x.sizes().end()), index)),
+                        what);
         }
     }
     return x;

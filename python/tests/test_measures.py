@@ -280,7 +280,7 @@ def test_masked_measure_errors_name_the_mask_or_the_real_entry(rng):
     real[1, 3] = False
     x[1, 3, 0] = np.nan  # padding: ignored
     x[1, 1, 2] = np.inf  # a real entry: flat index 1*12 + 1*3 + 2 = 17 of x
-    with pytest.raises(rs.Error, match=r"^Inf at flat index 17 \(x\)$"):
+    with pytest.raises(rs.Error, match=r"^Inf at \[1, 1, 2\] \(flat index 17\) \(x\)$"):
         rs.relative_residual(x, attention_mask=real)
     x[1, 1, 2] = 0
     cases = [(np.ones((2, 3)), r"^shape \(2, 3\) differs from x's rows \(2, 4\)"),
@@ -341,11 +341,11 @@ def test_errors_carry_the_command_lines_messages(tmp_path):
     bad[1, 2] = np.nan
     np.save(tmp_path / "nan.npy", bad)
     message = cli_error("measure", tmp_path / "nan.npy")
-    assert message == f"NaN at flat index 6 ({tmp_path / 'nan.npy'})"
+    assert message == f"NaN at [1, 2] (flat index 6) ({tmp_path / 'nan.npy'})"  # the entry's index, not only its flat one
     for call in (lambda: rs.measure(bad), lambda: rs.relative_residual(bad), lambda: rs.singular_values(bad)):
         with pytest.raises(rs.Error) as raised:
             call()
-        assert str(raised.value) == "NaN at flat index 6 (x)" and raised.value.where == "x"
+        assert str(raised.value) == "NaN at [1, 2] (flat index 6) (x)" and raised.value.where == "x"
         assert isinstance(raised.value, ValueError)
     np.save(tmp_path / "vector.npy", np.ones(3))
     assert cli_error("measure", tmp_path / "vector.npy").startswith("need a matrix (rank >= 2), got an array of rank 1")

@@ -55,6 +55,17 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
     return text + "]";
 }
 
+std::string entry_position_text(const std::vector<std::int64_t>& shape, std::int64_t flat) {
+    std::vector<std::int64_t> index(shape.size());
+    std::int64_t rest = flat;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        const std::int64_t extent = shape[i] > 0 ? shape[i] : 1;
+        index[i] = rest % extent;
+        rest /= extent;
+    }
+    return shape_text(index) + " (flat index " + std::to_string(flat) + ")";
+}
+
 std::int64_t shape_numel(const std::vector<std::int64_t>& shape, const std::string& where) {
     std::int64_t n = 1;
     for (auto extent : shape) {

@@ -62,7 +62,9 @@ MeasureArrayResult measure_array(const ArrayView& array, const MeasureArrayOptio
     const std::vector<double> values = to_double_vector(array);
     for (std::size_t i = 0; i < values.size(); ++i)
         if (!std::isfinite(values[i]))
-            throw Error(fmt::format("{} at flat index {}", std::isnan(values[i]) ? "NaN" : "Inf", i), where);
+            throw Error(fmt::format("{} at {}", std::isnan(values[i]) ? "NaN" : "Inf",
+                                    entry_position_text(array.shape, static_cast<std::int64_t>(i))),
+                        where);
 
     MeasureArrayResult result;
     result.shape = array.shape;
