@@ -172,6 +172,12 @@ TEST(MatrixFile, SafetensorsTensorNamedEmptyIsSelectable) {
     expect_error_naming([&] { read_matrix_file(path.string()); }, "named.safetensors", "file holds 2 tensors");
 }
 
+TEST(ArrayShape, EntryPositionIsTheRowMajorIndex) {
+    EXPECT_EQ(entry_position_text({2, 4, 3}, 17), "[1, 1, 2] (flat index 17)");  // 1·12 + 1·3 + 2
+    EXPECT_EQ(entry_position_text({3, 4}, 6), "[1, 2] (flat index 6)");
+    EXPECT_EQ(entry_position_text({5}, 0), "[0] (flat index 0)");
+}
+
 TEST(AtomicWrite, LeavesNoTemporaryFiles) {
     const fs::path dir = temporary_dir() / "atomic";
     fs::create_directories(dir);
