@@ -35,6 +35,14 @@ def names(value: Any, name: str) -> Any:
     return listed
 
 
+def flag(value: Any, name: str) -> bool:
+    """A True/False setting: anything else is an error naming it (the binding's TypeError listed its whole private
+    signature)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise error(f"{value!r} is not True or False", name)
+    return bool(value)
+
+
 def values(value: Any, name: str) -> list:
     """A list of numbers from a list or tuple, or from one number: depths=4 is [4] (it was "'int' object is not
     iterable"). An empty list is an error naming the setting."""

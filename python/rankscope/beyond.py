@@ -41,8 +41,8 @@ def run_trainability(depths: Sequence[int] = (2, 4, 8, 16, 32, 64), layer_norms:
     for depth in depths:
         check_count(depth, 1, 256, "depths")
     _check_sizes(d_model, heads, tokens, samples, seeds, seed)
-    result = _rankscope.run_trainability(depths, names(layer_norms, "layer_norms"), names(scalings, "scalings"), d_model,
-                                         heads, tokens, samples, seeds, seed)
+    result = _rankscope.run_trainability(depths, names(layer_norms, "layer_norms"), names(scalings, "scalings"),
+                                         d_model, heads, tokens, samples, seeds, seed)
     return TrainabilityRun(layers=as_table(result["layers"], frame), runs=as_table(result["runs"], frame),
                            summary=as_table(result["summary"], frame), findings=result["findings"])
 
@@ -71,7 +71,8 @@ def run_failure_modes(query_key_scales: Sequence[float] = (0.25, 0.35, 0.5, 0.71
     _check_sizes(d_model, heads, tokens, samples, seeds, seed)
     check_range(entropy_threshold, 0, 1, "entropy_threshold", low_open=True)
     check_range(rank_threshold, 0, 1, "rank_threshold", low_open=True)
-    result = _rankscope.run_failure_modes([float(s) for s in query_key_scales], names(variants, "variants"), layers, d_model, heads,
+    result = _rankscope.run_failure_modes([float(s) for s in query_key_scales], names(variants, "variants"), layers,
+                                          d_model, heads,
                                           tokens, samples, seeds, seed, entropy_threshold, rank_threshold)
     return FailureModesRun(rows=as_table(result["rows"], frame), summary=as_table(result["summary"], frame),
                            freezing_scale=result["freezing_scale"], findings=result["findings"])

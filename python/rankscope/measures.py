@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
 import numpy as np
 
 from . import _rankscope
-from ._arrays import check_range, error, from_engine, is_torch, names, to_engine, zero_one_mask
+from ._arrays import check_range, error, flag, from_engine, is_torch, names, to_engine, zero_one_mask
 from ._tables import as_table
 
 NORMS = _rankscope.NORMS  # ('l1', 'linf', 'composite', 'frobenius', 'spectral')
@@ -244,8 +244,9 @@ def measure(x: Any, centers: Optional[Sequence[str]] = None, rank_tol: Optional[
     The default rank tolerance is numerical_rank's, from the dtype the values were stored in."""
     array, _ = to_engine(x)
     columns, exact_skipped = _rankscope.measure(array, names(centers, "centers") or [], _rank_tol(rank_tol),
-                                                _stored_epsilon(x, array), allow_nonfinite, "x")
+                                                _stored_epsilon(x, array), flag(allow_nonfinite, "allow_nonfinite"),
+                                                "x")
     if exact_skipped:
-        warnings.warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} entries "
-                      "(64 x 64): its linear program would take minutes to hours", stacklevel=2)
+        warnings.warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} "
+                      "entries (64 x 64): its linear program would take minutes to hours", stacklevel=2)
     return as_table(columns, frame)

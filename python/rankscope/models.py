@@ -19,7 +19,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _find, _rankscope
-from ._arrays import attention_mask_ids, check_count, check_range, error, from_engine, map_arrays, names, to_engine
+from ._arrays import (attention_mask_ids, check_count, check_range, error, flag, from_engine, map_arrays, names,
+                      to_engine)
 from ._tables import as_table
 from .findings import Findings
 
@@ -176,8 +177,8 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
     else:
         batch = text_batch(source, text, samples, tokens, tokenizer_dir)
     result = _rankscope.run_model(source, batch, weights, names(variants, "variants"), _compat(compat), layer_norm, draws,
-                                  iterate, seed, allow_nonfinite, record, mask or "", float(sink_threshold), stream,
-                                  device)
+                                  iterate, seed, flag(allow_nonfinite, "allow_nonfinite"), flag(record, "record"),
+                                  mask or "", float(sink_threshold), stream, device)
     return ModelRun(model=result["model"], model_type=result["model_type"], weights=list(result["weights"]),
                     residual=as_table(result["residual"], frame), paths=as_table(result["paths"], frame),
                     skip_ratio=as_table(result["skip_ratio"], frame), iterate=as_table(result["iterate"], frame),

@@ -12,7 +12,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _rankscope
-from ._arrays import attention_mask_ids, check_count, check_range, error, from_engine, is_torch, map_arrays, to_engine
+from ._arrays import (attention_mask_ids, check_count, check_range, error, flag, from_engine, is_torch, map_arrays,
+                      to_engine)
 from ._tables import as_table
 from .findings import Findings
 
@@ -71,7 +72,7 @@ def sample_path_products(patterns: Sequence[Any], draws: int = 100, seed: int = 
                     "(e.g. [p] for one layer)", "patterns")
     arrays = [to_engine(p, f"patterns[{l}]")[0] for l, p in enumerate(patterns)]
     return as_table(_rankscope.sample_path_products(arrays, draws, seed, attention_mask_ids(attention_mask),
-                                                    allow_nonfinite), frame)
+                                                    flag(allow_nonfinite, "allow_nonfinite")), frame)
 
 
 @dataclass
@@ -119,7 +120,8 @@ def run_theory(layers: int = 12, heads: int = 4, d_model: Optional[int] = None, 
     # heads and the blocks are set per variant; with `input`, tokens and d_model come from its shape.
     network = SanConfig(layers=layers, heads=1, d_model=d_model, d_qk=d_qk, d_v=d_v, tokens=tokens, biases=biases,
                         init_scale=init_scale)
-    result = _rankscope.run_theory(network, heads, seeds, seed, array, allow_nonfinite, device)
+    result = _rankscope.run_theory(network, heads, seeds, seed, array, flag(allow_nonfinite, "allow_nonfinite"),
+                                   device)
     return TheoryRun(rows=as_table(result["rows"], frame), summary=as_table(result["summary"], frame),
                      variants=as_table(result["variants"], frame), bound_rows_checked=result["bound_rows_checked"],
                      bound_violations=result["bound_violations"], bound_definition=result["bound_definition"],

@@ -457,3 +457,13 @@ def test_nonfinite_result_advice_names_the_keyword_argument():
         rs.measure(np.zeros((3, 3)))
     assert "pass allow_nonfinite=True" in str(raised.value) and "--allow-nonfinite" not in str(raised.value)
     assert "mean_pairwise_cosine" in str(rs.measure(np.zeros((3, 3)), allow_nonfinite=True)["measure"])
+
+
+def test_a_true_or_false_setting_takes_only_true_or_false():
+    # "yes" reached the binding, whose TypeError listed its whole private signature.
+    for call in (lambda: rs.measure(np.ones((3, 3)), allow_nonfinite="yes"),
+                 lambda: rs.run_theory(layers=2, seeds=1, allow_nonfinite=1),
+                 lambda: rs.sample_path_products([np.full((1, 1, 2, 2), 0.5)], allow_nonfinite="no")):
+        with pytest.raises(rs.Error, match=r" is not True or False \(allow_nonfinite\)$"):
+            call()
+    assert len(rs.measure(np.eye(3), allow_nonfinite=np.bool_(True))["value"]) > 0
