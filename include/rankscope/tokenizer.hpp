@@ -30,6 +30,8 @@ public:
     virtual std::vector<int> suffix_types() const { return std::vector<int>(suffix().size(), 0); }
     virtual int vocab_size() const = 0;
     virtual std::string source() const = 0;  // the file it was read from
+    // The id it gives a word it cannot spell ([UNK]); -1 when it has none or does not say.
+    virtual int unknown_id() const { return -1; }
 };
 
 // WordPiece from vocab.txt, as BERT's tokenizer does it: clean, split on whitespace and punctuation (CJK characters

@@ -131,6 +131,29 @@ std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::s
     return streamed ? load_hf_model_streamed(source.directory) : load_hf_model(source.directory);
 }
 
+namespace {
+
+// Text the tokenizer cannot spell: a vocabulary that does not fit it (a test fixture's 64 words, another model's
+// vocab.txt) turns most words into [UNK], and every sample then measures that one embedding, not the text (the
+// bert-tiny fixture's samples were identical, with a std of 0, and nothing said so).
+void warn_if_mostly_unknown(const Tokenizer& tokenizer, const ModelBatch& batch, const std::string& text_path) {
+    const int unknown = tokenizer.unknown_id();
+    if (unknown < 0) return;
+    const at::Tensor real = batch.attention_mask.ne(0);
+    const std::int64_t special =
+        batch.input_ids.size(0) * static_cast<std::int64_t>(tokenizer.prefix().size() + tokenizer.suffix().size());
+    const std::int64_t content = real.sum().item<std::int64_t>() - special;
+    const std::int64_t unknowns = (batch.input_ids.eq(unknown) & real).sum().item<std::int64_t>();
+    if (content <= 0 || 2 * unknowns <= content) return;
+    fmt::print(stderr,
+               "rankscope: warning: {} of the {} text tokens ({:.0f}%) are the unknown token of {}: the samples measure "
+               "its embedding, not the text of {} (a vocabulary that does not fit the text?)\n",
+               unknowns, content, 100.0 * static_cast<double>(unknowns) / static_cast<double>(content),
+               printable(tokenizer.source(), 1000), printable(text_path, 1000));
+}
+
+}  // namespace
+
 ModelBatch text_batch(const ModelSource& source, const std::string& text_path, int samples, int tokens,
                       const std::string& tokenizer_directory) {
     const std::vector<std::string> sentences = read_sentences(text_path);
@@ -149,6 +172,7 @@ ModelBatch text_batch(const ModelSource& source, const std::string& text_path, i
     ModelBatch batch = pack_text(*tokenizer, sentences, samples, tokens, text_path);
     if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
         throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
+    warn_if_mostly_unknown(*tokenizer, batch, text_path);
     return batch;
 }
 

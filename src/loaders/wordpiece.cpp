@@ -127,6 +127,7 @@ public:
     std::vector<int> suffix() const override { return {ids_.at("[SEP]")}; }
     int vocab_size() const override { return size_; }
     std::string source() const override { return path_; }
+    int unknown_id() const override { return ids_.at("[UNK]"); }
 
 private:
     std::string path_;

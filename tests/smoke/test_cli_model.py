@@ -82,9 +82,22 @@ class ModelCommand(unittest.TestCase):
 
     def test_bert_with_wordpiece_fixture(self):
         out = os.path.join(self.directory, "bert-out")
-        run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--samples", "3", "--tokens", "16",
-            "--weights", "pretrained", "--variants", "SAN,transformer", "--out", out)
+        result = run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--samples", "3",
+                     "--tokens", "16", "--weights", "pretrained", "--variants", "SAN,transformer", "--out", out)
         self.assertEqual(len(read_csv(os.path.join(out, "residual.csv"))), 2 * 4)
+        # The fixture's 64 pieces (tok5, tok6, ...) spell no English word: every text token is [UNK], the samples are
+        # identical, and a warning says so (nothing did).
+        warnings = [line for line in result.stderr.splitlines() if line.startswith("rankscope: warning: ")]
+        self.assertEqual(len(warnings), 1, result.stderr)
+        self.assertIn("of the 42 text tokens (100%) are the unknown token of", warnings[0])
+        self.assertIn(os.path.join(FIXTURES, "bert-tiny", "vocab.txt"), warnings[0])
+        # Text in its own pieces: no warning.
+        own = os.path.join(self.directory, "pieces.txt")
+        with open(own, "w") as f:
+            f.write("\n".join(" ".join(f"tok{i}" for i in range(5 + line, 30 + line)) for line in range(6)) + "\n")
+        result = run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", own, "--samples", "2",
+                     "--tokens", "16", "--weights", "pretrained", "--draws", "0", "--out", os.path.join(self.directory, "own"))
+        self.assertNotIn("unknown token", result.stderr)
 
     def test_draws_zero_skips_e2(self):
         # --draws 0: E1 and the skip ratio as usual, no path products, no paths.csv, no E2 figure, no E2 verdict.

@@ -95,6 +95,12 @@ void run_model(const ModelOptions& options) {
         throw Error("--compat official reproduces the official code's ALBERT no-MLP defect; " + source.name + " is " +
                         (use_lite ? "use_lite" : source.config.model_type),
                     "--compat");
+    // Settings before the batch: a wrong one is said before any text is read (and before the text's own warnings).
+    const bool decoder = source.kind != ModelSource::UseLite && is_decoder(source.config);
+    if (!options.mask.empty() && !decoder)
+        throw Error("--mask applies to decoders (gpt2, llama, mistral, qwen2); " + source.name +
+                        " is an encoder, its attention is already bidirectional",
+                    "--mask");
     // The batch: the user's token ids (--inputs), or --text packed to --samples × --tokens real tokens.
     const bool from_ids = !options.inputs.empty();
     const std::string text_path = from_ids ? "" : options.text.empty() ? default_text() : options.text;
@@ -122,11 +128,6 @@ void run_model(const ModelOptions& options) {
     settings.iterate_steps = options.iterate_steps;
     settings.seed = options.common.seed;
     settings.device = parse_device(options.common.device);
-    const bool decoder = source.kind != ModelSource::UseLite && is_decoder(source.config);
-    if (!options.mask.empty() && !decoder)
-        throw Error("--mask applies to decoders (gpt2, llama, mistral, qwen2); " + name +
-                        " is an encoder, its attention is already bidirectional",
-                    "--mask");
     settings.bidirectional = options.mask == "bidirectional";
     settings.sink_threshold = options.sink_threshold;
     settings.stream = parse_streaming(options.stream);
