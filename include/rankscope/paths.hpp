@@ -54,8 +54,9 @@ struct PathProductSample {
     double relative_residual_frobenius = 0;
 };
 // What sample_path_products takes, checked: every patterns[l] a finite float [B, H, n, n] tensor of patterns[0]'s
-// shape, each real token's row (every row without a mask) ≥ 0 and summing to 1 within the rounding of a softmax over
-// n keys (max(1e-4, n·eps) of the stored dtype), and `attention_mask`, when defined, a [B, n] tensor of 0 and 1.
+// shape, each real token's row (every row without a mask) an attention row (first_non_attention_row,
+// attention_rows.hpp) within the rounding of a softmax over n keys (sums within max(1e-4, n·eps) of the stored dtype),
+// and `attention_mask`, when defined, a [B, n] tensor of 0 and 1.
 // Errors name `where_of(l)` (the pattern's file and tensor, or Python's "patterns[1]") and the row. Other matrices
 // were sampled as if they were attention: NaN rows gave a relative residual of 0, products of matrices that are
 // not attention measure nothing the paper speaks of.

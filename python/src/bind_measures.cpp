@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "bindings.hpp"
+#include "rankscope/attention_rows.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/measure_all.hpp"
 #include "rankscope/measures.hpp"
@@ -253,22 +254,14 @@ void bind_measures(py::module_& m) {
             // caller's values were in), as measure's rows do.
             const double tolerance = std::max(1e-4, stored_epsilon);
             // The first row that is not an attention row, named by its index (the message named no matrix or row).
-            const at::Tensor values = p.to(at::kDouble);
-            const at::Tensor bad = ((values.sum(-1) - 1).abs() > tolerance) | (values < -tolerance).any(-1) | values.isnan().any(-1);
-            if (bad.any().item<bool>()) {
-                const at::Tensor at = bad.nonzero()[0];
-                std::vector<std::int64_t> index(at.data_ptr<std::int64_t>(), at.data_ptr<std::int64_t>() + at.numel());
-                const at::Tensor row = values.index(std::vector<at::indexing::TensorIndex>(index.begin(), index.end()));
-                const std::int64_t r = index.back();
-                index.pop_back();
-                throw Error(fmt::format("row {} of matrix [{}] is not an attention row (sum {:.6g}, smallest entry {:.6g}; "
-                                        "rows must be >= 0 and sum to 1 within {:g})",
-                                        r, fmt::join(index, ", "), row.sum().item<double>(), row.min().item<double>(), tolerance),
+            if (const auto row = first_non_attention_row(p, tolerance)) {
+                std::vector<std::int64_t> matrix = row->index;
+                matrix.pop_back();
+                throw Error(fmt::format("row {} of matrix [{}] is not an attention row {}", row->index.back(),
+                                        fmt::join(matrix, ", "), non_attention_row_detail(*row, tolerance)),
                             "p");
             }
-            const at::Tensor packed = per_item(p, {5}, [tolerance](const Matrix& item, double* out) {
-                if (!is_row_stochastic(item, tolerance))
-                    throw Error(fmt::format("not row-stochastic (rows must be >= 0 and sum to 1 within {:g})", tolerance), "p");
+            const at::Tensor packed = per_item(p, {5}, [](const Matrix& item, double* out) {
                 const AttentionMeasures a = attention_measures(item);
                 out[0] = a.mean_row_entropy;
                 out[1] = a.max_row_entropy;

@@ -308,6 +308,11 @@ def test_path_products_take_attention_patterns_only():
             ([np.full((1, 1, 4, 4), np.nan)], None, r"^has NaN or Inf entries \(patterns\[0\]\)$"),
             ([uniform, doubled], None, r"^row 3 of head 0 of sample 1 is not an attention row \(sum 2, .*\(patterns\[1\]\)$"),
             ([np.ones((1, 1, 4, 4))], None, r"not an attention row \(sum 4,"),
+            # A negative entry is not rounding, whatever the dtype (rounding keeps a probability's sign): in float16
+            # it passed within the sums' tolerance of n * eps.
+            ([np.tile(np.array([0.5005, 0.5, -0.0005, 0], np.float16), (1, 1, 4, 1))], None,
+             r"^row 0 of head 0 of sample 0 is not an attention row \(sum 0\.999988, smallest entry -0\.000500202; .* within "
+             r"0\.00390625\) \(patterns\[0\]\)$"),
             ([uniform], np.ones((2, 3)), r"^shape \[2, 3\] is not the patterns' \[batch, n\] = \[2, 4\] \(attention_mask\)$"),
             ([uniform, np.full((2, 1, 5, 5), 0.2)], None,
              r"^shape \[2, 1, 5, 5\] differs from the first layer's \[2, 1, 4, 4\] \(patterns\[1\]\)$")]:

@@ -6,7 +6,6 @@
 #include "rankscope/error.hpp"
 
 namespace rankscope {
-namespace {
 
 DType stored_dtype(at::ScalarType type, const std::string& where) {
     switch (type) {
@@ -21,8 +20,6 @@ DType stored_dtype(at::ScalarType type, const std::string& where) {
         default: throw Error(std::string("cannot store tensor type ") + at::toString(type), where);
     }
 }
-
-}  // namespace
 
 at::ScalarType torch_dtype(DType dtype, const std::string& where) {
     switch (dtype) {

@@ -10,9 +10,12 @@
 #include <numeric>
 #include <random>
 
+#include "rankscope/array.hpp"
+#include "rankscope/attention_rows.hpp"
 #include "rankscope/blas_threads.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/measures.hpp"
+#include "rankscope/tensor_file.hpp"
 
 namespace rankscope {
 
@@ -137,25 +140,15 @@ void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at:
     for (std::size_t l = 0; l < patterns.size(); ++l) {
         const at::Tensor& p = patterns[l];
         if (!torch::isfinite(p).all().item<bool>()) throw Error("has NaN or Inf entries", where_of(l));
-        const double eps = p.scalar_type() == torch::kDouble ? 2.220446049250313e-16
-                           : p.scalar_type() == torch::kFloat ? 1.1920929e-7
-                           : p.scalar_type() == torch::kBFloat16 ? 7.8125e-3
-                                                                 : 9.765625e-4;  // float16
+        const double eps = dtype_epsilon(stored_dtype(p.scalar_type(), where_of(l)));
         const double tolerance = std::max(1e-4, static_cast<double>(p.size(-1)) * eps);
         const at::Tensor real = attention_mask.defined()
                                     ? attention_mask.ne(0).unsqueeze(1).expand({p.size(0), p.size(1), p.size(2)})
-                                    : torch::ones({p.size(0), p.size(1), p.size(2)}, torch::kBool);
-        const at::Tensor values = p.to(torch::kDouble);
-        const at::Tensor bad = (((values.sum(-1) - 1).abs() > tolerance) | (values < -tolerance).any(-1)) & real;
-        if (bad.any().item<bool>()) {
-            const at::Tensor at = bad.nonzero()[0];
-            const std::int64_t b = at[0].item<std::int64_t>(), h = at[1].item<std::int64_t>(), q = at[2].item<std::int64_t>();
-            throw Error(fmt::format("row {} of head {} of sample {} is not an attention row (sum {:.6g}, smallest entry "
-                                    "{:.6g}; rows must be >= 0 and sum to 1 within {:.3g})",
-                                    q, h, b, values[b][h][q].sum().item<double>(), values[b][h][q].min().item<double>(),
-                                    tolerance),
+                                    : at::Tensor();
+        if (const auto row = first_non_attention_row(p, tolerance, real))
+            throw Error(fmt::format("row {} of head {} of sample {} is not an attention row {}", row->index[2],
+                                    row->index[1], row->index[0], non_attention_row_detail(*row, tolerance)),
                         where_of(l));
-        }
     }
 }
 
