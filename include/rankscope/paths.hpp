@@ -53,10 +53,14 @@ struct PathProductSample {
     // composite value above can exceed 1: SVD₁ is the best rank-1 matrix in the Frobenius and spectral norms only.
     double relative_residual_frobenius = 0;
 };
+// Every patterns[l] a float [B, H, n, n] tensor of patterns[0]'s shape (the first part of check_attention_patterns,
+// for a caller that needs the shape before it reads the mask); errors name where_of(l).
+void check_pattern_shapes(const std::vector<at::Tensor>& patterns, const std::function<std::string(std::size_t)>& where_of);
 // What sample_path_products takes, checked: every patterns[l] a finite float [B, H, n, n] tensor of patterns[0]'s
 // shape, each real token's row (every row without a mask) an attention row (first_non_attention_row,
 // attention_rows.hpp) within the rounding of a softmax over n keys (sums within max(1e-4, n·eps) of the stored dtype),
-// and `attention_mask`, when defined, a [B, n] tensor of 0 and 1.
+// and `attention_mask`, when defined, a [B, n] tensor of 0 and 1 with at least kMinRealTokens real tokens a sample
+// (check_attention_mask, models.hpp).
 // Errors name `where_of(l)` (the pattern's file and tensor, or Python's "patterns[1]") and the row. Other matrices
 // were sampled as if they were attention: NaN rows gave a relative residual of 0, products of matrices that are
 // not attention measure nothing the paper speaks of.

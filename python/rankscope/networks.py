@@ -64,7 +64,9 @@ def sample_path_products(patterns: Sequence[Any], draws: int = 100, seed: int = 
                          allow_nonfinite: bool = False, frame: bool = False) -> Any:
     """E2 on any recorded attention (patterns[l]: [B, H, n, n] of layer l): for k = 1..L, `draws` times, k distinct
     layers with one random head each and a random sample, the product A_{l_k} ... A_{l_1} in forward order and its
-    rank-1 relative residual (composite). The columns of `rankscope paths sample`'s paths.csv."""
+    rank-1 relative residual (composite). The columns of `rankscope paths sample`'s paths.csv. Each real token's row
+    must be an attention row (>= 0, summing to 1); attention_mask [B, n] (1 or True: a real token) leaves padding out of
+    the products and gives each sample at least 2 real tokens."""
     check_count(draws, 1, 100000, "draws")
     check_count(seed, 0, 2**64 - 1, "seed")
     if isinstance(patterns, np.ndarray) or is_torch(patterns):

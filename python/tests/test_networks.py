@@ -314,6 +314,9 @@ def test_path_products_take_attention_patterns_only():
              r"^row 0 of head 0 of sample 0 is not an attention row \(sum 0\.999988, smallest entry -0\.000500202; .* within "
              r"0\.00390625\) \(patterns\[0\]\)$"),
             ([uniform], np.ones((2, 3)), r"^shape \[2, 3\] is not the patterns' \[batch, n\] = \[2, 4\] \(attention_mask\)$"),
+            # One real token is a 1 x 1 product, residual 0 whatever the patterns: refused, as `paths sample` refuses it.
+            ([uniform], np.array([[1, 1, 1, 1], [0, 0, 1, 0]]),
+             r"^sample 1 has 1 real token; the measures need at least 2 \(one row has no spread\) \(attention_mask\)$"),
             ([uniform, np.full((2, 1, 5, 5), 0.2)], None,
              r"^shape \[2, 1, 5, 5\] differs from the first layer's \[2, 1, 4, 4\] \(patterns\[1\]\)$")]:
         with pytest.raises(rs.Error, match=message):

@@ -43,18 +43,6 @@ void check_range(const at::Tensor& values, std::int64_t low, std::int64_t high, 
         throw Error(fmt::format("values {}..{} outside {} [{}, {})", min, max, what, low, high), where);
 }
 
-// A 0/1 [B, n] mask with at least kMinRealTokens real tokens a sample; a sample too short whatever the mask is named
-// by `where_unmasked` (input_ids), one with too much masked by `where`.
-void check_mask(const at::Tensor& mask, const std::string& where, const std::string& where_unmasked) {
-    check_range(mask, 0, 2, "a 0/1 mask", where);
-    const at::Tensor real_per_sample = mask.sum(1);
-    if (const std::int64_t fewest = real_per_sample.min().item<std::int64_t>(); fewest < kMinRealTokens)
-        throw Error(fmt::format("sample {} has {} real token{}; the measures need at least {} (one row has no spread)",
-                                real_per_sample.argmin().item<std::int64_t>(), fewest, fewest == 1 ? "" : "s",
-                                kMinRealTokens),
-                    fewest == mask.size(1) ? where_unmasked : where);  // too short, or too much masked
-}
-
 // The size limits of --samples/--tokens, on a batch's shape, before it is converted or run.
 void check_batch_shape(const std::vector<std::int64_t>& shape, const std::string& where) {
     if (shape.size() != 2) return;  // the shape checks that follow name the problem
@@ -64,6 +52,16 @@ void check_batch_shape(const std::vector<std::int64_t>& shape, const std::string
 }
 
 }  // namespace
+
+void check_attention_mask(const at::Tensor& mask, const std::string& where, const std::string& where_unmasked) {
+    check_range(mask, 0, 2, "a 0/1 mask", where);
+    const at::Tensor real_per_sample = mask.sum(1);
+    if (const std::int64_t fewest = real_per_sample.min().item<std::int64_t>(); fewest < kMinRealTokens)
+        throw Error(fmt::format("sample {} has {} real token{}; the measures need at least {} (one row has no spread)",
+                                real_per_sample.argmin().item<std::int64_t>(), fewest, fewest == 1 ? "" : "s",
+                                kMinRealTokens),
+                    fewest == mask.size(1) ? where_unmasked : where);  // too short, or too much masked
+}
 
 ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
     const SafetensorsFile file(path);
@@ -78,7 +76,7 @@ at::Tensor read_attention_mask(const SafetensorsFile& file, const std::vector<st
     const at::Tensor mask =
         read_ids(file, "attention_mask", shape, 1, "the [batch, tokens] of the file's other tensors,");
     const std::string where = file.path() + ":attention_mask";
-    check_mask(mask, where, where);
+    check_attention_mask(mask, where, where);
     return mask;
 }
 
@@ -105,7 +103,7 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
     batch.token_type_ids = token_type_ids.defined() ? check_ids(token_type_ids, "token_type_ids")
                                                     : torch::zeros(shape, torch::kLong);
     check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", name("input_ids"));
-    check_mask(batch.attention_mask, name("attention_mask"), name("input_ids"));
+    check_attention_mask(batch.attention_mask, name("attention_mask"), name("input_ids"));
     if (config.model_type == "bert" || config.model_type == "albert") {
         check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", name("token_type_ids"));
         if (shape[1] > config.max_position_embeddings)

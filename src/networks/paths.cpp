@@ -15,6 +15,7 @@
 #include "rankscope/blas_threads.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/measures.hpp"
+#include "rankscope/models.hpp"
 #include "rankscope/tensor_file.hpp"
 
 namespace rankscope {
@@ -112,8 +113,7 @@ const std::vector<NamedArchitecture>& known_architectures() {
     return table;
 }
 
-void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at::Tensor& attention_mask,
-                              const std::function<std::string(std::size_t)>& where_of, const std::string& mask_where) {
+void check_pattern_shapes(const std::vector<at::Tensor>& patterns, const std::function<std::string(std::size_t)>& where_of) {
     if (patterns.empty()) throw Error("no attention patterns to sample paths from", where_of(0));
     const auto shape = patterns[0].sizes();
     for (std::size_t l = 0; l < patterns.size(); ++l) {
@@ -125,16 +125,18 @@ void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at:
                                     fmt::join(shape, ", ")),
                         where_of(l));
     }
+}
+
+void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at::Tensor& attention_mask,
+                              const std::function<std::string(std::size_t)>& where_of, const std::string& mask_where) {
+    check_pattern_shapes(patterns, where_of);
+    const auto shape = patterns[0].sizes();
     if (attention_mask.defined()) {
         if (attention_mask.dim() != 2 || attention_mask.size(0) != shape[0] || attention_mask.size(1) != shape[2])
             throw Error(fmt::format("shape [{}] is not the patterns' [batch, n] = [{}, {}]",
                                     fmt::join(attention_mask.sizes(), ", "), shape[0], shape[2]),
                         mask_where);
-        if (((attention_mask != 0) & (attention_mask != 1)).any().item<bool>())
-            throw Error("entries other than 0 and 1", mask_where);
-        const at::Tensor real_per_sample = attention_mask.ne(0).sum(1);
-        if (real_per_sample.min().item<std::int64_t>() < 1)
-            throw Error(fmt::format("sample {} has no real token", real_per_sample.argmin().item<std::int64_t>()), mask_where);
+        check_attention_mask(attention_mask, mask_where, mask_where);
     }
     // Each real token's row is a softmax row: ≥ 0, summing to 1 within the rounding of n terms in the stored dtype.
     for (std::size_t l = 0; l < patterns.size(); ++l) {

@@ -246,8 +246,22 @@ class TheoryAndPaths(unittest.TestCase):
         write_safetensors(path, {**patterns, "blocks.1.attn.hook_pattern": patterns["blocks.1.attn.hook_pattern"][:1]})
         result = run("paths", "sample", "--patterns", path, "--out", out, check=False)
         self.assertEqual(result.returncode, 2)
-        self.assertIn("shape differs from blocks.0.attn.hook_pattern's (", result.stderr)
+        self.assertIn("shape [1, 2, 5, 5] differs from the first layer's [2, 2, 5, 5] (", result.stderr)
         self.assertIn("padded.safetensors:blocks.1.attn.hook_pattern)", result.stderr)
+        # float16 patterns are named (the figure's round-off floor is float32's or float64's)...
+        write_safetensors(path, {**patterns, "blocks.2.attn.hook_pattern": patterns["blocks.2.attn.hook_pattern"].astype(
+            np.float16)})
+        result = run("paths", "sample", "--patterns", path, "--out", out, check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr, "rankscope: error: expected float32 or float64 attention patterns, found F16 "
+                                        f"({path}:blocks.2.attn.hook_pattern)\n")
+        # ...and float64 patterns get float64's floor in the figure (float32's "paper's floor" was drawn for them).
+        write_safetensors(path, {name: p.astype(np.float64) for name, p in patterns.items()})
+        run("paths", "sample", "--patterns", path, "--draws", "5", "--out", out)
+        with open(os.path.join(out, "paths.gp")) as script:
+            text = script.read()
+        self.assertIn("float64 round-off", text)
+        self.assertNotIn("float32 eps", text)
         # Matrices that are not attention (a row summing to 2 in a real token's row), a gap in the layers, a layer
         # index with a leading zero: each was sampled without a word.
         doubled = patterns["blocks.1.attn.hook_pattern"].copy()
