@@ -14,6 +14,7 @@ C++ engine of the `rankscope` command line. See README.md, "Python".
     rs.run_failure_modes().summary                # beyond the paper: rank vs entropy collapse over the query/key scale
 
 Errors: rankscope.Error (a ValueError) carries the command line's one-line message; Ctrl-C interrupts long calls.
+Warnings (a vocabulary that does not fit the text, ...): rankscope.RankscopeWarning, a UserWarning, at your line.
 Threads: ATen's intra-op threads are set to all cores on import, as the command line's default (--threads 0),
 unless OMP_NUM_THREADS is set; change with set_threads(n).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os as _os
 
 from . import _find
+from ._warnings import RankscopeWarning
 from ._rankscope import Error, configure_allocator, get_threads, set_threads, version
 from .beyond import FailureModesRun, TrainabilityRun, run_failure_modes, run_trainability
 from .findings import Check, Findings, read_findings, verdicts
@@ -40,7 +42,7 @@ if "OMP_NUM_THREADS" not in _os.environ:
 
 __all__ = [
     "CENTERS", "NORMS", "VARIANTS", "BlockConfig", "Check", "Error", "ExactCenter", "FailureModesRun", "Findings",
-    "Model", "ModelRun", "TrainabilityRun", "run_failure_modes", "run_trainability",
+    "Model", "ModelRun", "RankscopeWarning", "TrainabilityRun", "run_failure_modes", "run_trainability",
     "ModelSource", "PathCounts", "San", "SanConfig", "TheoryRun", "attention_measures", "center_of",
     "configure_allocator", "effective_rank", "exact_center", "get_threads", "known_architectures", "load_model",
     "matrix_norm", "mean_pairwise_cosine", "measure", "model_source", "numerical_rank", "path_counts",

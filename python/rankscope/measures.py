@@ -15,7 +15,6 @@ matrix needs one real row at least.
 from __future__ import annotations
 
 import sys
-import warnings
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -23,6 +22,7 @@ import numpy as np
 from . import _rankscope
 from ._arrays import check_range, error, flag, from_engine, is_torch, names, to_engine, zero_one_mask
 from ._tables import as_table
+from ._warnings import warn
 
 NORMS = _rankscope.NORMS  # ('l1', 'linf', 'composite', 'frobenius', 'spectral')
 CENTERS = _rankscope.CENTERS  # ('mean', 'median', 'exact', 'rank1')
@@ -247,6 +247,6 @@ def measure(x: Any, centers: Optional[Sequence[str]] = None, rank_tol: Optional[
                                                 _stored_epsilon(x, array), flag(allow_nonfinite, "allow_nonfinite"),
                                                 "x")
     if exact_skipped:
-        warnings.warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} "
-                      "entries (64 x 64): its linear program would take minutes to hours", stacklevel=2)
+        warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} entries "
+             "(64 x 64): its linear program would take minutes to hours")
     return as_table(columns, frame)

@@ -14,6 +14,7 @@
 #include "rankscope/intra_op_threads.hpp"
 #include "rankscope/provenance.hpp"
 #include "rankscope/vector_math.hpp"
+#include "rankscope/warnings.hpp"
 
 namespace rankscope::python {
 
@@ -68,6 +69,22 @@ std::string with_python_setting_names(std::string message, const std::string& wh
     return message.substr(0, message.size() - suffix.size()) + " (" + python_setting_names(where) + ")";
 }
 
+// The package's function that says a warning (rankscope._warnings.warn: a RankscopeWarning at the user's line),
+// registered at import and kept for the life of the process; until then, warnings go to stderr.
+PyObject* g_warning_handler = nullptr;
+
+// The engine's warnings (warnings.hpp), said through Python's `warnings`: a notebook shows them, a filter or
+// pytest.warns catches them, and the filter "error" raises one out of the call that said it.
+void say_in_python(const std::string& message) {
+    // A thread of the engine's own has no Python thread state; calling into Python from it could wait forever on an
+    // interpreter that its caller holds while waiting for it. Its warnings go to stderr, as the command line's do.
+    if (!PyGILState_Check() && PyGILState_GetThisThreadState() == nullptr) return print_warning(message);
+    py::gil_scoped_acquire gil;
+    if (!g_warning_handler) return print_warning(message);
+    const py::handle handler(g_warning_handler);
+    handler(message);  // error_already_set when the warnings filter makes it an error
+}
+
 void translate_exceptions() {
     // Local: tried before the global translators, so that torch's (registered when torch is imported after rankscope)
     // does not turn libtorch's out-of-memory into a bare RuntimeError for the calls of this module.
@@ -115,6 +132,15 @@ PYBIND11_MODULE(_rankscope, module) {
     if (!g_error_type) throw py::error_already_set();
     module.attr("Error") = py::handle(g_error_type);
     translate_exceptions();
+    rankscope::set_warning_sink(say_in_python);
+    module.def(
+        "_set_warning_handler",
+        [](const py::object& handler) {
+            if (!PyCallable_Check(handler.ptr())) throw rankscope::Error("not callable", "handler");
+            Py_XDECREF(g_warning_handler);
+            g_warning_handler = handler.inc_ref().ptr();
+        },
+        py::arg("handler"), "The function the engine's warnings are said through (rankscope._warnings.warn).");
 
     module.def("version", &rankscope::version_string, "rankscope's version and git commit, as `rankscope --version`.");
     module.attr("source_dir") = RANKSCOPE_SOURCE_DIR_TEXT;

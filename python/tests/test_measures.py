@@ -323,8 +323,9 @@ def test_measure_leaves_out_the_exact_centre_on_large_matrices_as_the_command_do
     # At the module's thread count: PyPI torch's MKL LAPACK (the spectral norm's SVD) can differ in the last bit
     # between 1 and 2 threads, and the command line's default is every core.
     run_cli("measure", tmp_path / "big.npy", "--out", tmp_path / "out", "--threads", rs.get_threads())
-    with pytest.warns(UserWarning, match="exact centre") as warned:
+    with pytest.warns(rs.RankscopeWarning, match="exact centre") as warned:
         table = rs.measure(x)
+    assert warned[0].filename == __file__  # the caller's line, not the package's
     assert "exact" not in set(table["center"])
     # The warning gives no advice that fails: it once said to pass centers=[..., 'exact', ...], which is refused here.
     assert "centers=" not in str(warned[0].message)

@@ -309,3 +309,21 @@ def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
         rs.run_model(fixture("bert-tiny"), weights="init", mask="causal", samples=2, tokens=8)
     with pytest.raises(rs.Error, match="--stream on reads a decoder checkpoint"):
         rs.run_model(fixture("bert-tiny"), weights="pretrained", stream="on", samples=2, tokens=8)
+
+
+def test_engine_warnings_are_python_warnings_at_the_callers_line(capfd):
+    """The engine's warnings reach Python's `warnings` as RankscopeWarning (a C++ write to stderr never shows in a
+    notebook's cell, and no filter could catch it): bert-tiny's 64-piece vocabulary makes RTE's words [UNK]."""
+    import warnings
+    with pytest.warns(rs.RankscopeWarning, match=r"^\d+ of the \d+ text tokens \(\d+%\) are the unknown token of "
+                                                 r".*bert-tiny.*\(a vocabulary that does not fit the text\?\)$") as warned:
+        batch = rs.text_batch(fixture("bert-tiny"), samples=2, tokens=12)
+    assert len(warned) == 1 and warned[0].filename == __file__  # the caller's line, not the package's wrapper
+    assert batch["input_ids"].shape == (2, 12)
+    assert "warning" not in capfd.readouterr().err  # said once, in Python only
+    # The filter "error" raises it out of the call, as Python's own warnings are raised.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(rs.RankscopeWarning, match="are the unknown token of"):
+            rs.text_batch(fixture("bert-tiny"), samples=2, tokens=12)
+    assert issubclass(rs.RankscopeWarning, UserWarning)

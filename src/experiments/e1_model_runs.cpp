@@ -14,6 +14,7 @@
 #include "rankscope/progress.hpp"
 #include "rankscope/tokenizer.hpp"
 #include "rankscope/use_lite.hpp"
+#include "rankscope/warnings.hpp"
 
 namespace rankscope {
 
@@ -145,11 +146,10 @@ void warn_if_mostly_unknown(const Tokenizer& tokenizer, const ModelBatch& batch,
     const std::int64_t content = real.sum().item<std::int64_t>() - special;
     const std::int64_t unknowns = (batch.input_ids.eq(unknown) & real).sum().item<std::int64_t>();
     if (content <= 0 || 2 * unknowns <= content) return;
-    fmt::print(stderr,
-               "rankscope: warning: {} of the {} text tokens ({:.0f}%) are the unknown token of {}: the samples measure "
-               "its embedding, not the text of {} (a vocabulary that does not fit the text?)\n",
-               unknowns, content, 100.0 * static_cast<double>(unknowns) / static_cast<double>(content),
-               printable(tokenizer.source(), 1000), printable(text_path, 1000));
+    warn(fmt::format("{} of the {} text tokens ({:.0f}%) are the unknown token of {}: the samples measure its "
+                     "embedding, not the text of {} (a vocabulary that does not fit the text?)",
+                     unknowns, content, 100.0 * static_cast<double>(unknowns) / static_cast<double>(content),
+                     printable(tokenizer.source(), 1000), printable(text_path, 1000)));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tensor_file.hpp"
+#include "rankscope/warnings.hpp"
 
 namespace rankscope {
 namespace {
@@ -169,12 +170,11 @@ void warn_unread_tensors(const HfCheckpoint& weights, const std::string& prefix,
         const std::lock_guard<std::mutex> lock(mutex);
         if (!said.insert(std::to_string(unread.size()) + '\n' + list).second) return;
     }
-    fmt::print(stderr,
-               "rankscope: warning: {} tensor{} in {} {} not read by the {}-layer {} model that {} describes: {}{} (a "
-               "checkpoint deeper or wider than its config?)\n",
-               unread.size(), unread.size() == 1 ? "" : "s", weights.source(), unread.size() == 1 ? "is" : "are",
-               config.layers, config.model_type, config.path.empty() ? "the config" : config.path, list,
-               unread.size() > 3 ? ", ..." : "");
+    warn(fmt::format("{} tensor{} in {} {} not read by the {}-layer {} model that {} describes: {}{} (a checkpoint "
+                     "deeper or wider than its config?)",
+                     unread.size(), unread.size() == 1 ? "" : "s", weights.source(), unread.size() == 1 ? "is" : "are",
+                     config.layers, config.model_type, config.path.empty() ? "the config" : config.path, list,
+                     unread.size() > 3 ? ", ..." : ""));
 }
 
 void check_stored_tensor(const HfCheckpoint& weights, const std::string& stored, const std::vector<std::int64_t>& shape) {

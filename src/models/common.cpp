@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "rankscope/error.hpp"
+#include "rankscope/warnings.hpp"
 
 namespace rankscope::models {
 
@@ -153,7 +154,7 @@ bool linear_fast_path = [] {
     if (!value) return default_path;
     if (std::string(value) == "0") return false;
     if (std::string(value) == "1") return true;
-    std::fprintf(stderr, "rankscope: RANKSCOPE_LINEAR_FAST_PATH=%s ignored (expected 0 or 1)\n", value);
+    warn(std::string("RANKSCOPE_LINEAR_FAST_PATH=") + value + " ignored (expected 0 or 1)");
     return default_path;
 }();
 }  // namespace

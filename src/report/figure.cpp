@@ -14,6 +14,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/process.hpp"
+#include "rankscope/warnings.hpp"
 #include "report/pdf_information.hpp"
 
 namespace rankscope {
@@ -209,13 +210,12 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
         remove_temporaries();
         std::error_code ignored;
         if (std::filesystem::file_size(log, ignored) == 0) std::filesystem::remove(log, ignored);  // gnuplot never ran
-        fmt::print(stderr, "rankscope: warning: gnuplot could not draw {}: {}\n", figure.stem, error.what());
+        warn(fmt::format("gnuplot could not draw {}: {}", figure.stem, error.what()));
         return produced;
     }
     if (!result.ok()) {
         remove_temporaries();
-        fmt::print(stderr, "rankscope: warning: gnuplot could not draw {}: {} (see {})\n", figure.stem, result.describe(),
-                   log.string());
+        warn(fmt::format("gnuplot could not draw {}: {} (see {})", figure.stem, result.describe(), log.string()));
         return produced;
     }
     std::filesystem::remove(log);
@@ -225,7 +225,7 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
         std::error_code ec;
         if (!std::filesystem::exists(temporary) || std::filesystem::file_size(temporary, ec) == 0 || ec) {
             std::filesystem::remove(temporary, ec);
-            fmt::print(stderr, "rankscope: warning: gnuplot wrote no {} for {}\n", output.extension, figure.stem);
+            warn(fmt::format("gnuplot wrote no {} for {}", output.extension, figure.stem));
             continue;
         }
         stamp_provenance(temporary, output.extension, provenance_text(provenance_comment));

@@ -1,0 +1,47 @@
+// Warnings and where they go (see warnings.hpp).
+#include "rankscope/warnings.hpp"
+
+#include <cstdio>
+#include <mutex>
+#include <utility>
+
+namespace rankscope {
+namespace {
+
+// Function-local, so that a warning said while static objects are made (an environment variable read at load time)
+// finds them made.
+std::mutex& sink_mutex() {
+    static std::mutex mutex;
+    return mutex;
+}
+WarningSink& current_sink() {
+    static WarningSink sink;
+    return sink;
+}
+
+}  // namespace
+
+void print_warning(const std::string& message) {
+    std::fprintf(stderr, "rankscope: warning: %s\n", message.c_str());
+    std::fflush(stderr);
+}
+
+void warn(const std::string& message) {
+    WarningSink sink;
+    {
+        const std::lock_guard<std::mutex> lock(sink_mutex());
+        sink = current_sink();
+    }
+    // Called outside the lock: Python's sink waits for the interpreter, and may warn again (a filter, a logger).
+    if (sink)
+        sink(message);
+    else
+        print_warning(message);
+}
+
+WarningSink set_warning_sink(WarningSink sink) {
+    const std::lock_guard<std::mutex> lock(sink_mutex());
+    return std::exchange(current_sink(), std::move(sink));
+}
+
+}  // namespace rankscope
