@@ -76,6 +76,7 @@ public:
             if (id < 0) throw Error("SentencePiece model has no " + special + " piece", path);
             specials_.push_back(id);
         }
+        info >> unknown_id_;
         if (!info || vocab_size_ <= 0) throw Error("not a SentencePiece model", path);
     }
     std::vector<int> encode(const std::string& text) const override { return encode_batch({text}).front(); }
@@ -147,11 +148,13 @@ public:
     }
     int vocab_size() const override { return vocab_size_; }
     std::string source() const override { return path_; }
+    int unknown_id() const override { return unknown_id_; }
 
 private:
     std::string path_;
     bool xlnet_, llama_, lower_case_, add_bos_, add_eos_;
     int vocab_size_ = 0;
+    int unknown_id_ = -1;  // <unk>: the id SentencePiece gives a character the model has no piece for
     std::vector<int> specials_;
 };
 

@@ -113,6 +113,7 @@ public:
     std::vector<int> suffix() const override { return {}; }
     int vocab_size() const override { return static_cast<int>(lengths_.size()); }
     std::string source() const override { return source_; }
+    int unknown_id() const override { return 0; }  // a character no piece spells (a run of them: one id 0)
 
 private:
     std::string source_;

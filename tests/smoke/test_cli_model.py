@@ -70,7 +70,18 @@ class ModelCommand(unittest.TestCase):
         return activations
 
     def test_albert_with_sentencepiece(self):
-        self.check_run(self.make_checkpoint("albert-tiny", "embeddings.word_embeddings.weight"), 3)
+        folder = self.make_checkpoint("albert-tiny", "embeddings.word_embeddings.weight")
+        self.check_run(folder, 3)
+        # Greek text through a model trained on English: SentencePiece gives its letters <unk>, and a warning says so,
+        # as it does for WordPiece's [UNK] (no SentencePiece model said it).
+        greek = os.path.join(self.directory, "greek.txt")
+        with open(greek, "w") as f:
+            f.write("".join("αλφα βητα γαμμα δελτα εψιλον ζητα ητα θητα ιωτα καππα λαμβδα μυ\n" for _ in range(4)))
+        result = run("model", "--model", folder, "--text", greek, "--samples", "2", "--tokens", "16", "--draws", "0",
+                     "--variants", "SAN", "--out", os.path.join(self.directory, "greek"))
+        warnings = [line for line in result.stderr.splitlines() if line.startswith("rankscope: warning: ")]
+        self.assertEqual(len(warnings), 1, result.stderr)
+        self.assertRegex(warnings[0], r"of the 28 text tokens \(\d+%\) are the unknown token of .*spiece\.model")
 
     def test_xlnet_with_sentencepiece(self):
         activations = self.check_run(self.make_checkpoint("xlnet-tiny", "word_embedding.weight"), 3)

@@ -3,7 +3,8 @@
 // Debian 12's libsentencepiece and libtorch both use libprotobuf; loaded into one process after torch, sentencepiece's
 // static initialisation crashes before main(). rankscope therefore runs SentencePiece here, in a helper without torch:
 //   rankscope-spm encode MODEL TEXT_FILE     one line of space-separated ids per input line
-//   rankscope-spm info MODEL PIECE...        "<vocab size>" then the id of each piece (-1 when absent)
+//   rankscope-spm info MODEL PIECE...        "<vocab size>", the id of each piece (-1 when absent), then the id of
+//                                            the unknown piece (-1 when the model has none)
 //   rankscope-spm train INPUT PREFIX VOCAB [unigram|bpe]   trains a model on INPUT (one sentence per line)
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
             const int id = processor.PieceToId(argv[i]);
             std::cout << (processor.IdToPiece(id) == argv[i] ? id : -1) << "\n";
         }
+        const int unknown = processor.unk_id();
+        std::cout << (unknown >= 0 && processor.IsUnknown(unknown) ? unknown : -1) << "\n";
         return 0;
     }
     std::ifstream in(argv[3]);
