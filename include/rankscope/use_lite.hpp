@@ -24,9 +24,11 @@
 namespace rankscope {
 
 // "use-lite" → the installed package's dist folder ($RANKSCOPE_USE_LITE, ./models/use-lite/dist, or beside the
-// source tree); any other argument is taken as a folder holding model.json. Throws naming what was looked for.
+// source tree); any other argument is taken as a folder holding model.json, or the npm package's folder holding dist/.
+// Throws naming what was looked for.
 std::string find_use_lite(const std::string& name_or_directory);
-bool is_use_lite(const std::string& name_or_directory);  // "use-lite", or a folder with model.json + vocab.json
+// "use-lite", or a folder with model.json + vocab.json (itself or in its dist/).
+bool is_use_lite(const std::string& name_or_directory);
 
 // Reads model.json's weights manifest and its shards (sizes checked, every tensor finite and of the expected shape).
 std::unique_ptr<EncoderModel> load_use_lite(const std::string& directory);

@@ -187,14 +187,32 @@ UseLiteModel& as_use_lite(EncoderModel& model) {
 
 }  // namespace
 
+namespace {
+
+// The folder of model.json + vocab.json: `folder` itself, or the npm package's dist/ below it ("" when neither).
+std::string use_lite_files_in(const std::filesystem::path& folder) {
+    for (const auto& candidate : {folder, folder / "dist"}) {
+        std::error_code error;
+        if (std::filesystem::is_regular_file(candidate / "model.json", error) &&
+            std::filesystem::is_regular_file(candidate / "vocab.json", error))
+            return candidate.string();
+    }
+    return "";
+}
+
+}  // namespace
+
 bool is_use_lite(const std::string& name_or_directory) {
-    if (name_or_directory == "use-lite") return true;
-    const std::filesystem::path folder(name_or_directory);
-    return std::filesystem::exists(folder / "model.json") && std::filesystem::exists(folder / "vocab.json");
+    return name_or_directory == "use-lite" || !use_lite_files_in(name_or_directory).empty();
 }
 
 std::string find_use_lite(const std::string& name_or_directory) {
-    if (name_or_directory != "use-lite") return name_or_directory;
+    if (name_or_directory != "use-lite") {
+        // The package's folder (models/use-lite, as install-deps.sh puts it) or its dist/ (it said "cannot open config
+        // file ... models/use-lite/config.json" for the first).
+        const std::string files = use_lite_files_in(name_or_directory);
+        return files.empty() ? name_or_directory : files;
+    }
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("RANKSCOPE_USE_LITE")) candidates.emplace_back(env);
     candidates.emplace_back("models/use-lite/dist");

