@@ -15,6 +15,7 @@ C++ engine of the `rankscope` command line. See README.md, "Python".
 
 Errors: rankscope.Error (a ValueError) carries the command line's one-line message; Ctrl-C interrupts long calls.
 Warnings (a vocabulary that does not fit the text, ...): rankscope.RankscopeWarning, a UserWarning, at your line.
+Progress of long calls: on a terminal, and in a notebook's cell (set_progress).
 Threads: ATen's intra-op threads are set to all cores on import, as the command line's default (--threads 0),
 unless OMP_NUM_THREADS is set; change with set_threads(n).
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import os as _os
 
 from . import _find
+from ._progress import set_progress
 from ._warnings import RankscopeWarning
 from ._rankscope import Error, configure_allocator, get_threads, set_threads, version
 from .beyond import FailureModesRun, TrainabilityRun, run_failure_modes, run_trainability
@@ -47,5 +49,5 @@ __all__ = [
     "configure_allocator", "effective_rank", "exact_center", "get_threads", "known_architectures", "load_model",
     "matrix_norm", "mean_pairwise_cosine", "measure", "model_source", "numerical_rank", "path_counts",
     "read_findings", "relative_residual", "residual", "residual_norm", "run_model", "run_theory",
-    "sample_path_products", "set_threads", "singular_values", "stable_rank", "text_batch", "verdicts", "version",
+    "sample_path_products", "set_progress", "set_threads", "singular_values", "stable_rank", "text_batch", "verdicts", "version",
 ]

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from . import _rankscope
 from ._arrays import check_count, check_range, names, values
+from ._progress import shown as progress_shown
 from ._tables import as_table
 from .findings import Findings
 
@@ -41,8 +42,9 @@ def run_trainability(depths: Sequence[int] = (2, 4, 8, 16, 32, 64), layer_norms:
     for depth in depths:
         check_count(depth, 1, 256, "depths")
     _check_sizes(d_model, heads, tokens, samples, seeds, seed)
-    result = _rankscope.run_trainability(depths, names(layer_norms, "layer_norms"), names(scalings, "scalings"),
-                                         d_model, heads, tokens, samples, seeds, seed)
+    with progress_shown():
+        result = _rankscope.run_trainability(depths, names(layer_norms, "layer_norms"), names(scalings, "scalings"),
+                                             d_model, heads, tokens, samples, seeds, seed)
     return TrainabilityRun(layers=as_table(result["layers"], frame), runs=as_table(result["runs"], frame),
                            summary=as_table(result["summary"], frame), findings=result["findings"])
 
@@ -71,8 +73,9 @@ def run_failure_modes(query_key_scales: Sequence[float] = (0.25, 0.35, 0.5, 0.71
     _check_sizes(d_model, heads, tokens, samples, seeds, seed)
     check_range(entropy_threshold, 0, 1, "entropy_threshold", low_open=True)
     check_range(rank_threshold, 0, 1, "rank_threshold", low_open=True)
-    result = _rankscope.run_failure_modes([float(s) for s in query_key_scales], names(variants, "variants"), layers,
-                                          d_model, heads,
-                                          tokens, samples, seeds, seed, entropy_threshold, rank_threshold)
+    with progress_shown():
+        result = _rankscope.run_failure_modes([float(s) for s in query_key_scales], names(variants, "variants"), layers,
+                                              d_model, heads, tokens, samples, seeds, seed, entropy_threshold,
+                                              rank_threshold)
     return FailureModesRun(rows=as_table(result["rows"], frame), summary=as_table(result["summary"], frame),
                            freezing_scale=result["freezing_scale"], findings=result["findings"])

@@ -21,6 +21,7 @@ import numpy as np
 from . import _find, _rankscope
 from ._arrays import (attention_mask_ids, check_count, check_range, error, flag, from_engine, map_arrays, names,
                       to_engine)
+from ._progress import shown as progress_shown
 from ._tables import as_table
 from .findings import Findings
 
@@ -87,7 +88,8 @@ class Model:
         ids, torch_out = to_engine(input_ids, "input_ids")
         real = attention_mask_ids(attention_mask)
         types = None if token_type_ids is None else to_engine(token_type_ids, "token_type_ids")[0]
-        last, hooks = self._engine.forward(ids, real, types, variant, layer_norm, _compat(compat), mask or "", record)
+        with progress_shown():  # a streamed model's layers
+            last, hooks = self._engine.forward(ids, real, types, variant, layer_norm, _compat(compat), mask or "", record)
         return from_engine(last, torch_out), map_arrays(hooks, torch_out)
 
     __call__ = forward
@@ -176,9 +178,10 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
         batch = _rankscope.read_model_batch(source, os.fspath(inputs))
     else:
         batch = text_batch(source, text, samples, tokens, tokenizer_dir)
-    result = _rankscope.run_model(source, batch, weights, names(variants, "variants"), _compat(compat), layer_norm, draws,
-                                  iterate, seed, flag(allow_nonfinite, "allow_nonfinite"), flag(record, "record"),
-                                  mask or "", float(sink_threshold), stream, device)
+    with progress_shown():
+        result = _rankscope.run_model(source, batch, weights, names(variants, "variants"), _compat(compat), layer_norm,
+                                      draws, iterate, seed, flag(allow_nonfinite, "allow_nonfinite"),
+                                      flag(record, "record"), mask or "", float(sink_threshold), stream, device)
     return ModelRun(model=result["model"], model_type=result["model_type"], weights=list(result["weights"]),
                     residual=as_table(result["residual"], frame), paths=as_table(result["paths"], frame),
                     skip_ratio=as_table(result["skip_ratio"], frame), iterate=as_table(result["iterate"], frame),

@@ -14,6 +14,7 @@ import numpy as np
 from . import _rankscope
 from ._arrays import (attention_mask_ids, check_count, check_range, error, flag, from_engine, is_torch, map_arrays,
                       to_engine)
+from ._progress import shown as progress_shown
 from ._tables import as_table
 from .findings import Findings
 
@@ -122,8 +123,9 @@ def run_theory(layers: int = 12, heads: int = 4, d_model: Optional[int] = None, 
     # heads and the blocks are set per variant; with `input`, tokens and d_model come from its shape.
     network = SanConfig(layers=layers, heads=1, d_model=d_model, d_qk=d_qk, d_v=d_v, tokens=tokens, biases=biases,
                         init_scale=init_scale)
-    result = _rankscope.run_theory(network, heads, seeds, seed, array, flag(allow_nonfinite, "allow_nonfinite"),
-                                   device)
+    with progress_shown():
+        result = _rankscope.run_theory(network, heads, seeds, seed, array, flag(allow_nonfinite, "allow_nonfinite"),
+                                       device)
     return TheoryRun(rows=as_table(result["rows"], frame), summary=as_table(result["summary"], frame),
                      variants=as_table(result["variants"], frame), bound_rows_checked=result["bound_rows_checked"],
                      bound_violations=result["bound_violations"], bound_definition=result["bound_definition"],

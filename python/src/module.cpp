@@ -12,6 +12,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/error_report.hpp"
 #include "rankscope/intra_op_threads.hpp"
+#include "rankscope/progress.hpp"
 #include "rankscope/provenance.hpp"
 #include "rankscope/vector_math.hpp"
 #include "rankscope/warnings.hpp"
@@ -154,6 +155,14 @@ PYBIND11_MODULE(_rankscope, module) {
         "Sets ATen's intra-op threads (0 = all cores) and holds OpenBLAS's own pool at one thread, as --threads does; "
         "returns the number in use. Process-wide (torch's BLAS calls in this process are affected too).");
     module.def("get_threads", [] { return at::get_num_threads(); }, "ATen's intra-op threads in use.");
+    module.def(
+        "_progress",
+        [] {
+            const rankscope::ProgressSnapshot s = rankscope::current_progress();
+            return py::make_tuple(s.serial, s.finished, rankscope::progress_line(s));
+        },
+        "The latest progress bar: (serial, finished, the line the command line draws); serial 0: none yet. Read from "
+        "a thread while a call runs (rankscope._progress).");
     module.def("configure_allocator", &rankscope::configure_allocator,
                "Keeps freed memory in the process (glibc mallopt), as the command line does at start when glibc's "
                "malloc serves it: freshly touched pages cost ~8 us each on these VMs (LIBTORCH.md). Affects the whole "

@@ -324,3 +324,40 @@ def test_path_products_take_attention_patterns_only():
     # A padded token's row is not checked (the command's rule): here row 3 of sample 1 is padding.
     mask = np.array([[1, 1, 1, 1], [1, 1, 1, 0]])
     assert len(rs.sample_path_products([uniform, doubled], draws=2, attention_mask=mask)["length"]) == 4
+
+
+def test_progress_is_drawn_on_pythons_stderr_where_the_engines_bar_cannot_be_seen(monkeypatch):
+    """The engine draws its bar on a terminal's stderr, which a notebook's cell never shows: there ("auto" in an
+    ipykernel stream, or "on") the same line is drawn on sys.stderr while the call runs, and ends finished."""
+    import contextlib
+    import io
+    import os
+    import re
+    monkeypatch.setattr(os, "isatty", lambda fd: False)  # wherever pytest runs, as a notebook's kernel sees it
+    settings = dict(layers=2, heads=2, d_model=8, tokens=6, seeds=3)
+    jobs = len(rs.run_theory(**settings).variants["variant"]) * 3
+
+    def drawn(stream):
+        with contextlib.redirect_stderr(stream):
+            rs.run_theory(**settings)
+        return stream.getvalue()
+
+    class OutStream(io.StringIO):  # what ipykernel puts in sys.stderr
+        pass
+    OutStream.__module__ = "ipykernel.iostream"
+    assert drawn(io.StringIO()) == ""  # "auto", not a notebook: quiet
+    for mode, stream in (("auto", OutStream()), ("on", io.StringIO())):
+        try:
+            rs.set_progress(mode)
+            text = drawn(stream)
+        finally:
+            rs.set_progress("auto")
+        assert re.search(rf"\rtheory +\[#{{30}}\] {jobs}/{jobs} [0-9.]+/s ETA 0s +\n$", text), (mode, text)
+        assert text.count("\n") == 1
+    try:
+        rs.set_progress("off")
+        assert drawn(OutStream()) == ""
+    finally:
+        rs.set_progress("auto")
+    with pytest.raises(rs.Error, match=r"^'yes' is not one of auto, on, off \(mode\)$"):
+        rs.set_progress("yes")

@@ -4,23 +4,47 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
 
 namespace rankscope {
+namespace {
+
+std::mutex& snapshot_mutex() {
+    static std::mutex mutex;
+    return mutex;
+}
+ProgressSnapshot& latest_snapshot() {
+    static ProgressSnapshot snapshot;
+    return snapshot;
+}
+std::uint64_t bars_made = 0;  // under snapshot_mutex()
+
+}  // namespace
 
 Progress::Progress(std::string label, long total)
     : label_(std::move(label)), total_(total), enabled_(::isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {
+    {
+        const std::lock_guard<std::mutex> lock(snapshot_mutex());
+        serial_ = ++bars_made;
+    }
+    publish(false);
     draw(false);
 }
 
 Progress::~Progress() {
+    publish(true);
     if (enabled_) draw(true);
 }
 
-void Progress::set_label(std::string label) { label_ = std::move(label); }
+void Progress::set_label(std::string label) {
+    label_ = std::move(label);
+    publish(false);
+}
 
 void Progress::advance(long steps) {
     done_ += steps;
+    publish(false);
     const auto now = std::chrono::steady_clock::now();
     if (now - last_draw_ > std::chrono::milliseconds(100) || done_ >= total_) {
         last_draw_ = now;
@@ -28,15 +52,34 @@ void Progress::advance(long steps) {
     }
 }
 
+// A bar made inside another (the streamed loader's layers inside `model`'s runs) is shown until it finishes; then the
+// outer one is again.
+void Progress::publish(bool finished) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const std::lock_guard<std::mutex> lock(snapshot_mutex());
+    ProgressSnapshot& snapshot = latest_snapshot();
+    if (snapshot.serial > serial_ && !snapshot.finished) return;
+    snapshot = ProgressSnapshot{serial_, finished, label_, done_, total_, elapsed};
+}
+
+ProgressSnapshot current_progress() {
+    const std::lock_guard<std::mutex> lock(snapshot_mutex());
+    return latest_snapshot();
+}
+
+std::string progress_line(const ProgressSnapshot& s) {
+    const double fraction = s.total > 0 ? static_cast<double>(s.done) / static_cast<double>(s.total) : 1.0;
+    const int width = 30, filled = static_cast<int>(fraction * width);
+    const double rate = s.elapsed_seconds > 0 ? static_cast<double>(s.done) / s.elapsed_seconds : 0.0;
+    const double eta = rate > 0 ? static_cast<double>(s.total - s.done) / rate : 0.0;
+    return fmt::format("{:<28.28} [{}{}] {}/{} {:.1f}/s ETA {:.0f}s   ", s.label, std::string(filled, '#'),
+                       std::string(width - filled, '.'), s.done, s.total, rate, eta);
+}
+
 void Progress::draw(bool final) {
     if (!enabled_) return;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const double fraction = total_ > 0 ? static_cast<double>(done_) / static_cast<double>(total_) : 1.0;
-    const int width = 30, filled = static_cast<int>(fraction * width);
-    const double rate = elapsed > 0 ? static_cast<double>(done_) / elapsed : 0.0;
-    const double eta = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0.0;
-    fmt::print(stderr, "\r{:<28.28} [{}{}] {}/{} {:.1f}/s ETA {:.0f}s   ", label_, std::string(filled, '#'),
-               std::string(width - filled, '.'), done_, total_, rate, eta);
+    fmt::print(stderr, "\r{}", progress_line(ProgressSnapshot{serial_, final, label_, done_, total_, elapsed}));
     if (final) fmt::print(stderr, "\n");
     std::fflush(stderr);
 }
