@@ -133,6 +133,18 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("unknown centre", result.stderr)
 
+    def test_an_empty_folder_path_is_an_error_not_an_abort(self):
+        # `--out "$UNSET"`: std::filesystem threw out of main (terminate, exit 134) in every command with --out.
+        for args in (["measure", "--out", ""], ["theory", "--out", ""], ["embed", "a", "b", "--out", ""],
+                     ["dynamics", "--checkpoints", "x", "--out", ""], ["sweep", __file__, "--out", ""]):
+            result = run(*args, check=False)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertEqual(result.stderr, "rankscope: error: an empty path: name the folder for the results (--out)\n")
+        result = run("reproduce", "--pretrained", "", check=False)  # ran as if no runs were there
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr,
+                         "rankscope: error: an empty path: name the folder of `rankscope pretrain` runs (--pretrained)\n")
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]], verbosity=2)

@@ -287,6 +287,12 @@ CLI::Validator ReadableFile(bool allow_tensor_suffix) {
         "FILE");
 }
 
+CLI::Validator NonEmptyFolder(const std::string& name_what) {
+    return CLI::Validator(
+        [name_what](std::string& text) -> std::string { return text.empty() ? "an empty path: name " + name_what : ""; },
+        "FOLDER");
+}
+
 void check_size(const std::string& what, double value, double limit, const std::string& flags) {
     check_size_limit(what, value, limit, flags);
 }
@@ -297,7 +303,7 @@ void check_finite(const CommonOptions& options, double value, const std::string&
 
 void add_common_options(CLI::App& command, CommonOptions& options, bool out_required,
                         const std::vector<std::string>& other_formats) {
-    auto* out = command.add_option("--out", options.out, "Directory for result files (created if missing)");
+    auto* out = command.add_option("--out", options.out, "Directory for result files (created if missing)")->check(NonEmptyFolder("the folder for the results"));
     if (out_required) out->required();
     command.add_option("--seed", options.seed, "Seed for every random draw")
         ->capture_default_str()

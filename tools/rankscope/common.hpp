@@ -79,6 +79,9 @@ void check_finite(const CommonOptions& options, double value, const std::string&
 // A file flag must name a readable regular file: "no such file", "is a directory", "cannot read" (named, exit 2).
 // A ':' suffix (file.safetensors:tensor) is allowed when `allow_tensor_suffix`.
 CLI::Validator ReadableFile(bool allow_tensor_suffix = false);
+// A folder flag: any path but the empty one ("" from an unset shell variable: --out "" made std::filesystem throw, an
+// abort; --pretrained "" ran as if no runs were there). `name_what` completes "an empty path: name ...".
+CLI::Validator NonEmptyFolder(const std::string& name_what);
 
 // Adds --out, --seed, --threads, --allow-nonfinite with their defaults shown in --help, and --format with the
 // standard-output formats the command prints besides "table" (none: no --format; a format a command did not print was

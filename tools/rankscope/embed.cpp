@@ -85,7 +85,7 @@ void run_embed(const EmbedOptions& options) {
 std::function<void()> setup_embed(CLI::App& command) {
     auto options = std::make_shared<EmbedOptions>();
     command.add_option("sentences", options->sentences, "Sentences to embed")->required();
-    command.add_option("--model", options->model, "use-lite, or the dist folder of the npm package")->capture_default_str();
+    command.add_option("--model", options->model, "use-lite, or the npm package's folder (or its dist/)")->capture_default_str();
     add_common_options(command, options->common, false, {"json"});
     return [options] { run_embed(*options); };
 }

@@ -136,7 +136,9 @@ std::filesystem::path new_out_folder(const CLI::App& app) {
     for (const CLI::App* command : app.get_subcommands()) {
         const CLI::Option* out = command->get_option_no_throw("--out");
         if (out == nullptr || out->count() == 0) continue;
-        std::filesystem::path path = std::filesystem::absolute(out->as<std::string>()).lexically_normal();
+        std::error_code error;
+        std::filesystem::path path = std::filesystem::absolute(out->as<std::string>(), error).lexically_normal();
+        if (error) return {};  // (an empty --out is refused by its validator)
         if (path.has_parent_path() && path.filename().empty()) path = path.parent_path();  // "a/out/" -> "a/out"
         if (path.empty() || !missing(path)) return {};
         while (path.has_parent_path() && path.parent_path() != path && missing(path.parent_path())) path = path.parent_path();

@@ -794,7 +794,8 @@ std::function<void()> setup_reproduce(CLI::App& command) {
     command.add_option("--cells", options->only, "Run only these cells of the plan (names as in the report, e.g. e1_use-lite)");
     command.add_option("--pretrained", options->pretrained,
                        "Folder of `rankscope pretrain` runs (<run>/final): the full run adds their E1/E2 and dynamics")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(NonEmptyFolder("the folder of `rankscope pretrain` runs"));
     add_common_options(command, options->common, false);
     add_device_option(command, options->common);
     return [options] { run_reproduce(*options); };

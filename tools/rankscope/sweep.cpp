@@ -468,6 +468,7 @@ std::function<void()> setup_sweep(CLI::App& command) {
         ->required()
         ->check(ReadableFile(false));
     command.add_option("--out", options->out, "Output folder: cells/<key>/, sweep.csv, tables/, cells.csv, sweep.json")
+        ->check(NonEmptyFolder("the folder for the results"))
         ->required();
     command.add_option("--workers", options->workers, "Cells run at once on this machine (per MPI rank under mpirun)")
         ->capture_default_str()
