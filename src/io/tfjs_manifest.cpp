@@ -89,7 +89,16 @@ std::vector<TfjsWeight> read_tfjs_weights(const std::string& directory) try {
             shard_bytes += shards.back()->size();
         }
         if (shard_bytes != static_cast<std::uint64_t>(described_bytes)) {
-            const std::string last = (folder / group["paths"].back().get<std::string>()).string();
+            // TensorFlow.js writes every shard but the last at one size (4 MiB by default): one shorter than the
+            // longest of them is the truncated one, else the last is (it named the last whichever was cut).
+            std::uint64_t full = 0;
+            for (std::size_t i = 0; i + 1 < shards.size(); ++i) full = std::max<std::uint64_t>(full, shards[i]->size());
+            std::string last = shards.back()->path();
+            for (std::size_t i = 0; i + 1 < shards.size(); ++i)
+                if (shards[i]->size() < full) {
+                    last = shards[i]->path();
+                    break;
+                }
             throw Error(shard_bytes < static_cast<std::uint64_t>(described_bytes)
                             ? "weight shards are truncated: they hold " + std::to_string(shard_bytes) +
                                   " bytes, the manifest describes " + std::to_string(described_bytes)

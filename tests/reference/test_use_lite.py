@@ -69,6 +69,15 @@ class UseLite(unittest.TestCase):
             self.assertEqual(result.returncode, 2)
             self.assertIn("truncated", result.stderr)
             self.assertIn("group1-shard7of7", result.stderr)
+            # A shard before the last, 10 bytes short, is the one named (the last was named whichever was cut).
+            shutil.copy(os.path.join(USE_LITE, "group1-shard7of7"), last)
+            third = os.path.join(broken, "group1-shard3of7")
+            with open(third, "r+b") as f:
+                f.truncate(os.path.getsize(third) - 10)
+            result = run("embed", "--model", broken, "hello", check=False)
+            self.assertEqual(result.returncode, 2)
+            self.assertTrue(result.stderr.startswith("rankscope: error: weight shards are truncated: "), result.stderr)
+            self.assertTrue(result.stderr.endswith(f"({third})\n"), result.stderr)
         finally:
             shutil.rmtree(directory)
 
