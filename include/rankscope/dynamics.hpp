@@ -28,6 +28,7 @@ std::vector<DynamicsCheckpoint> find_checkpoints(const std::filesystem::path& di
 
 struct DynamicsSettings {
     std::string text;        // the sentences (one per line or a GLUE .tsv); "" = <run>/corpus/heldout.txt, else RTE
+                             // (with a warning: it may be the text the run trained on)
     int samples = 32;
     int tokens = 0;          // 0 = min(128, the model's max positions)
     RealModelSettings model; // variants, draws, seed (E2), ...

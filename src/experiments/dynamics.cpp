@@ -15,6 +15,7 @@
 #include "rankscope/summary.hpp"
 #include "rankscope/models.hpp"  // ModelBatch, HfConfig
 #include "rankscope/tokenizer.hpp"
+#include "rankscope/warnings.hpp"
 
 namespace rankscope {
 namespace {
@@ -122,6 +123,11 @@ DynamicsResult run_dynamics(const std::vector<DynamicsCheckpoint>& checkpoints, 
         const fs::path heldout = run_dir / "corpus" / "heldout.txt";
         result.text = fs::exists(heldout) ? heldout.string() : default_rte_path();
         if (result.text.empty()) throw Error("no text: give --text (the run has no corpus/heldout.txt)", run_dir.string());
+        // A run that pretrained on RTE (the default corpus) would be measured on its own training text, unsaid.
+        if (result.text != heldout.string())
+            warn(fmt::format("{} has no corpus/heldout.txt: measuring on {}, which may be text the checkpoints were "
+                             "trained on (give --text a held-out text)",
+                             run_dir.string(), result.text));
     }
     const int tokens = settings.tokens > 0 ? settings.tokens : std::min(128, first.config.max_position_embeddings);
     const ModelBatch batch = text_batch(first, result.text, settings.samples, tokens, "");

@@ -105,6 +105,16 @@ class PretrainCommand(unittest.TestCase):
                                        os.path.join(self.out, "d"), check=False),
                                    "2 tokens per sample leave no room for text beside the tokenizer's 2 special tokens "
                                    "(at least 3) (--tokens)")
+        # dynamics measures on the run's held-out text; without it, on RTE (the default corpus: maybe the training
+        # text), and a warning says so (it said nothing).
+        quiet = run("dynamics", "--checkpoints", folder, "--samples", "2", "--tokens", "16", "--draws", "0", "--out",
+                    os.path.join(self.out, "d_heldout"))
+        self.assertNotIn("warning", quiet.stderr)
+        os.remove(os.path.join(folder, "corpus", "heldout.txt"))
+        said = run("dynamics", "--checkpoints", folder, "--samples", "2", "--tokens", "16", "--draws", "0", "--out",
+                   os.path.join(self.out, "d_rte"))
+        self.assertEqual(said.stderr, f"rankscope: warning: {folder} has no corpus/heldout.txt: measuring on {RTE}, "
+                                      "which may be text the checkpoints were trained on (give --text a held-out text)\n")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ std::function<void()> setup_dynamics(CLI::App& command) {
     auto options = std::make_shared<DynamicsOptions>();
     command.add_option("--checkpoints", options->checkpoints, "A `rankscope pretrain` folder, or a folder of step-N checkpoint folders")
         ->required();
-    command.add_option("--text", options->settings.text, "Text for the batch (default: the run's corpus/heldout.txt)")->check(ReadableFile());
+    command.add_option("--text", options->settings.text, "Text for the batch (default: the run's corpus/heldout.txt, else GLUE RTE train with a warning)")->check(ReadableFile());
     command.add_option("--samples", options->settings.samples, "Samples in the batch")->check(IntRange(1, 4096))->capture_default_str();
     command.add_option("--tokens", options->settings.tokens, "Tokens per sample (0 = min(128, the model's positions))")
         ->check(IntRange(0, 4096))->capture_default_str();
