@@ -315,6 +315,14 @@ class Sweep(unittest.TestCase):
         mine = [{k: v for k, v in r.items() if not k.startswith("cell_")}
                 for r in read_csv(os.path.join(out, "sweep.csv")) if r["cell_file"] == files[0]]
         self.assertEqual(mine, read_csv(os.path.join(alone, "measures.csv")))
+        # A measure grid run into a theory sweep's folder leaves none of the theory sweep's results beside its own
+        # (collapse_depth.* stayed, their provenance naming the other grid; tables/ and sweep.csv were replaced).
+        mixed = os.path.join(self.directory, "theory-then-measure")
+        shutil.copytree(self.local, mixed)
+        run("sweep", grid, "--out", mixed)
+        left = sorted(name for name in os.listdir(mixed) if name.startswith("collapse_depth"))
+        self.assertEqual(left, [])
+        self.assertEqual(sorted(os.listdir(os.path.join(mixed, "tables"))), ["measures.csv"])
         # A relative path that starts with '-' is a file, not an option.
         dashed = self.write_grid("dashed.json", json.dumps({"experiment": "measure", "axes": {"file": ["-m.npy"]}}))
         np.save(os.path.join(self.directory, "-m.npy"), np.random.default_rng(3).normal(size=(5, 3)))

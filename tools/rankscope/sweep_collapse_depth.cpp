@@ -13,11 +13,25 @@
 
 namespace rankscope::cli {
 
+namespace {
+
+// An earlier sweep's collapse-depth files in the same --out (a theory grid, then a measure grid) go when this run
+// writes none: they sat beside this run's cells.csv and manifest, their provenance naming the other grid.
+std::vector<std::string> no_collapse_depth(const std::filesystem::path& out) {
+    std::error_code ignored;
+    for (const char* name : {"collapse_depth.csv", "collapse_depth_summary.csv", "collapse_depth.gp", "collapse_depth.svg",
+                             "collapse_depth.png", "collapse_depth.pdf", "collapse_depth.gnuplot.log"})
+        std::filesystem::remove(out / name, ignored);
+    return {};
+}
+
+}  // namespace
+
 std::vector<std::string> write_collapse_depth(const SweepGrid& grid, const std::vector<const SweepCell*>& done_cells,
                                               const std::filesystem::path& out, const Provenance& provenance) {
-    if (grid.experiment != "theory" || done_cells.empty()) return {};
+    if (grid.experiment != "theory" || done_cells.empty()) return no_collapse_depth(out);
     const std::string text = read_file_if_present((out / "tables" / "theory.csv").string(), kNoSizeLimit, "theory table");
-    if (text.empty()) return {};
+    if (text.empty()) return no_collapse_depth(out);
     const CollapseDepthTables tables = collapse_depth_tables(text);
     const std::string comment = csv_provenance_lines(provenance);
     write_file_atomically((out / "collapse_depth.csv").string(), comment + tables.runs_csv);
