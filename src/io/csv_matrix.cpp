@@ -2,7 +2,10 @@
 // remaining line is a header iff every cell is non-empty and non-numeric; every other line must be all numbers, with
 // the same number of cells.
 // Anything else is an error naming the line and column, so no data row is ever dropped silently.
+#include <fmt/format.h>
+
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 #include "rankscope/error.hpp"
@@ -42,14 +45,26 @@ std::string trim(const std::string& field) {
     return cell;
 }
 
-// The whole trimmed cell must be one number (strtod syntax; nan and inf parse, and are rejected later by the
-// measures with their position).
-bool parse_number(const std::string& trimmed, double& value) {
+// Whether the whole trimmed cell is one number in strtod's syntax (a header cell is not). `problem` gets why such a
+// cell is still refused as data, "" when it is not: hexadecimal ("0x10" was read as 16), beyond float64 (1e400 was
+// read as inf, and said "Inf at [1, 0]" of a file holding no inf), NaN or Inf (said with the line and column).
+bool parse_number(const std::string& trimmed, double& value, std::string& problem) {
     if (trimmed.empty()) return false;
     char* end = nullptr;
     errno = 0;
     value = std::strtod(trimmed.c_str(), &end);
-    return end == trimmed.c_str() + trimmed.size();
+    if (end != trimmed.c_str() + trimmed.size()) return false;
+    const std::size_t digits = trimmed.find_first_not_of("+-");
+    std::string why;
+    if (digits != std::string::npos && trimmed.compare(digits, 1, "0") == 0 && trimmed.size() > digits + 1 &&
+        (trimmed[digits + 1] == 'x' || trimmed[digits + 1] == 'X'))
+        why = "is hexadecimal (write it in decimal)";
+    else if (errno == ERANGE && std::isinf(value))
+        why = "is beyond the float64 range";  // 1e400: strtod gave inf, the file has no inf
+    else if (!std::isfinite(value))
+        why = "is not finite (the measures take finite matrices)";
+    problem = why;
+    return true;
 }
 
 }  // namespace
@@ -78,7 +93,8 @@ HostArray read_csv_matrix(const std::string& path) {
             bool header = true;
             for (const auto& cell : cells) {
                 double ignored;
-                if (cell.empty() || parse_number(cell, ignored)) header = false;
+                std::string refused;
+                if (cell.empty() || parse_number(cell, ignored, refused)) header = false;
             }
             if (header) {
                 columns = static_cast<std::int64_t>(cells.size());
@@ -91,7 +107,12 @@ HostArray read_csv_matrix(const std::string& path) {
                         path);
         for (std::size_t c = 0; c < cells.size(); ++c) {
             double value;
-            if (!parse_number(cells[c], value))
+            std::string problem;
+            const bool number = parse_number(cells[c], value, problem);
+            if (number && !problem.empty())
+                throw Error(fmt::format("line {}, column {}: '{}' {}", line_number, c + 1, printable(cells[c], 40), problem),
+                            path);
+            if (!number)
                 throw Error("line " + std::to_string(line_number) + ", column " + std::to_string(c + 1) + ": " +
                                 (cells[c].empty() ? std::string("empty cell")
                                                   : "'" + printable(cells[c], 40) + "' is not a number") +

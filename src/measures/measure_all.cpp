@@ -1,11 +1,13 @@
 #include "rankscope/measure_all.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "rankscope/error.hpp"
+#include "rankscope/warnings.hpp"
 
 namespace rankscope {
 
@@ -83,22 +85,38 @@ MeasureArrayResult measure_array(const ArrayView& array, const MeasureArrayOptio
         result.exact_skipped = true;
     }
     const std::size_t items = values.size() / static_cast<std::size_t>(n * d);
+    std::vector<std::size_t> without_pairs;  // matrices with fewer than two nonzero rows
     for (std::size_t m = 0; m < items; ++m) {
         interrupt.poll();
         const Matrix x = Eigen::Map<const Matrix>(values.data() + m * static_cast<std::size_t>(n * d), n, d);
-        result.matrices.push_back(measure_all(x, measure_options));
-        for (const auto& r : result.matrices.back()) {
-            // The cosine is undefined, not broken, with fewer than two nonzero rows: say so.
-            std::string why;
-            if (r.measure == "mean_pairwise_cosine" && std::isnan(r.value))
-                if (const auto rows = (x.rowwise().squaredNorm().array() > 0).count(); rows < 2)
-                    why = fmt::format(" ({} nonzero row{}: no pair of tokens)", rows, rows == 1 ? "" : "s");
-            check_finite_result(r.value,
-                                fmt::format("{}{}{}{} of matrix {}{}", r.measure, r.norm.empty() ? "" : " " + r.norm,
-                                            r.center.empty() ? "" : " " + r.center,
-                                            r.index < 0 ? "" : fmt::format(" [{}]", r.index), m, why),
-                                where, options.allow_nonfinite);
+        std::vector<MeasureRecord> records = measure_all(x, measure_options);
+        // The cosine is undefined, not broken, with fewer than two nonzero rows (one token, a zero matrix): its row
+        // is left out and one warning names the matrices (it stopped the whole measurement of a legal input). With
+        // allow_nonfinite it is written as NaN, as asked.
+        if (!options.allow_nonfinite && (x.rowwise().squaredNorm().array() > 0).count() < 2) {
+            without_pairs.push_back(m);
+            records.erase(std::remove_if(records.begin(), records.end(),
+                                         [](const MeasureRecord& r) {
+                                             return r.measure == "mean_pairwise_cosine" && std::isnan(r.value);
+                                         }),
+                          records.end());
         }
+        for (const auto& r : records)
+            check_finite_result(r.value,
+                                fmt::format("{}{}{}{} of matrix {}", r.measure, r.norm.empty() ? "" : " " + r.norm,
+                                            r.center.empty() ? "" : " " + r.center,
+                                            r.index < 0 ? "" : fmt::format(" [{}]", r.index), m),
+                                where, options.allow_nonfinite);
+        result.matrices.push_back(std::move(records));
+    }
+    if (!without_pairs.empty()) {
+        const std::size_t shown = std::min<std::size_t>(without_pairs.size(), 5);
+        warn(fmt::format("mean_pairwise_cosine is undefined for {} (fewer than 2 nonzero rows: no pair of tokens), left "
+                         "out of the table: matri{} {}{} ({})",
+                         items == 1 ? std::string("the matrix") : fmt::format("{} of {} matrices", without_pairs.size(), items),
+                         without_pairs.size() == 1 ? "x" : "ces",
+                         fmt::join(without_pairs.begin(), without_pairs.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                         without_pairs.size() > shown ? ", ..." : "", where));
     }
     return result;
 }

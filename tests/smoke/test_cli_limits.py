@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import BINARY, FIXTURES, RTE, run, write_safetensors  # noqa: E402
+from common import BINARY, FIXTURES, RTE, read_csv, run, write_safetensors  # noqa: E402
 
 # (arguments, text the error must name). --out is appended: the folder must not be created.
 REJECTED = [
@@ -304,22 +304,31 @@ class Limits(unittest.TestCase):
         self.assertTrue(os.path.isdir(existing))
 
     def test_nonfinite_results_are_errors_unless_allowed(self):
+        # The cosine of a matrix without two nonzero rows (a zero matrix, one token) is undefined, not broken: its
+        # row is left out, one warning names the matrices, and every other measure is written (the whole measurement
+        # stopped on it).
         zeros = os.path.join(self.directory, "zeros.npy")
         np.save(zeros, np.zeros((5, 4)))
         out = os.path.join(self.directory, "zeros")
-        line = self.assert_one_line_error(run("measure", zeros, "--out", out, check=False), "zeros.npy")
-        self.assertIn("NaN", line)
-        self.assertIn("matrix 0", line)
-        self.assertFalse(os.path.exists(out))
-        # The cosine of a matrix without two nonzero rows is undefined, and the error says why.
-        self.assertTrue(line.startswith("rankscope: error: mean_pairwise_cosine of matrix 0 (0 nonzero rows: no pair of "
-                                        "tokens) is NaN (pass --allow-nonfinite to write it anyway)"), line)
-        one_row = os.path.join(self.directory, "one_row.npy")
-        np.save(one_row, np.ones((1, 4)))
-        line = self.assert_one_line_error(run("measure", one_row, check=False), "one_row.npy")
-        self.assertIn("(1 nonzero row: no pair of tokens) is NaN", line)
+        result = run("measure", zeros, "--out", out)
+        self.assertEqual(result.stderr, "rankscope: warning: mean_pairwise_cosine is undefined for the matrix (fewer "
+                                        "than 2 nonzero rows: no pair of tokens), left out of the table: matrix 0 "
+                                        f"({zeros})\n")
+        rows = read_csv(os.path.join(out, "measures.csv"))
+        self.assertNotIn("mean_pairwise_cosine", {r["measure"] for r in rows})
+        self.assertIn("relative_residual", {r["measure"] for r in rows})
+        batch = os.path.join(self.directory, "one_token_batch.npy")
+        x = np.random.default_rng(0).normal(size=(7, 3, 4))
+        x[[1, 4], 1:] = 0  # matrices 1 and 4: one nonzero row
+        np.save(batch, x)
+        result = run("measure", batch, "--format", "csv")
+        self.assertIn("mean_pairwise_cosine is undefined for 2 of 7 matrices (fewer than 2 nonzero rows: no pair of "
+                      "tokens), left out of the table: matrices 1, 4 (", result.stderr)
+        cosines = [line.split(",")[0] for line in result.stdout.splitlines() if ",mean_pairwise_cosine," in line]
+        self.assertEqual(cosines, ["0", "2", "3", "5", "6"])
         allowed = run("measure", zeros, "--allow-nonfinite", "--format", "json", check=False)
         self.assertEqual(allowed.returncode, 0, allowed.stderr)
+        self.assertIn('"measure": "mean_pairwise_cosine",\n          "value": null', allowed.stdout)  # written as asked
         # X with entries of 1e300: the network overflows; the error names the variant and the layer.
         huge = os.path.join(self.directory, "huge.npy")
         np.save(huge, np.random.default_rng(0).normal(size=(6, 8)) * 1e300)

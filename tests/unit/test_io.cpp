@@ -160,6 +160,30 @@ TEST(MatrixFile, CsvWithHeaderAndErrors) {
     expect_error_naming([&] { read_matrix_file((dir / "x.bin").string()); }, "x.bin", "unknown matrix file type");
 }
 
+// A CSV cell strtod reads whole is still refused, with its line and column, when it is hexadecimal ("0x10" was read as
+// 16), beyond float64 (1e400 was read as inf: "Inf at [1, 0]" of a file with no inf in it), or NaN/Inf (named by the
+// data's [row, column], not the file's line). Underflow is rounding, and reads.
+TEST(MatrixFile, CsvCellsAreDecimalAndFinite) {
+    const fs::path dir = temporary_dir();
+    for (const auto& [cell, words] : std::vector<std::pair<std::string, std::string>>{
+             {"0x10", "line 3, column 2: '0x10' is hexadecimal (write it in decimal)"},
+             {"-0X1p3", "line 3, column 2: '-0X1p3' is hexadecimal"},
+             {"1e400", "line 3, column 2: '1e400' is beyond the float64 range"},
+             {"-1e400", "line 3, column 2: '-1e400' is beyond the float64 range"},
+             {"nan", "line 3, column 2: 'nan' is not finite (the measures take finite matrices)"},
+             {"-inf", "line 3, column 2: '-inf' is not finite"}}) {
+        write_bytes(dir / "c.csv", "# comment\n1,2\n3," + cell + "\n");
+        expect_error_naming([&] { read_matrix_file((dir / "c.csv").string()); }, "c.csv", words);
+    }
+    write_bytes(dir / "tiny.csv", "1e-400,1\n0x,2\n");  // "0x" is no number at all
+    expect_error_naming([&] { read_matrix_file((dir / "tiny.csv").string()); }, "tiny.csv", "'0x' is not a number");
+    write_bytes(dir / "tiny.csv", "1e-400,1\n0,2\n");
+    EXPECT_EQ(to_double_vector(read_matrix_file((dir / "tiny.csv").string()).view()), (std::vector<double>{0, 1, 0, 2}));
+    // A header stays a header (its cells are no numbers), and "nan" is a number's spelling, not a header.
+    write_bytes(dir / "nan_first.csv", "nan,nan\n1,2\n");
+    expect_error_naming([&] { read_matrix_file((dir / "nan_first.csv").string()); }, "nan_first.csv", "line 1, column 1: 'nan' is not finite");
+}
+
 // FILE.safetensors:NAME selects a tensor; "FILE.safetensors:" the one named "" (the format allows an empty name; it
 // was read as no name at all: "file holds 2 tensors; name one as FILE:tensor").
 TEST(MatrixFile, SafetensorsTensorNamedEmptyIsSelectable) {
