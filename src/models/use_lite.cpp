@@ -16,6 +16,7 @@
 #include "rankscope/build_info.hpp"  // RANKSCOPE_SOURCE_DIR
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
+#include "rankscope/warnings.hpp"
 #include "loaders/text_utf8.hpp"
 
 namespace rankscope {
@@ -269,9 +270,18 @@ at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, 
             throw Error(fmt::format("not valid UTF-8 (byte {}: 0x{:02x})", bad + 1, static_cast<unsigned char>(sentences[i][bad])),
                         fmt::format("sentence {}", i + 1));
     std::vector<at::Tensor> rows;
-    for (const auto& ids : tokenizer.encode_batch(sentences)) {
+    const std::vector<std::vector<int>> encoded = tokenizer.encode_batch(sentences);
+    for (std::size_t i = 0; i < encoded.size(); ++i) {
+        const std::vector<int>& ids = encoded[i];
         if (ids.empty()) throw Error("empty text: USE lite needs at least one token");
-        std::vector<std::int64_t> clipped(ids.begin(), ids.begin() + std::min<std::size_t>(ids.size(), 128));
+        const std::size_t limit = static_cast<std::size_t>(use.config().max_position_embeddings);  // 128
+        // The package reads the first 128 tokens of a longer sentence; so does this, and says so (it was silent: a
+        // 3000-word sentence and its first 128 words had a cosine of 1).
+        if (ids.size() > limit)
+            warn(fmt::format("sentence {} has {} tokens: USE lite reads its first {} (the rest does not change its "
+                             "embedding)",
+                             i + 1, ids.size(), limit));
+        std::vector<std::int64_t> clipped(ids.begin(), ids.begin() + std::min(ids.size(), limit));
         const auto n = static_cast<std::int64_t>(clipped.size());
         ModelBatch batch{torch::tensor(clipped, torch::kLong).reshape({1, n}), torch::ones({1, n}, torch::kLong),
                          torch::zeros({1, n}, torch::kLong)};
@@ -284,7 +294,8 @@ at::Tensor embedding_cosines(const at::Tensor& embeddings) {
     // Normalised again in float64: the rows are unit only to float32 round-off (a self-cosine read 1.0000000738).
     at::Tensor rows = embeddings.to(torch::kDouble);
     rows = rows / rows.norm(2, 1, true);
-    return torch::matmul(rows, rows.t());
+    // ...and the float64 Gram matrix of unit rows can still exceed 1 by round-off (a self-cosine of 1.0000000000000013).
+    return torch::matmul(rows, rows.t()).clamp(-1.0, 1.0);
 }
 
 std::vector<at::Tensor> iterate_attention(EncoderModel& model, const ModelBatch& batch, int steps, bool keep_skip) {

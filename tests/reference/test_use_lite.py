@@ -48,6 +48,18 @@ class UseLite(unittest.TestCase):
         finally:
             shutil.rmtree(out)
 
+    def test_a_sentence_past_128_tokens_is_said_and_cosines_stay_in_range(self):
+        # The model reads a sentence's first 128 tokens, as its package does; it said nothing, and a 3000-word sentence
+        # had a cosine of 1 with its first 128 words. A self-cosine read 1.0000000000000013.
+        long, start = " ".join(["word"] * 3000), " ".join(["word"] * 128)
+        result = run("embed", "--model", USE_LITE, "--format", "json", long, start, "How old are you?")
+        self.assertEqual(result.stderr, "rankscope: warning: sentence 1 has 3000 tokens: USE lite reads its first 128 "
+                                        "(the rest does not change its embedding)\n")
+        cosine = json.loads(result.stdout)["cosine"]
+        for i in range(3):
+            self.assertAlmostEqual(cosine[i][i], 1.0, places=12)
+        self.assertTrue(all(-1.0 <= value <= 1.0 for row in cosine for value in row), cosine)
+
     def test_one_sentence_says_what_it_did(self):
         # No pair to print: the table says so (it printed nothing and exited 0).
         self.assertIn("1 sentence embedded (512 dimensions)", run("embed", "--model", USE_LITE, "Hello there.").stdout)
