@@ -238,6 +238,24 @@ class Sweep(unittest.TestCase):
         for name in ["sweep.csv", "tables/theory_summary.csv"]:
             self.assertEqual(data_lines(os.path.join(out, name)), data_lines(os.path.join(clean, name)), name)
 
+    def test_sigterm_says_the_sweep_resumes(self):
+        # The message named the program a cell ran ("interrupted by SIGTERM (/.../rankscope)"), not the sweep.
+        grid = os.path.join(self.directory, "slow-term.toml")
+        with open(grid, "w") as f:
+            f.write(GRID_TOML.replace("layers = 3", "layers = 6"))
+        out = os.path.join(self.directory, "terminated")
+        process = subprocess.Popen([BINARY, "sweep", grid, "--out", out, "--workers", "1"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 300
+        while time.time() < deadline and not os.path.isdir(os.path.join(out, "cells")) and process.poll() is None:
+            time.sleep(0.02)
+        time.sleep(0.3)  # a cell's process is running
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, 128 + signal.SIGTERM, stderr)
+        self.assertEqual(stderr, "rankscope: error: interrupted by SIGTERM (sweep: the cells done are kept, and the "
+                                 "same command resumes)\n")
+
     def test_a_failed_cell_does_not_stop_the_others(self):
         import numpy as np
         good = os.path.join(self.directory, "x.npy")

@@ -26,6 +26,9 @@
 namespace rankscope::cli {
 namespace {
 
+// What an interrupted sweep says after "interrupted by SIGTERM": it named the program a cell ran.
+constexpr const char* kInterruptedWhere = "sweep: the cells done are kept, and the same command resumes";
+
 int g_argc = 0;
 char** g_argv = nullptr;
 
@@ -159,8 +162,9 @@ std::vector<CellOutcome> run_cells_locally(const std::vector<int>& pending, int 
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     pool.join();
+    // A signal first: the workers' cells stopped with it, and their error named the program they ran.
+    if (pending_interrupt() != 0) throw Interrupted(pending_interrupt(), kInterruptedWhere);
     if (auto error = pool.error()) std::rethrow_exception(error);
-    if (pending_interrupt() != 0) throw Interrupted(pending_interrupt(), "sweep");
     return in_pending_order(pending, outcomes);
 }
 
@@ -258,8 +262,8 @@ std::vector<CellOutcome> MpiSession::run_cells(const std::vector<int>& pending, 
             if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         pool.join();
+        if (pending_interrupt() != 0) throw Interrupted(pending_interrupt(), kInterruptedWhere);
         if (auto error = pool.error()) std::rethrow_exception(error);
-        if (pending_interrupt() != 0) throw Interrupted(pending_interrupt(), "sweep");
         return in_pending_order(pending, outcomes);
     }
     // Other ranks: each free worker slot asks rank 0 for a cell; outcomes go back as they come.
