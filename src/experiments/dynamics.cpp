@@ -266,8 +266,8 @@ std::vector<long> select_steps(const std::vector<long>& steps, std::size_t count
 Findings dynamics_findings(const DynamicsResult& result) {
     Findings f;
     f.experiment = "dynamics";
-    f.subject = fmt::format("{} ({}, {} layers), {} checkpoints from step {} to {}, {} × {} tokens of {}", result.model,
-                            result.model_type, result.layers, result.steps.size(), result.steps.front(), result.steps.back(),
+    f.subject = fmt::format("{} ({}, {} layer{}), {} checkpoints from step {} to {}, {} × {} tokens of {}", result.model,
+                            result.model_type, result.layers, result.layers == 1 ? "" : "s", result.steps.size(), result.steps.front(), result.steps.back(),
                             result.samples, result.tokens, fs::path(result.text).filename().string());
     const int L = result.layers;
     const auto& first = result.runs.front();
@@ -297,7 +297,12 @@ Findings dynamics_findings(const DynamicsResult& result) {
                  "≈0 after 3–5 layers pretrained (Fig. 2)",
                  fmt::format("SAN at step {} after layer 1: {:.3g}; after layer {}: {:.3g}", result.steps.back(),
                              san_last_first->mean, depth, san_last->mean),
-                 fmt::format("≤ {} after layer {}, and above it after layer 1", kCollapsedResidual, depth),
+                 // The claim's depth, whatever this model's: a 1-layer model read "≤ 0.05 after layer 1, and above it
+                 // after layer 1" (it is judged not comparable).
+                 L >= kPretrainedCollapseDepth
+                     ? fmt::format("≤ {} after layer {}, and above it after layer 1", kCollapsedResidual, depth)
+                     : fmt::format("≤ {} after layer {}, and above it after layer 1 (needs {} layers; this model has {})",
+                                   kCollapsedResidual, kPretrainedCollapseDepth, kPretrainedCollapseDepth, L),
                  judge(L >= kPretrainedCollapseDepth, pretrained_san_shape(san_last_first->mean, san_last->mean)),
                  "final checkpoint"});
     std::string reading = fmt::format("Relative residual after the last layer ({}), from step {} to step {}: {}.",

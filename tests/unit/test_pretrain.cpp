@@ -330,6 +330,15 @@ TEST(Dynamics, FindingsFollowTheNumbers) {
     for (auto& row : init_speed.runs.back().residual)
         if (row.variant == "SAN" && row.layer >= 1) row.mean = 0.01;
     EXPECT_EQ(dynamics_findings(init_speed).checks[0].verdict, Verdict::NotReproduced);
+    // A 1-layer model is not comparable, and its criterion is the claim's, not "after layer 1, and above it after
+    // layer 1"; the subject says "1 layer".
+    DynamicsResult shallow = hand_made_dynamics(0.01);
+    shallow.layers = 1;
+    const Findings one = dynamics_findings(shallow);
+    EXPECT_EQ(one.checks[0].verdict, Verdict::NotComparable);
+    EXPECT_EQ(one.checks[0].criterion, "≤ 0.05 after layer 5, and above it after layer 1 (needs 5 layers; this model has 1)");
+    EXPECT_NE(one.subject.find("(bert, 1 layer)"), std::string::npos) << one.subject;
+    EXPECT_EQ(collapsed.checks[0].criterion, "≤ 0.05 after layer 5, and above it after layer 1");
     const Table attention = dynamics_attention_table(hand_made_dynamics(0.01));
     ASSERT_EQ(attention.rows(), 12u);
     EXPECT_DOUBLE_EQ(attention.column("entropy_mean").reals[6], 1.5);
