@@ -60,6 +60,23 @@ class UseLite(unittest.TestCase):
             self.assertAlmostEqual(cosine[i][i], 1.0, places=12)
         self.assertTrue(all(-1.0 <= value <= 1.0 for row in cosine for value in row), cosine)
 
+    def test_out_writes_what_the_json_prints(self):
+        # --out wrote no JSON and embeddings.csv no sentence; the printed JSON had no provenance.
+        out = tempfile.mkdtemp(prefix="rankscope-embed-")
+        try:
+            sentences = ["How old are you?", "What is your age?"]
+            printed = json.loads(run("embed", "--model", USE_LITE, "--format", "json", "--out", out, *sentences).stdout)
+            self.assertIn("embed", printed["provenance"]["command"])
+            with open(os.path.join(out, "embed.json")) as f:
+                written = json.load(f)
+            for key in ("sentences", "token_ids", "cosine", "embeddings"):
+                self.assertEqual(written[key], printed[key], key)
+            rows = read_csv(os.path.join(out, "embeddings.csv"))
+            self.assertEqual([(r["i"], r["sentence"]) for r in rows], [("0", sentences[0]), ("1", sentences[1])])
+            self.assertAlmostEqual(float(rows[1]["e0"]), printed["embeddings"][1][0], places=12)
+        finally:
+            shutil.rmtree(out)
+
     def test_one_sentence_says_what_it_did(self):
         # No pair to print: the table says so (it printed nothing and exited 0).
         self.assertIn("1 sentence embedded (512 dimensions)", run("embed", "--model", USE_LITE, "Hello there.").stdout)

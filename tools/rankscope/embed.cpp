@@ -30,6 +30,19 @@ void run_embed(const EmbedOptions& options) {
     const at::Tensor embeddings = sentence_embeddings(*model, *tokenizer, options.sentences).to(torch::kDouble);
     const at::Tensor cosine = embedding_cosines(embeddings);
     const auto n = static_cast<std::int64_t>(options.sentences.size());
+    // embed.json (with --out) and --format json: the sentences, their token ids (all of them; the model reads the
+    // first 128), the cosines and the embeddings, with the provenance of the run.
+    nlohmann::json document = {{"sentences", options.sentences},
+                               {"token_ids", tokenizer->encode_batch(options.sentences)},
+                               {"cosine", nlohmann::json::array()},
+                               {"embeddings", nlohmann::json::array()}};
+    for (std::int64_t i = 0; i < n; ++i) {
+        std::vector<double> row;
+        for (std::int64_t j = 0; j < n; ++j) row.push_back(cosine[i][j].item<double>());
+        document["cosine"].push_back(row);
+        const at::Tensor e = embeddings[i].contiguous();
+        document["embeddings"].push_back(std::vector<double>(e.data_ptr<double>(), e.data_ptr<double>() + e.numel()));
+    }
     if (!options.common.out.empty()) {
         const std::filesystem::path out = options.common.out;
         std::filesystem::create_directories(out);
@@ -41,28 +54,20 @@ void run_embed(const EmbedOptions& options) {
                            format_number(cosine[i][j].item<double>())});
         write_csv_atomically(out / "similarity.csv", pairs, provenance);
         CsvTable vectors;
-        vectors.columns = {"i"};
+        vectors.columns = {"i", "sentence"};
         for (std::int64_t k = 0; k < embeddings.size(1); ++k) vectors.columns.push_back(fmt::format("e{}", k));
         for (std::int64_t i = 0; i < n; ++i) {
-            std::vector<std::string> row = {std::to_string(i)};
+            std::vector<std::string> row = {std::to_string(i), options.sentences[static_cast<std::size_t>(i)]};
             for (std::int64_t k = 0; k < embeddings.size(1); ++k) row.push_back(format_number(embeddings[i][k].item<double>()));
             vectors.add(row);
         }
         write_csv_atomically(out / "embeddings.csv", vectors, provenance);
-        write_manifest(out, provenance, {{"inputs", {directory}}, {"outputs", {"similarity.csv", "embeddings.csv"}}});
+        write_json_atomically(out / "embed.json", document, provenance);
+        write_manifest(out, provenance,
+                       {{"inputs", {directory}}, {"outputs", {"similarity.csv", "embeddings.csv", "embed.json"}}});
     }
     if (options.common.format == "json") {
-        nlohmann::json document = {{"sentences", options.sentences},
-                                   {"token_ids", tokenizer->encode_batch(options.sentences)},
-                                   {"cosine", nlohmann::json::array()},
-                                   {"embeddings", nlohmann::json::array()}};
-        for (std::int64_t i = 0; i < n; ++i) {
-            std::vector<double> row;
-            for (std::int64_t j = 0; j < n; ++j) row.push_back(cosine[i][j].item<double>());
-            document["cosine"].push_back(row);
-            const at::Tensor e = embeddings[i].contiguous();
-            document["embeddings"].push_back(std::vector<double>(e.data_ptr<double>(), e.data_ptr<double>() + e.numel()));
-        }
+        document["provenance"] = provenance_json(provenance);
         fmt::print("{}\n", json_text(document, 2));
         return;
     }
@@ -77,7 +82,7 @@ void run_embed(const EmbedOptions& options) {
             fmt::print("{:.4f}  {} | {}\n", cosine[i][j].item<double>(), printable(options.sentences[i], std::string::npos),
                        printable(options.sentences[j], std::string::npos));  // control characters as \xNN
     if (!options.common.out.empty())
-        fmt::print("wrote {}/similarity.csv, embeddings.csv, manifest.json\n", options.common.out);
+        fmt::print("wrote {}/similarity.csv, embeddings.csv, embed.json, manifest.json\n", options.common.out);
 }
 
 }  // namespace
