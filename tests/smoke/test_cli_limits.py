@@ -219,6 +219,11 @@ class Limits(unittest.TestCase):
                                         capture_output=True, text=True)
                 line = self.assert_one_line_error(result, f"cannot write into {locked}: Permission denied (--out {out})")
         self.assertEqual(os.listdir(locked), [])
+        # Where even root cannot make a folder (access() says yes to root): tried, and --out named (it was
+        # "cannot create directories: No such file or directory (/proc/rankscope-out)").
+        line = self.assert_one_line_error(run("measure", "--out", "/proc/rankscope-out", check=False),
+                                          "cannot write into /proc: ")
+        self.assertTrue(line.endswith("(--out /proc/rankscope-out)"), line)
 
     def test_reproduce_models_need_distinct_folder_names(self):
         # A cell's folder is named after its model's folder: a/tiny and b/tiny both ran into e1_tiny, the second

@@ -345,14 +345,21 @@ Provenance start_run(const CommonOptions& options) {
     if (!options.out.empty() && std::filesystem::exists(options.out, ec) && !std::filesystem::is_directory(options.out, ec))
         throw Error("exists and is not a directory", "--out " + options.out);
     // A folder (or, for a new one, the nearest existing folder above it) this process may not write into: said now,
-    // not when the first result file is written after the computation.
+    // not when the first result file is written after the computation. Tried by making (and removing) a folder in it:
+    // access() says yes to root on a read-only file system or in /proc, where the run then failed on "cannot create
+    // directories" without naming --out.
     if (!options.out.empty()) {
         std::filesystem::path existing = std::filesystem::absolute(options.out, ec);
         while (!existing.empty() && !std::filesystem::exists(existing, ec) && existing != existing.parent_path())
             existing = existing.parent_path();
-        if (!existing.empty() && std::filesystem::is_directory(existing, ec) && ::access(existing.c_str(), W_OK | X_OK) != 0) {
-            const int reason = errno;
-            throw Error(fmt::format("cannot write into {}: {}", existing.string(), std::strerror(reason)), "--out " + options.out);
+        if (!existing.empty() && std::filesystem::is_directory(existing, ec)) {
+            std::string probe = (existing / ".rankscope-write-test-XXXXXX").string();
+            if (::mkdtemp(probe.data()) == nullptr) {
+                const int reason = errno;
+                throw Error(fmt::format("cannot write into {}: {}", existing.string(), std::strerror(reason)),
+                            "--out " + options.out);
+            }
+            ::rmdir(probe.c_str());
         }
     }
     set_results_directory(options.out);
