@@ -36,9 +36,14 @@ void check_setting_name(const std::string& name, const std::string& path) {
                                 "'--')",
                                 name),
                     path);
-    if (kReservedSettings.count(name))
+    if (name == "out" || name == "threads")
         throw Error(fmt::format("setting '{}' is set by the sweep itself (each cell gets its own --out, and --threads from "
                                 "--cell-threads)",
+                                name),
+                    path);
+    if (kReservedSettings.count(name))
+        throw Error(fmt::format("setting '{}' changes only what a cell prints, which the sweep does not keep (its tables "
+                                "come from each cell's files)",
                                 name),
                     path);
 }
@@ -57,6 +62,11 @@ SweepSetting json_setting(const std::string& name, const nlohmann::ordered_json&
         setting.value = format_number(value.get<double>());
     } else if (value.is_string()) {
         setting.value = value.get<std::string>();
+    } else if (value.is_array()) {
+        throw Error(fmt::format("setting '{}' is a list here: a flag's list is one string (\"mean,rank1\"), and values "
+                                "to sweep over go under \"axes\"",
+                                name),
+                    path);
     } else {
         throw Error(fmt::format("setting '{}' must be a number, a string or a boolean (got {})", name, value.type_name()),
                     path);
@@ -78,6 +88,11 @@ SweepSetting toml_setting(const std::string& name, const toml::node& value, cons
         setting.value = format_number(f->get());
     } else if (auto s = value.as_string()) {
         setting.value = s->get();
+    } else if (value.is_array()) {
+        throw Error(fmt::format("setting '{}' is a list here: a flag's list is one string (\"mean,rank1\"), and values "
+                                "to sweep over go under [axes]",
+                                restore(name)),
+                    path);
     } else {
         throw Error(fmt::format("setting '{}' must be a number, a string or a boolean", restore(name)), path);
     }

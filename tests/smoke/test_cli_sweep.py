@@ -413,7 +413,13 @@ class Sweep(unittest.TestCase):
             "both.json": ('{"experiment": "theory", "fixed": {"seed": 1}, "axes": {"seed": [1, 2]}}', "both fixed and an axis"),
             "syntax.toml": ('experiment = "theory"\n[axes\n', "not valid TOML"),
             "range.json": ('{"experiment": "theory", "axes": {"layers": [2, 1000]}}', "1000"),
-            "nested.json": ('{"experiment": "theory", "axes": {"layers": [[2]]}}', "must be a number, a string or a boolean"),
+            "nested.json": ('{"experiment": "theory", "axes": {"layers": [[2]]}}', "setting 'layers' is a list here"),
+            # A list flag written as a list: said how to write it (it said "must be a number, a string or a boolean").
+            "list.toml": ('experiment = "measure"\n[fixed]\ncenters = ["mean", "rank1"]\n[axes]\nseed = [1, 2]\n',
+                          "setting 'centers' is a list here: a flag's list is one string (\"mean,rank1\"), and values to "
+                          "sweep over go under [axes]"),
+            "format.toml": ('experiment = "theory"\n[fixed]\nformat = "json"\n[axes]\nseed = [1, 2]\n',
+                            "setting 'format' changes only what a cell prints, which the sweep does not keep"),
             "twice.json": ('{"experiment": "trainability", "axes": {"depths": ["2,4", "2,2"]}}', "'2' is listed twice"),
         }
         for name, (text, message) in cases.items():
