@@ -99,7 +99,10 @@ std::vector<DynamicsCheckpoint> find_checkpoints(const fs::path& directory) {
                                     out[i - 1].path.filename().string(), out[i].path.filename().string()),
                         root.string());
     if (out.empty())
-        throw Error("no checkpoint folders step-N (with a config.json) in the folder or its checkpoints/ subfolder",
+        throw Error(fs::is_regular_file(directory / "config.json", ec)
+                        ? "one checkpoint, not a run: `rankscope model --model` measures it; dynamics reads a folder of "
+                          "step-N checkpoint folders (or its checkpoints/ subfolder)"
+                        : "no checkpoint folders step-N (with a config.json) in the folder or its checkpoints/ subfolder",
                     directory.string());
     return out;
 }

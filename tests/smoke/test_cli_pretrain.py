@@ -100,6 +100,10 @@ class PretrainCommand(unittest.TestCase):
         os.makedirs(nothing)
         self.assert_one_line_error(run("dynamics", "--checkpoints", nothing, "--out", os.path.join(self.out, "d"),
                                        check=False), "no checkpoint folders")
+        # One checkpoint folder is not a run: said, with the command that measures it.
+        self.assert_one_line_error(run("dynamics", "--checkpoints", os.path.join(folder, "final"), "--out",
+                                       os.path.join(self.out, "d"), check=False),
+                                   "one checkpoint, not a run: `rankscope model --model` measures it")
         # Too few tokens for text beside the special tokens: the flag is named ("cannot pack 2 samples of 2 tokens").
         self.assert_one_line_error(run("dynamics", "--checkpoints", folder, "--tokens", "2", "--out",
                                        os.path.join(self.out, "d"), check=False),
