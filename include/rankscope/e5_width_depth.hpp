@@ -25,7 +25,7 @@ struct WidthDepthModel {
     std::vector<PathLengthRow> paths;  // path_length_distribution(layers, heads)
     std::vector<LayerResidual> residual;
     bool reused = false;
-    double train_seconds = 0;
+    double train_seconds = 0;  // NaN: a checkpoint an older build wrote, without its training time
     std::string checkpoint;
 };
 

@@ -98,9 +98,12 @@ TaskSplits make_task_data(const TaskSettings& settings, const std::filesystem::p
 
 struct TrainedTask {
     TaskModel model{nullptr};
-    std::vector<EpochRecord> history;  // empty when loaded from a checkpoint
+    std::vector<EpochRecord> history;  // the training's epochs: trained now, or stored in the checkpoint reused
     std::string checkpoint;            // path written or read
     bool reused = false;
+    // Whether `history` and `train_seconds` are known: false only for a checkpoint an older build wrote without them
+    // (a rerun into the same folder wrote an empty training.csv and lost the training time).
+    bool history_known = false;
     double train_seconds = 0;
 };
 // Trains with Adam (settings' learning rate and weight decay), cross-entropy over real tokens (or summed squared error
@@ -121,7 +124,9 @@ TrainedTask train_or_load(const TaskSettings& settings, const TaskSplits& data, 
 std::vector<TrainedTask> train_or_load_seeds(const std::vector<TaskSettings>& settings, const std::vector<TaskSplits>& data,
                                              const std::filesystem::path& checkpoint_dir, bool retrain = false,
                                              bool allow_nonfinite = false);
-void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings);
+// The parameters, with the settings, the training's epochs and seconds as metadata (train_or_load restores them).
+void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings,
+                          const std::vector<EpochRecord>& history = {}, double train_seconds = 0);
 void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings);
 
 // Token accuracy over targets ≠ −1 (classification).

@@ -152,8 +152,8 @@ CircleResult run_circle_experiment(const CircleSettings& settings) {
             run.parameters = parameter_count(trained.model);
             run.checkpoint = settings.checkpoints.empty() ? std::string() : trained.checkpoint;
             run.reused = trained.reused;
-            run.epochs = trained.reused ? -1 : static_cast<int>(trained.history.size());
-            run.train_seconds = trained.reused ? NAN : trained.train_seconds;
+            run.epochs = trained.history_known ? static_cast<int>(trained.history.size()) : -1;
+            run.train_seconds = trained.history_known ? trained.train_seconds : NAN;
             run.history = trained.history;
             run.train_rmse = one_step_rmse(trained.model, data.train);
             run.heldout_rmse = one_step_rmse(trained.model, heldout);

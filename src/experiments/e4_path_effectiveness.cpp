@@ -35,7 +35,7 @@ PathEffectivenessResult run_path_effectiveness_experiment(const PathEffectivenes
             result.rows.insert(result.rows.end(), part.begin(), part.end());
         }
         outcome.residual = residual_by_layer(model, data[i].eval);
-        if (!outcome.trained.reused) result.train_seconds = std::max(result.train_seconds, outcome.trained.train_seconds);
+        if (outcome.trained.history_known) result.train_seconds = std::max(result.train_seconds, outcome.trained.train_seconds);
         whole.push_back(outcome.whole_model_accuracy), whole_train.push_back(outcome.whole_model_train_accuracy);
         majority.push_back(outcome.majority_accuracy), position_majority.push_back(outcome.position_majority_accuracy);
         result.seeds.push_back(std::move(outcome));

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "rankscope/e4_path_effectiveness.hpp"
@@ -42,7 +43,7 @@ WidthDepthResult run_width_depth_experiment(const WidthDepthSettings& settings) 
         m.parameters = parameter_count(trained.model);
         m.residual = residual_by_layer(trained.model, data.eval);
         m.reused = trained.reused;
-        m.train_seconds = trained.train_seconds;
+        m.train_seconds = trained.history_known ? trained.train_seconds : NAN;
         m.checkpoint = trained.checkpoint;
         result.models.push_back(std::move(m));
     }

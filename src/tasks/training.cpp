@@ -264,12 +264,40 @@ double position_majority_accuracy(const TaskBatch& train, const TaskBatch& eval,
     return (eval.targets.eq(predicted) & eval_real).sum().item<double>() / eval_real.sum().item<double>();
 }
 
-void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings) {
+void save_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings,
+                          const std::vector<EpochRecord>& history, double train_seconds) {
     NamedTensors parameters;
     for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value().to(at::kCPU, torch::kFloat));
+    // The training that made it travels with it: a rerun that reuses the checkpoint writes the same training.csv.
+    nlohmann::json epochs = nlohmann::json::array();
+    for (const auto& e : history)
+        epochs.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"train_metric", e.train_metric}, {"seconds", e.seconds},
+                          {"learning_rate", e.learning_rate}});
     write_tensors(path, parameters,
-                  {{"settings", settings.to_json().dump()}, {"key", settings.checkpoint_key()}, {"version", version_string()}});
+                  {{"settings", settings.to_json().dump()}, {"key", settings.checkpoint_key()}, {"version", version_string()},
+                   {"history", epochs.dump()}, {"train_seconds", nlohmann::json(train_seconds).dump()}});
 }
+
+namespace {
+
+// The history a checkpoint stores (save_task_checkpoint); none from an older build's. A malformed one is an error
+// naming the file: it would be written out as this run's training.
+void restore_history(const std::string& path, TrainedTask& result) {
+    const SafetensorsFile file(path);
+    const auto history = file.metadata().find("history"), seconds = file.metadata().find("train_seconds");
+    if (history == file.metadata().end() || seconds == file.metadata().end()) return;
+    try {
+        for (const auto& e : nlohmann::json::parse(history->second))
+            result.history.push_back({e.at("epoch").get<int>(), e.at("loss").get<double>(), e.at("train_metric").get<double>(),
+                                      e.at("seconds").get<double>(), e.at("learning_rate").get<double>()});
+        result.train_seconds = nlohmann::json::parse(seconds->second).get<double>();
+    } catch (const nlohmann::json::exception& error) {
+        throw Error(std::string("the checkpoint's training history is malformed: ") + error.what(), path);
+    }
+    result.history_known = true;
+}
+
+}  // namespace
 
 void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings) {
     SafetensorsFile file(path);
@@ -513,7 +541,8 @@ void train_together(const std::vector<const TaskSettings*>& settings, const std:
         }
         model->to(device);
         model->eval();
-        save_task_checkpoint(runs[i]->checkpoint, model, *settings[i]);
+        runs[i]->history_known = true;
+        save_task_checkpoint(runs[i]->checkpoint, model, *settings[i], runs[i]->history, runs[i]->train_seconds);
     }
 }
 
@@ -549,6 +578,7 @@ std::vector<TrainedTask> train_or_load_seeds(const std::vector<TaskSettings>& se
         result.checkpoint = (checkpoint_dir / (settings[i].task + "-" + settings[i].checkpoint_key() + ".safetensors")).string();
         if (!retrain && std::filesystem::exists(result.checkpoint)) {
             load_task_checkpoint(result.checkpoint, result.model, settings[i]);
+            restore_history(result.checkpoint, result);
             result.model->to(device);
             result.model->eval();
             result.reused = true;

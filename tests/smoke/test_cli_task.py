@@ -115,6 +115,12 @@ class TaskCommand(unittest.TestCase):
         self.assertEqual([s["reused_checkpoint"] for s in again["seeds"]], [True, True, True, False])
         self.assertEqual(again["seeds"][0]["whole_model_accuracy"], summary["seeds"][0]["whole_model_accuracy"])
         self.assertIn("trained in", second.stdout)
+        # A reused checkpoint brings its training along: training.csv keeps the reused seeds' epochs, as they were
+        # (it was rewritten with the newly trained seed's only; a rerun of all reused seeds left just its header).
+        again_training = read_csv(os.path.join(self.out, "training.csv"))
+        self.assertEqual([(r["seed"], r["epoch"]) for r in again_training], [(s, e) for s in "3456" for e in "12"])
+        self.assertEqual([r for r in again_training if r["seed"] != "6"], training)
+        self.assertEqual([s["epochs"] for s in again["seeds"]], [2, 2, 2, 2])
 
     def test_memorize_tokenises_rte_pairs(self):
         require(RTE)

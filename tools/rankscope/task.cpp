@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -92,7 +93,7 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
         const auto& m = r.rollout;
         summary.add({r.variant, seed, format_number(r.train_rmse), format_number(r.heldout_rmse),
                      format_number(result.step_length), r.epochs < 0 ? "" : std::to_string(r.epochs),
-                     r.reused ? "" : format_number(r.train_seconds), format_number(m.mean_distance_to_arcs),
+                     std::isnan(r.train_seconds) ? "" : format_number(r.train_seconds), format_number(m.mean_distance_to_arcs),
                      format_number(m.mean_radial_deviation), m.merge_step < 0 ? "" : std::to_string(m.merge_step),
                      format_number(m.final_relative_distance), std::to_string(m.finite_steps), r.reused ? "yes" : "no"});
         for (const auto& e : r.history)
@@ -106,7 +107,7 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
                         {"checkpoint", r.checkpoint},
                         {"reused_checkpoint", r.reused},
                         {"epochs", r.epochs < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.epochs)},
-                        {"train_seconds", r.reused ? nlohmann::json(nullptr) : nlohmann::json(r.train_seconds)},
+                        {"train_seconds", std::isnan(r.train_seconds) ? nlohmann::json(nullptr) : nlohmann::json(r.train_seconds)},
                         {"train_rmse", r.train_rmse},
                         {"heldout_rmse", r.heldout_rmse},
                         {"mean_distance_to_arcs", m.mean_distance_to_arcs},
@@ -208,7 +209,7 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
         seeds.push_back({{"seed", s.seed},
                          {"checkpoint", s.trained.checkpoint},
                          {"reused_checkpoint", s.trained.reused},
-                         {"epochs", s.trained.reused ? nlohmann::json(nullptr) : nlohmann::json(s.trained.history.size())},
+                         {"epochs", s.trained.history_known ? nlohmann::json(s.trained.history.size()) : nlohmann::json(nullptr)},
                          {"whole_model_accuracy", s.whole_model_accuracy},
                          {"whole_model_train_accuracy", s.whole_model_train_accuracy},
                          {"majority_accuracy", s.majority_accuracy},

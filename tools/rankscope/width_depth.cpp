@@ -54,7 +54,7 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
         const TaskSettings& settings = m.settings;
         models.add({base.task, std::to_string(layers), std::to_string(settings.heads), std::to_string(settings.d_model),
                     std::to_string(m.parameters), format_number(m.accuracy), format_number(majority),
-                    format_number(m.mean_path_length), m.reused ? "" : format_number(m.train_seconds)});
+                    format_number(m.mean_path_length), std::isnan(m.train_seconds) ? "" : format_number(m.train_seconds)});
         for (const auto& r : m.residual)
             residuals.add({base.task, std::to_string(layers), std::to_string(settings.d_model), std::to_string(r.layer),
                            format_number(static_cast<double>(r.layer) / layers), format_number(r.mean), format_number(r.std),
@@ -65,7 +65,7 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
         summary.push_back({{"layers", layers}, {"d_model", settings.d_model}, {"parameters", m.parameters},
                            {"whole_model_accuracy", m.accuracy}, {"mean_path_length", m.mean_path_length},
                            {"checkpoint", m.checkpoint}, {"reused_checkpoint", m.reused},
-                           {"train_seconds", m.reused ? nlohmann::json(nullptr) : nlohmann::json(m.train_seconds)}});
+                           {"train_seconds", std::isnan(m.train_seconds) ? nlohmann::json(nullptr) : nlohmann::json(m.train_seconds)}});
         std::cout << fmt::format("{} L={:<3} d={:<4} {} parameters: accuracy {:.4f}, mean path length {:.2f}{}\n", base.task,
                                  layers, settings.d_model, m.parameters, m.accuracy, m.mean_path_length,
                                  m.reused ? " (checkpoint reused)" : fmt::format(", trained in {:.1f} s", m.train_seconds));
