@@ -152,43 +152,56 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
                   : fmt::format("The whole model reaches token accuracy {} on {} ({}; the paper: ≈{}). ", quote_number(whole),
                                 task.task, levels, quote_number(paper_level));
     if (best_short >= 0) {
-        const double share = (best_short - blind) / (whole - blind);
+        // A share of the whole model's gain needs a gain: a model at or below the level had "0.973 of the whole
+        // model's gain" (a ratio of two negative numbers) beside a reading of "none of it".
+        const bool gain = whole > blind;
+        const double share = gain ? (best_short - blind) / (whole - blind) : NAN;
         const double share_over_majority = (best_short - majority) / (whole - majority);
         const std::string over_majority =
-            blind > majority ? fmt::format(" ({} over the majority level)", quote_number(share_over_majority)) : "";
+            blind > majority && whole > majority ? fmt::format(" ({} over the majority level)", quote_number(share_over_majority))
+                                                 : "";
         f.check({"E4", "Short paths (length 1–2) carry most of the accuracy", "Fig. 4: short paths ≈ most of the whole model's accuracy",
-                 fmt::format("best {}-path ensemble of length {}: {}, i.e. {} of the whole model's gain over the {} {}{}",
-                             largest, best_short_k, quote_number(best_short), quote_number(share), blind_name,
-                             quote_number(blind), over_majority),
+                 gain ? fmt::format("best {}-path ensemble of length {}: {}, i.e. {} of the whole model's gain over the {} {}{}",
+                                    largest, best_short_k, quote_number(best_short), quote_number(share), blind_name,
+                                    quote_number(blind), over_majority)
+                      : fmt::format("best {}-path ensemble of length {}: {}; the whole model ({}) is not above the {} {}: "
+                                    "no gain to share",
+                                    largest, best_short_k, quote_number(best_short), quote_number(whole), blind_name,
+                                    quote_number(blind)),
                  fmt::format("share ≥ {} of the gain over the higher input-blind level (majority or per-position "
                              "majority){}",
                              kMostOf, judged_note),
-                 judge(judged, share >= kMostOf), setting});
+                 judge(judged, gain && share >= kMostOf), setting});
         reading += fmt::format("Ensembles of {} paths of length 1–2 reach at best {} (k = {}): ", largest,
                                quote_number(best_short), best_short_k);
-        reading += best_short <= blind
+        reading += !gain
+                       ? fmt::format("the whole model itself ({}) is not above the {} {}, a prediction that never reads the "
+                                     "input, so there is no gain to share. ",
+                                     quote_number(whole), blind_name, quote_number(blind))
+                   : best_short <= blind
                        ? fmt::format("no more than the {} {}, a prediction that never reads the input, so none of the whole "
                                      "model's gain over it{}. ",
                                      blind_name, quote_number(blind),
-                                     blind > majority ? fmt::format(" ({} of its gain over the majority level)",
-                                                                    quote_number(share_over_majority))
-                                                      : "")
+                                     blind > majority && whole > majority
+                                         ? fmt::format(" ({} of its gain over the majority level)", quote_number(share_over_majority))
+                                         : "")
                        : fmt::format("{} of the way from the {} {} (a prediction that never reads the input) to the whole "
                                      "model{}. ",
                                      quote_number(share), blind_name, quote_number(blind), over_majority);
         if (best_long >= 0) {
             f.check({"E4", "Long paths add little", "Fig. 4: accuracy does not grow with path length beyond 2",
-                     fmt::format("best ensemble of length ≥ 3: {} (k = {}), vs {} at length ≤ 2", quote_number(best_long),
-                                 best_long_k, quote_number(best_short)),
+                     fmt::format("best {}-path ensemble of length ≥ 3: {} (k = {}), vs {} at length ≤ 2", largest,
+                                 quote_number(best_long), best_long_k, quote_number(best_short)),
                      fmt::format("≤ best short + {}; a longer ensemble beyond that contradicts it, and within it is judged "
                                  "where short paths carry most of its accuracy (share ≥ {}){}",
                                  kLittle, kMostOf, judged_note),
                      !judged                                ? Verdict::NotComparable
                      : best_long > best_short + kLittle     ? Verdict::NotReproduced
-                     : share >= kMostOf                     ? Verdict::Reproduced
+                     : gain && share >= kMostOf             ? Verdict::Reproduced
                                                             : Verdict::NotComparable,
                      setting});
-            reading += fmt::format("The best longer ensemble reaches {} (k = {}).", quote_number(best_long), best_long_k);
+            reading += fmt::format("The best longer ensemble of {} paths reaches {} (k = {}).", largest,
+                                   quote_number(best_long), best_long_k);
         }
     }
     f.reading = reading;

@@ -663,6 +663,20 @@ TEST(FindingsE4, ShortPathShareVerdictFollowsTheData) {
     f = path_effectiveness_findings(result, settings);
     EXPECT_EQ(find_check(f, "solves the task").verdict, Verdict::NotReproduced);
     EXPECT_EQ(find_check(f, "Short paths").verdict, Verdict::NotComparable);
+    // A whole model at or below the input-blind level has no gain to share: said, not a ratio of two negative numbers
+    // ("0.973 of the whole model's gain" beside a reading of "none of it").
+    result.whole_model_accuracy = 0.09;
+    f = path_effectiveness_findings(result, settings);
+    EXPECT_EQ(find_check(f, "Short paths").measured,
+              "best 20-path ensemble of length 1: 0.340; the whole model (0.0900) is not above the majority level 0.100: "
+              "no gain to share");
+    EXPECT_NE(f.reading.find("the whole model itself (0.0900) is not above the majority level 0.100, a prediction that "
+                             "never reads the input, so there is no gain to share."),
+              std::string::npos)
+        << f.reading;
+    // The long-path check names the ensembles it compares (the best of them all was read as "best ensemble").
+    EXPECT_EQ(find_check(f, "Long paths add little").measured.rfind("best 20-path ensemble of length ≥ 3: ", 0), 0u)
+        << find_check(f, "Long paths add little").measured;
 }
 
 }  // namespace
