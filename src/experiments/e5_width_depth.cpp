@@ -53,11 +53,16 @@ WidthDepthResult run_width_depth_experiment(const WidthDepthSettings& settings) 
 Findings width_depth_findings(const WidthDepthResult& result, const WidthDepthSettings& settings) {
     Findings f;
     f.experiment = "E5";
-    // The matched widths come in steps of the head count, so the models' sizes straddle the target: say their range.
-    std::int64_t fewest = result.target_parameters, most = result.target_parameters;
+    // The matched widths come in steps of the head count, so the models' sizes straddle the target: say their range,
+    // the models run's only (the target's own count was in it even when no model had it: "180098–181253" for models of
+    // 181001 and 181253).
+    std::int64_t fewest = result.models.empty() ? result.target_parameters : result.models.front().parameters;
+    std::int64_t most = fewest;
     for (const auto& m : result.models) fewest = std::min(fewest, m.parameters), most = std::max(most, m.parameters);
-    const std::string sizes = fewest == most ? fmt::format("{} parameters", most)
-                                             : fmt::format("{}–{} parameters (target {})", fewest, most, result.target_parameters);
+    const std::string sizes =
+        fewest == most && most == result.target_parameters ? fmt::format("{} parameters", most)
+        : fewest == most ? fmt::format("{} parameters (target {})", most, result.target_parameters)
+                         : fmt::format("{}–{} parameters (target {})", fewest, most, result.target_parameters);
     f.subject = fmt::format("width vs depth at {}, {}, {} epochs on {} items{}", sizes, settings.base.task,
                             settings.base.epochs, settings.base.train_count,
                             at_paper_scale(settings.base) ? "" : " (below paper scale)");

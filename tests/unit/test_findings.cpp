@@ -154,8 +154,16 @@ TEST(Findings, WidthDepthStatesSizesAndMargin) {
     EXPECT_NE(f.subject.find("width vs depth at 57246–58474 parameters (target 58474), sort"), std::string::npos) << f.subject;
     EXPECT_NE(f.reading.find("The most accurate is L = 6 (d = 48), 0.0140 above L = 2; one training run per depth"),
               std::string::npos) << f.reading;
-    result.models.resize(1);  // one depth: nothing to rank
+    // The range is the models': without the target's own model it was stretched to the target ("57246–58474" for
+    // models of 57246 and 58100).
+    const WidthDepthModel target_model = result.models[1];
+    result.models.erase(result.models.begin() + 1);
+    EXPECT_NE(width_depth_findings(result, settings).subject.find("at 57246–58100 parameters (target 58474)"),
+              std::string::npos)
+        << width_depth_findings(result, settings).subject;
+    result.models = {target_model};  // one depth: nothing to rank
     EXPECT_EQ(width_depth_findings(result, settings).reading.find("most accurate"), std::string::npos);
+    EXPECT_NE(width_depth_findings(result, settings).subject.find("at 58474 parameters, sort"), std::string::npos);
 }
 
 // ---- E1 -----------------------------------------------------------------------------------------------------------
