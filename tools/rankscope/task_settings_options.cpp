@@ -1,7 +1,10 @@
 #include "task_settings_options.hpp"
 
+#include <fmt/format.h>
+
 #include "common.hpp"
 #include "rankscope/error.hpp"
+#include "rankscope/provenance.hpp"
 
 namespace rankscope::cli {
 
@@ -20,8 +23,16 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
     add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)", IntRange(1, 2048), "INT");
     add("--epochs", "Training epochs (sort 65, hull 70, memorize 50; circle at most 400, stopping at --target-mse)",
         IntRange(0, 100000), "INT");
-    add("--batch-size", "Sequences per step (30; memorize 8)", IntRange(1, 100000), "INT");
-    add("--lr", "Adam learning rate (1e-3; memorize 3e-4)", RealRange(0, 1, true), "FLOAT");
+    // Each task's default, from the defaults themselves (the help said "30; memorize 8" and "1e-3; memorize 3e-4" while
+    // circle used 50 and 3e-3).
+    auto per_task = [](auto member) {
+        std::string text;
+        for (const char* task : {"sort", "hull", "memorize", "circle"})
+            text += fmt::format("{}{} {}", text.empty() ? "" : ", ", task, format_number(default_task_settings(task).*member));
+        return text;
+    };
+    add("--batch-size", "Sequences per step (" + per_task(&TaskSettings::batch_size) + ")", IntRange(1, 100000), "INT");
+    add("--lr", "Adam learning rate (" + per_task(&TaskSettings::learning_rate) + ")", RealRange(0, 1, true), "FLOAT");
     add("--weight-decay", "Adam weight decay (0)", RealRange(0, 1), "FLOAT");
     add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)",
         IntRange(1, 1000000), "INT");
