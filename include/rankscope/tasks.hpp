@@ -155,7 +155,8 @@ struct PathEffectivenessRow {
     double accuracy = 0;
     std::uint64_t seed = 0;  // the model's (and the path draws') seed
 };
-// For k = 0..L, n in n_paths_list, `repeats` draws each: accuracy of the ensemble of n random paths of length k.
+// For k = 0..L (k = L only in a model without skips), n in n_paths_list, `repeats` draws each: accuracy of the
+// ensemble of n random paths of length k.
 // The paths are drawn from `seed` (one stream per cell); the rows carry it.
 std::vector<PathEffectivenessRow> path_effectiveness(TaskModel& model, const TaskBatch& batch, const std::string& task,
                                                      const std::vector<int>& n_paths_list, int repeats, bool sub_path,

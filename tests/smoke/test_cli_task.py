@@ -183,11 +183,24 @@ class TaskCommand(unittest.TestCase):
         for args, expected in [(["task", "sort", "--input-noise", "0.1"], "circle task only, not sort (--input-noise)"),
                                (["task", "hull", "--text", RTE], "memorize task only, not hull (--text)"),
                                (["width-depth", "--task", "sort", "--target-mse", "1e-3"],
-                                "circle task only, not sort (--target-mse)")]:
+                                "circle task only, not sort (--target-mse)"),
+                               # ...and so are the circle's own options and the path ensembles' (each did nothing).
+                               (["task", "sort", "--steps", "10"], "circle task only, not sort (--steps)"),
+                               (["task", "hull", "--variants", "SAN"], "circle task only, not hull (--variants)"),
+                               (["task", "circle", "--paths", "7"],
+                                "applies to sort, hull and memorize (path ensembles), not circle (--paths)"),
+                               (["task", "circle", "--sub-path", "yes"], "not circle (--sub-path)")]:
             result = run(*args, "--out", self.out, check=False)
             self.assertEqual(result.returncode, 2, args)
             self.assertIn(expected, result.stderr, args)
         self.assertIn("--lr FLOAT:in (0, 1]", run("task", "--help").stdout)
+
+    def test_without_skips_every_path_has_length_l(self):
+        # Ensembles of length 0..L-1 were drawn through skips a --no-skip model does not have.
+        run("task", "sort", "--no-skip", "--out", self.out, "--epochs", "1", "--train-count", "60", "--eval-count", "20",
+            "--layers", "2", "--d-model", "16", "--repeats", "1", "--paths", "5")
+        rows = read_csv(os.path.join(self.out, "paths_effectiveness_summary.csv"))
+        self.assertEqual({row["k"] for row in rows}, {"2"})
 
 
 if __name__ == "__main__":

@@ -279,16 +279,17 @@ std::function<void()> setup_task(CLI::App& command) {
     auto flags = std::make_shared<TaskSettingFlags>(command);
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
-    command.add_option("--paths", options->n_paths, "Paths per ensemble")
+    CLI::Option* paths_option = command.add_option("--paths", options->n_paths, "Paths per ensemble")
         ->delimiter(',')
         ->capture_default_str()
         ->transform(IntRange(1, 10000));
-    command.add_option("--repeats", options->repeats, "Ensembles drawn per (k, n)")->capture_default_str()->transform(IntRange(1, 1000));
-    command.add_option("--sub-path", options->sub_path,
+    CLI::Option* repeats_option =
+        command.add_option("--repeats", options->repeats, "Ensembles drawn per (k, n)")->capture_default_str()->transform(IntRange(1, 1000));
+    CLI::Option* sub_path_option = command.add_option("--sub-path", options->sub_path,
                        "Keep each head layer's own skip and LN (yes), drop them as the paper's runs did (no), or both")
         ->capture_default_str()
         ->check(CLI::IsMember({"no", "yes", "both"}));
-    command.add_option("--variants", options->circle_variants, "Circle variants")
+    CLI::Option* variants_option = command.add_option("--variants", options->circle_variants, "Circle variants")
         ->delimiter(',')
         ->capture_default_str()
         ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
@@ -296,8 +297,16 @@ std::function<void()> setup_task(CLI::App& command) {
                           "one model per seed, trained together as one stacked model; circle: per variant, default 3; "
                           "sort, hull, memorize: numbers pooled over the seeds, default 1",
                           64);
-    command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
-    return [options, flags] {
+    CLI::Option* steps_option =
+        command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
+    return [options, flags, paths_option, repeats_option, sub_path_option, variants_option, steps_option] {
+        // Flags of the other kind of task: given, they were accepted and did nothing (task sort --steps 10).
+        for (const CLI::Option* option : {variants_option, steps_option})
+            if (option->count() > 0 && options->task != "circle")
+                throw Error("applies to the circle task only, not " + options->task, option->get_name());
+        for (const CLI::Option* option : {paths_option, repeats_option, sub_path_option})
+            if (option->count() > 0 && options->task == "circle")
+                throw Error("applies to sort, hull and memorize (path ensembles), not circle", option->get_name());
         options->settings = flags->settings_for(options->task, options->common.seed);
         options->settings.device = options->common.device;
         const int seed_count = options->seed_count > 0 ? options->seed_count : options->task == "circle" ? 3 : 1;
