@@ -69,6 +69,9 @@ std::string quote_range(double low, double high, int significant = 3);
 
 // findings.json (everything) and verdicts.csv (experiment, claim, paper, measured, criterion, verdict, settings).
 void write_findings(const std::filesystem::path& directory, const Findings& findings, const Provenance& provenance);
+// An earlier run's findings.json and verdicts.csv in `directory`, removed by a run that writes none (paths count of
+// one architecture after the built-in table: the old verdicts stood beside the new counts, read as theirs).
+void remove_findings(const std::filesystem::path& directory);
 Findings read_findings(const std::filesystem::path& file);  // findings.json; throws Error naming the file
 // The tidy verdicts table of any number of findings (the columns of verdicts.csv).
 CsvTable verdicts_table(const std::vector<Findings>& findings);

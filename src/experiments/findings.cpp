@@ -100,6 +100,12 @@ void write_findings(const std::filesystem::path& directory, const Findings& find
     write_csv_atomically(directory / "verdicts.csv", verdicts_table({findings}), provenance);
 }
 
+void remove_findings(const std::filesystem::path& directory) {
+    std::error_code ignored;
+    std::filesystem::remove(directory / "findings.json", ignored);
+    std::filesystem::remove(directory / "verdicts.csv", ignored);
+}
+
 Findings read_findings(const std::filesystem::path& file) {
     const nlohmann::json document = read_json_file(file.string(), "the findings");
     try {

@@ -201,6 +201,13 @@ class TaskCommand(unittest.TestCase):
             "--layers", "2", "--d-model", "16", "--repeats", "1", "--paths", "5")
         rows = read_csv(os.path.join(self.out, "paths_effectiveness_summary.csv"))
         self.assertEqual({row["k"] for row in rows}, {"2"})
+        # Two seeds, then one, into the same folder: the first run's per-seed evaluation batches go.
+        args = ["task", "sort", "--out", self.out, "--epochs", "1", "--train-count", "60", "--eval-count", "20",
+                "--layers", "2", "--d-model", "16", "--repeats", "1", "--paths", "5"]
+        run(*args, "--seeds", "2")
+        self.assertIn("eval_data_seed1.safetensors", os.listdir(self.out))
+        run(*args)
+        self.assertEqual(sorted(n for n in os.listdir(self.out) if n.startswith("eval_data")), ["eval_data.safetensors"])
 
 
 if __name__ == "__main__":

@@ -191,6 +191,11 @@ class TheoryAndPaths(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(e6, name)), name)
         self.assertEqual(set(manifest["outputs"]) | set(manifest["figures"]) | {"manifest.json"},
                          {n for n in os.listdir(e6) if not n.endswith(".gp")})
+        # One architecture into the same folder: the built-in table's verdicts go with it (they stood beside the new
+        # counts, read as theirs).
+        run("paths", "count", "--layers", "2", "--heads", "2", "--out", e6)
+        self.assertFalse(os.path.exists(os.path.join(e6, "findings.json")))
+        self.assertFalse(os.path.exists(os.path.join(e6, "verdicts.csv")))
         sample_out = os.path.join(self.directory, "sample")
         run("paths", "sample", "--layers", "4", "--heads", "2", "--draws", "10", "--out", sample_out)
         rows = read_csv(os.path.join(sample_out, "paths.csv"))

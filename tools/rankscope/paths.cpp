@@ -95,6 +95,8 @@ void run_count(const PathsOptions& options) {
         if (options.network.layers == 0) {  // the built-in table: judged against the paper
             write_findings(out, path_count_findings(path_count_tables(known_architectures())), provenance);
             outputs.insert(outputs.end(), {"findings.json", "verdicts.csv"});
+        } else {
+            remove_findings(out);
         }
         write_manifest(out, provenance, {{"outputs", outputs}, {"figures", figures}});
     }

@@ -202,6 +202,15 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
     // One model per seed; its evaluation batch in eval_data.safetensors (one seed) or eval_data_seed<N>.safetensors.
     nlohmann::json seeds = nlohmann::json::array();
     bool reused_all = true;
+    // An earlier run's evaluation batches that this one does not write go (three seeds, then one: eval_data_seed0..2
+    // stood beside eval_data.safetensors).
+    for (const auto& entry : std::filesystem::directory_iterator(out)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("eval_data", 0) == 0 && entry.path().extension() == ".safetensors") {
+            std::error_code ignored;
+            std::filesystem::remove(entry.path(), ignored);
+        }
+    }
     for (const auto& s : result.seeds) {
         const std::string eval_file = one_seed ? "eval_data.safetensors" : fmt::format("eval_data_seed{}.safetensors", s.seed);
         write_eval_data(out / eval_file, s.eval, provenance);
