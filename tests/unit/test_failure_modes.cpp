@@ -98,6 +98,23 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
                       freezes = "freezes onto few keys", expansion = "follows 1 − s⁴";
     const Findings agreeing = failure_modes_findings(synthetic_failure_modes({}, settings), settings);
     ASSERT_EQ(agreeing.checks.size(), 5u);
+    // The entropy checks are statistical: from fewer than 1024 attention rows per scale they are not judged, and say
+    // so (one sample of 2 tokens read "not reproduced", 64 samples "reproduced").
+    {
+        FailureModesSettings few = settings;
+        few.samples = 1;
+        const Findings f = failure_modes_findings(synthetic_failure_modes({}, few), few);
+        for (const auto& part : {freezes, expansion}) {
+            EXPECT_EQ(verdict_of(f, part), Verdict::NotComparable) << part;
+            for (const auto& check : f.checks)
+                if (check.claim.find(part) != std::string::npos)
+                    EXPECT_NE(check.criterion.find("(judged from 1024 attention rows per scale, samples × seeds × tokens × "
+                                                   "heads; this run has 128)"),
+                              std::string::npos)
+                        << check.criterion;
+        }
+        EXPECT_EQ(verdict_of(f, small), Verdict::Reproduced);
+    }
     EXPECT_NE(agreeing.subject.find("the transformer's blocks are post-LN (BERT's)"), std::string::npos) << agreeing.subject;
     for (const auto& part : {small, large, delay, freezes, expansion}) EXPECT_EQ(verdict_of(agreeing, part), Verdict::Reproduced) << part;
 
