@@ -265,7 +265,10 @@ Findings trainability_findings(const TrainabilityResult& result, const Trainabil
                      fmt::format("last-layer cosine {} at L = {}, {} at L = {} (means over {} seeds)",
                                  quote_number(mean_of(low, last_cosine)), shallow, quote_number(mean_of(high, last_cosine)),
                                  deep, low.size()),
-                     fmt::format("higher at L = {} than at L = {} in every seed", deep, shallow),
+                     // Each criterion says when it is judged: "not comparable" gave no reason beside a criterion met.
+                     fmt::format("higher at L = {} than at L = {} in every seed (judged when the deepest is at least twice "
+                                 "the shallowest)",
+                                 deep, shallow),
                      judge(deep >= 2 * shallow, every_seed), setting});
         }
 
@@ -291,7 +294,7 @@ Findings trainability_findings(const TrainabilityResult& result, const Trainabil
              "abstract: rank collapse makes the query and key gradients vanish at init (exactly 0 for aligned tokens); values differ",
              fmt::format("ρ = {} (queries), {} (keys) over {} layers with input cosine {} to {}", quote_number(rho_query),
                          quote_number(rho_key), cosines.size(), quote_number(cosine_low), quote_number(cosine_high)),
-             "ρ < −0.5 for queries and for keys",
+             "ρ < −0.5 for queries and for keys (judged over at least 10 layers whose input cosines span at least 0.5)",
              judge(cosines.size() >= 10 && cosine_high - cosine_low >= 0.5, rho_query < -0.5 && rho_key < -0.5), setting});
 
     // 3 and 4. 1/√L scaling at the deepest depth: tokens further apart, query/key gradients larger relative to values.
@@ -316,13 +319,15 @@ Findings trainability_findings(const TrainabilityResult& result, const Trainabil
                      fmt::format("last-layer cosine at L = {}: {} with α = 1/√L, {} with α = 1; growth from L = {}: {} and {}",
                                  deep, quote_number(mean_of(scaled, last_cosine)), quote_number(mean_of(plain, last_cosine)),
                                  shallow, quote_number(scaled_growth), quote_number(plain_growth)),
-                     "lower with α = 1/√L in every seed, and its growth with depth under half of α = 1's",
+                     "lower with α = 1/√L in every seed, and its growth with depth under half of α = 1's (judged at a "
+                     "deepest depth of 8 or more)",
                      judge(deep >= 8, apart), setting});
             f.check({"Noci 2022", fmt::format("Scaling the residual branches by 1/√L keeps the query/key gradients alive ({}-LN)", to_string(layer_norm)),
                      "abstract: scaling prevents the collapse that makes the query/key gradients vanish",
                      fmt::format("median over layers of ‖∇W_Q‖/‖∇W_V‖ at L = {}: {} with α = 1/√L, {} with α = 1", deep,
                                  quote_number(ratio_scaled), quote_number(ratio_plain)),
-                     "larger with α = 1/√L (mean over seeds)", judge(deep >= 8, alive), setting});
+                     "larger with α = 1/√L (mean over seeds; judged at a deepest depth of 8 or more)",
+                     judge(deep >= 8, alive), setting});
         }
 
     // Reading, from the same numbers.

@@ -264,4 +264,7 @@ TEST(Trainability, JudgesFlipOnContradictingResults) {
     for (auto& run : r.runs)
         if (run.depth == 16) run.depth = 4, run.probe.layers.resize(4);
     EXPECT_EQ(verdict_of(trainability_findings(r, shallow), apart), Verdict::NotComparable);
+    // ...and every criterion says when it is judged (not comparable gave no reason beside a criterion met).
+    for (const auto& check : trainability_findings(r, shallow).checks)
+        EXPECT_NE(check.criterion.find("judged "), std::string::npos) << check.claim << ": " << check.criterion;
 }
