@@ -441,7 +441,7 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
         "to the circle) is in circle_summary.csv."));
     // The paper's official recipe (run_circle.py): 70 epochs over the items in order, a constant learning rate, plain
     // MSE. rankscope's default trains longer, reshuffled, with a cosine schedule and input noise, because that recipe
-    // leaves a one-step error 5–20 times the step length (src/tasks/training.cpp); say which of these this run used.
+    // leaves one-step errors of up to tens of step lengths (README, measured); say which of these this run used.
     std::vector<std::string> recipe;
     if (t.shuffle) recipe.push_back("reshuffled every epoch");
     if (t.lr_schedule != "constant") recipe.push_back(t.lr_schedule + " learning rate");
@@ -449,8 +449,8 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
     if (t.target_mse > 0) recipe.push_back(fmt::format("stopped at training MSE {:g}", t.target_mse));
     if (!recipe.empty())
         f.notes.push_back(fmt::format("Training recipe: rankscope's, not the paper's (its code trains 70 epochs over the items "
-                                      "in order at a constant learning rate with plain MSE, which leaves a one-step error "
-                                      "5–20 times the step length): at most {} epochs, {}. `circle-regimes` runs plain MSE "
+                                      "in order at a constant learning rate with plain MSE, whose one-step errors the "
+                                      "README gives as measured): at most {} epochs, {}. `circle-regimes` runs plain MSE "
                                       "beside it.",
                                       t.epochs, fmt::join(recipe, ", ")));
     if (!full_scale)
