@@ -189,7 +189,12 @@ class TaskCommand(unittest.TestCase):
                                (["task", "hull", "--variants", "SAN"], "circle task only, not hull (--variants)"),
                                (["task", "circle", "--paths", "7"],
                                 "applies to sort, hull and memorize (path ensembles), not circle (--paths)"),
-                               (["task", "circle", "--sub-path", "yes"], "not circle (--sub-path)")]:
+                               (["task", "circle", "--sub-path", "yes"], "not circle (--sub-path)"),
+                               # A file where the checkpoint folder goes: the flag named (it was "cannot create
+                               # directories: Not a directory (...)").
+                               (["task", "sort", "--checkpoints", __file__],
+                                f"exists and is not a folder: {__file__} (--checkpoints)"),
+                               (["width-depth", "--checkpoints", __file__], "(--checkpoints)")]:
             result = run(*args, "--out", self.out, check=False)
             self.assertEqual(result.returncode, 2, args)
             self.assertIn(expected, result.stderr, args)

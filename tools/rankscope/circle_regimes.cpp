@@ -130,7 +130,7 @@ std::function<void()> setup_circle_regimes(CLI::App& command) {
                        fmt::format("Stop training at this one-step training MSE (default the circle recipe's {:g}; 0 = run "
                                    "all epochs)", default_task_settings("circle").target_mse))
         ->check(RealRange(0, 1));
-    command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
+    command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)")->check(FolderOrNew());
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
     return [options] { run_circle_regimes_command(*options); };
 }

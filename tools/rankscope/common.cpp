@@ -293,6 +293,18 @@ CLI::Validator NonEmptyFolder(const std::string& name_what) {
         "FOLDER");
 }
 
+CLI::Validator FolderOrNew() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            std::error_code error;
+            const auto status = std::filesystem::status(text, error);
+            if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
+                return "exists and is not a folder: " + text;
+            return {};
+        },
+        "FOLDER");
+}
+
 void check_size(const std::string& what, double value, double limit, const std::string& flags) {
     check_size_limit(what, value, limit, flags);
 }

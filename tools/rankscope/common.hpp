@@ -82,6 +82,9 @@ CLI::Validator ReadableFile(bool allow_tensor_suffix = false);
 // A folder flag: any path but the empty one ("" from an unset shell variable: --out "" made std::filesystem throw, an
 // abort; --pretrained "" ran as if no runs were there). `name_what` completes "an empty path: name ...".
 CLI::Validator NonEmptyFolder(const std::string& name_what);
+// A folder flag that may name a folder to be made (--checkpoints): a file there is refused now, naming the flag (it
+// failed later on "cannot create directories: Not a directory (PATH)").
+CLI::Validator FolderOrNew();
 
 // Adds --out, --seed, --threads, --allow-nonfinite with their defaults shown in --help, and --format with the
 // standard-output formats the command prints besides "table" (none: no --format; a format a command did not print was

@@ -286,7 +286,7 @@ std::function<void()> setup_task(CLI::App& command) {
         ->required()
         ->check(CLI::IsMember({"circle", "sort", "hull", "memorize"}));
     auto flags = std::make_shared<TaskSettingFlags>(command);
-    command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
+    command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)")->check(FolderOrNew());
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
     CLI::Option* paths_option = command.add_option("--paths", options->n_paths, "Paths per ensemble")
         ->delimiter(',')

@@ -100,7 +100,7 @@ std::function<void()> setup_width_depth(CLI::App& command) {
         ->capture_default_str()
         ->transform(IntRange(1, 48));
     auto flags = std::make_shared<TaskSettingFlags>(command);
-    command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)");
+    command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)")->check(FolderOrNew());
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
     return [options, flags] {
         for (int layers : options->layers)
