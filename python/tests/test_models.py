@@ -223,6 +223,12 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
         rs.run_model(tmp_path / "empty", weights="init")
     assert str(raised.value) == empty_config
     assert raised.value.where == str(tmp_path / "empty" / "config.json")
+    # A file named as the model is said to be one (it read as "cannot open config file: Not a directory").
+    (tmp_path / "weights.bin").write_bytes(b"x")
+    a_file = f"a file, not a model folder: name the folder that holds config.json and the weights ({tmp_path / 'weights.bin'})"
+    assert cli_error("model", "--model", tmp_path / "weights.bin", "--weights", "init") == a_file
+    with pytest.raises(rs.Error, match="^a file, not a model folder"):
+        rs.load_model(tmp_path / "weights.bin")
     message = cli_error("model", "--model", "bert-base-cased", "--weights", "both")
     with pytest.raises(rs.Error) as raised:
         rs.run_model("bert-base-cased")

@@ -42,6 +42,9 @@ ModelSource resolve_model_source(const std::string& argument) {
                                     "at a downloaded Hugging Face folder",
                                     fmt::join(builtin_hf_config_names(), ", ")),
                         argument);
+        // A file named as the model: said (it read as "cannot open config file: Not a directory (FILE/config.json)").
+        if (!std::filesystem::is_directory(argument, error))
+            throw Error("a file, not a model folder: name the folder that holds config.json and the weights", argument);
     }
     if (!is_builtin_hf_config(argument) && is_use_lite(argument)) {
         source.kind = ModelSource::UseLite;
