@@ -34,6 +34,7 @@ REJECTED = [
     (["theory", "--heads", "64", "--tokens", "512", "--layers", "100"], "--heads, --tokens, --layers"),
     (["paths", "sample", "--draws", "-1"], "--draws"),
     (["paths", "sample", "--draws", "0"], "--draws"),
+    (["paths", "sample", "--tokens", "1"], "--tokens"),  # a 1 x 1 product: residual 0 at every length
     (["paths", "sample", "--layers", "64", "--heads", "64", "--tokens", "512"], "--layers, --heads, --tokens"),
     (["paths", "count", "--layers", "-1"], "--layers"),
     (["paths", "count", "--alpha", "0.5"], "--alpha needs --layers"),

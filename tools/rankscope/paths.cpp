@@ -216,7 +216,9 @@ void add_network_options(CLI::App& command, PathsOptions& options, int max_layer
     command.add_option("--d-v", options.network.d_v, "Value width per head (0 = d_model/heads)")
         ->capture_default_str()
         ->transform(IntRange(0, 512));
-    command.add_option("--tokens", options.network.tokens, "Tokens n")->capture_default_str()->transform(IntRange(1, 512));
+    // At least 2, as theory's and a --patterns file's samples: one token is a 1 x 1 product, residual 0 whatever the
+    // network (paths sample --tokens 1 reported 0 at every length).
+    command.add_option("--tokens", options.network.tokens, "Tokens n")->capture_default_str()->transform(IntRange(2, 512));
     command.add_flag("--skip", options.skip, "Attention skip connections (H+1 choices per layer)");
 }
 

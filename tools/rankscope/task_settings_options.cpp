@@ -36,7 +36,8 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command)
     add("--weight-decay", "Adam weight decay (0)", RealRange(0, 1), "FLOAT");
     add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)",
         IntRange(1, 1000000), "INT");
-    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50; 0 = all)",
+    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50, or 0 for "
+        "all of them)",
         IntRange(0, 100000), "INT");
     add("--input-noise", "Circle: std of the noise added to the training inputs, targets rotated with it (circle 0.03)",
         RealRange(0, 1), "FLOAT");
