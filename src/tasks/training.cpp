@@ -282,8 +282,8 @@ namespace {
 
 // The history a checkpoint stores (save_task_checkpoint); none from an older build's. A malformed one is an error
 // naming the file: it would be written out as this run's training.
-void restore_history(const std::string& path, TrainedTask& result) {
-    const SafetensorsFile file(path);
+void restore_history(const SafetensorsFile& file, TrainedTask& result) {
+    const std::string& path = file.path();
     const auto history = file.metadata().find("history"), seconds = file.metadata().find("train_seconds");
     if (history == file.metadata().end() || seconds == file.metadata().end()) return;
     try {
@@ -297,10 +297,8 @@ void restore_history(const std::string& path, TrainedTask& result) {
     result.history_known = true;
 }
 
-}  // namespace
-
-void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings) {
-    SafetensorsFile file(path);
+void load_parameters(const SafetensorsFile& file, TaskModel& model, const TaskSettings& settings) {
+    const std::string& path = file.path();
     const auto stored = file.metadata().find("settings");
     if (stored == file.metadata().end()) throw Error("checkpoint has no 'settings' metadata", path);
     if (stored->second != settings.to_json().dump())
@@ -314,6 +312,12 @@ void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskS
         if (view.dtype != DType::F32) throw Error("tensor '" + item.key() + "' is not float32", path);
         parameter.copy_(torch::from_blob(const_cast<std::byte*>(view.data), parameter.sizes(), torch::kFloat));
     }
+}
+
+}  // namespace
+
+void load_task_checkpoint(const std::string& path, TaskModel& model, const TaskSettings& settings) {
+    load_parameters(SafetensorsFile(path), model, settings);
 }
 
 namespace {
@@ -577,8 +581,9 @@ std::vector<TrainedTask> train_or_load_seeds(const std::vector<TaskSettings>& se
         result.model = TaskModel(model_config_for(settings[i], data[i]));
         result.checkpoint = (checkpoint_dir / (settings[i].task + "-" + settings[i].checkpoint_key() + ".safetensors")).string();
         if (!retrain && std::filesystem::exists(result.checkpoint)) {
-            load_task_checkpoint(result.checkpoint, result.model, settings[i]);
-            restore_history(result.checkpoint, result);
+            const SafetensorsFile file(result.checkpoint);  // opened once: parameters, then the training's history
+            load_parameters(file, result.model, settings[i]);
+            restore_history(file, result);
             result.model->to(device);
             result.model->eval();
             result.reused = true;
