@@ -48,12 +48,11 @@ std::vector<PathEffectivenessRow> path_effectiveness(TaskModel& model, const Tas
     const int layers = model->config.encoder.layers, heads = model->config.encoder.heads;
     // A path skips a layer only where the layer has a skip: without skips (task --no-skip) every path goes through a
     // head in every layer, length L (shorter "paths" were drawn through skips the model does not have).
-    bool every_layer_skips = true;
-    for (int l = 0; l < layers; ++l) every_layer_skips = every_layer_skips && model->config.encoder.block_at(l).attention_skip;
-    bool no_layer_skips = true;
-    for (int l = 0; l < layers; ++l) no_layer_skips = no_layer_skips && !model->config.encoder.block_at(l).attention_skip;
-    if (!every_layer_skips && !no_layer_skips)
+    int skips = 0;
+    for (int l = 0; l < layers; ++l) skips += model->config.encoder.block_at(l).attention_skip ? 1 : 0;
+    if (skips != 0 && skips != layers)
         throw Error("path ensembles need a skip in every layer or in none (some layers have one)");
+    const bool every_layer_skips = skips == layers;
     const TaskBatch on_device = batch.to(model->device());  // once, for every ensemble
     std::vector<PathEffectivenessRow> rows;
     for (int length = every_layer_skips ? 0 : layers; length <= layers; ++length)
