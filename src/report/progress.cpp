@@ -9,15 +9,16 @@
 namespace rankscope {
 namespace {
 
-std::mutex& snapshot_mutex() {
-    static std::mutex mutex;
-    return mutex;
+// The latest bar as other threads read it, and how many bars this process made, under one mutex.
+struct Published {
+    std::mutex mutex;
+    ProgressSnapshot latest;
+    std::uint64_t bars_made = 0;
+};
+Published& published() {
+    static Published state;
+    return state;
 }
-ProgressSnapshot& latest_snapshot() {
-    static ProgressSnapshot snapshot;
-    return snapshot;
-}
-std::uint64_t bars_made = 0;  // under snapshot_mutex()
 
 }  // namespace
 
@@ -25,8 +26,9 @@ Progress::Progress(std::string label, long total)
     : label_(std::move(label)), total_(total), enabled_(::isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {
     {
-        const std::lock_guard<std::mutex> lock(snapshot_mutex());
-        serial_ = ++bars_made;
+        Published& state = published();
+        const std::lock_guard<std::mutex> lock(state.mutex);
+        serial_ = ++state.bars_made;
     }
     publish(false);
     draw(false);
@@ -56,15 +58,17 @@ void Progress::advance(long steps) {
 // outer one is again.
 void Progress::publish(bool finished) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const std::lock_guard<std::mutex> lock(snapshot_mutex());
-    ProgressSnapshot& snapshot = latest_snapshot();
+    Published& state = published();
+    const std::lock_guard<std::mutex> lock(state.mutex);
+    ProgressSnapshot& snapshot = state.latest;
     if (snapshot.serial > serial_ && !snapshot.finished) return;
     snapshot = ProgressSnapshot{serial_, finished, label_, done_, total_, elapsed};
 }
 
 ProgressSnapshot current_progress() {
-    const std::lock_guard<std::mutex> lock(snapshot_mutex());
-    return latest_snapshot();
+    Published& state = published();
+    const std::lock_guard<std::mutex> lock(state.mutex);
+    return state.latest;
 }
 
 std::string progress_line(const ProgressSnapshot& s) {

@@ -8,15 +8,15 @@
 namespace rankscope {
 namespace {
 
-// Function-local, so that a warning said while static objects are made (an environment variable read at load time)
-// finds them made.
-std::mutex& sink_mutex() {
-    static std::mutex mutex;
-    return mutex;
-}
-WarningSink& current_sink() {
-    static WarningSink sink;
-    return sink;
+// The sink and its mutex, function-local so that a warning said while static objects are made (an environment variable
+// read at load time) finds them made.
+struct Sink {
+    std::mutex mutex;
+    WarningSink sink;
+};
+Sink& current() {
+    static Sink state;
+    return state;
 }
 
 }  // namespace
@@ -29,8 +29,8 @@ void print_warning(const std::string& message) {
 void warn(const std::string& message) {
     WarningSink sink;
     {
-        const std::lock_guard<std::mutex> lock(sink_mutex());
-        sink = current_sink();
+        const std::lock_guard<std::mutex> lock(current().mutex);
+        sink = current().sink;
     }
     // Called outside the lock: Python's sink waits for the interpreter, and may warn again (a filter, a logger).
     if (sink)
@@ -40,8 +40,8 @@ void warn(const std::string& message) {
 }
 
 WarningSink set_warning_sink(WarningSink sink) {
-    const std::lock_guard<std::mutex> lock(sink_mutex());
-    return std::exchange(current_sink(), std::move(sink));
+    const std::lock_guard<std::mutex> lock(current().mutex);
+    return std::exchange(current().sink, std::move(sink));
 }
 
 }  // namespace rankscope
