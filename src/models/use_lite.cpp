@@ -271,10 +271,10 @@ at::Tensor sentence_embeddings(EncoderModel& model, const Tokenizer& tokenizer, 
                         fmt::format("sentence {}", i + 1));
     std::vector<at::Tensor> rows;
     const std::vector<std::vector<int>> encoded = tokenizer.encode_batch(sentences);
+    const std::size_t limit = static_cast<std::size_t>(use.config().max_position_embeddings);  // 128
     for (std::size_t i = 0; i < encoded.size(); ++i) {
         const std::vector<int>& ids = encoded[i];
         if (ids.empty()) throw Error("empty text: USE lite needs at least one token");
-        const std::size_t limit = static_cast<std::size_t>(use.config().max_position_embeddings);  // 128
         // The package reads the first 128 tokens of a longer sentence; so does this, and says so (it was silent: a
         // 3000-word sentence and its first 128 words had a cosine of 1).
         if (ids.size() > limit)

@@ -139,14 +139,13 @@ void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at:
         check_attention_mask(attention_mask, mask_where, mask_where);
     }
     // Each real token's row is a softmax row: ≥ 0, summing to 1 within the rounding of n terms in the stored dtype.
+    const at::Tensor real = attention_mask.defined() ? attention_mask.ne(0).unsqueeze(1).expand({shape[0], shape[1], shape[2]})
+                                                     : at::Tensor();  // [B, H, n]: which rows are checked
     for (std::size_t l = 0; l < patterns.size(); ++l) {
         const at::Tensor& p = patterns[l];
         if (!torch::isfinite(p).all().item<bool>()) throw Error("has NaN or Inf entries", where_of(l));
         const double eps = dtype_epsilon(stored_dtype(p.scalar_type(), where_of(l)));
         const double tolerance = std::max(1e-4, static_cast<double>(p.size(-1)) * eps);
-        const at::Tensor real = attention_mask.defined()
-                                    ? attention_mask.ne(0).unsqueeze(1).expand({p.size(0), p.size(1), p.size(2)})
-                                    : at::Tensor();
         if (const auto row = first_non_attention_row(p, tolerance, real))
             throw Error(fmt::format("row {} of head {} of sample {} is not an attention row {}", row->index[2],
                                     row->index[1], row->index[0], non_attention_row_detail(*row, tolerance)),
