@@ -66,7 +66,9 @@ class BeyondThePaper(unittest.TestCase):
                            (["failure-modes", "--variants", "BERT"], "--variants"),
                            (["failure-modes", "--query-key-scales", "0"], "--query-key-scales"),
                            (["circle-regimes", "--noise", "0"], "--noise"),
-                           (["circle-regimes", "--init", "xavier"], "--init")):
+                           (["circle-regimes", "--init", "xavier"], "--init"),
+                           # 0 epochs once meant "the recipe's budget" in silence; the default is now printed instead
+                           (["circle-regimes", "--epochs", "0"], "--epochs")):
             with self.subTest(args=args):
                 out = os.path.join(self.directory, "bad")
                 result = run(*args, "--out", out, check=False)

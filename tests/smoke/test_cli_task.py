@@ -200,6 +200,22 @@ class TaskCommand(unittest.TestCase):
             self.assertIn(expected, result.stderr, args)
         self.assertIn("--lr FLOAT:in (0, 1]", run("task", "--help").stdout)
 
+    def test_help_lists_the_defaults_of_the_tasks_it_trains(self):
+        # The paper's run_sort.py / run_convex_hull.py / run_memorization.py settings and rankscope's circle recipe.
+        task_help = run("task", "--help").stdout
+        for line in ("Model width (sort 48, hull 84, memorize 250, circle 32)",
+                     "Sequences per step (sort 30, hull 30, memorize 8, circle 50)",
+                     "Adam learning rate (sort 0.001, hull 0.001, memorize 0.0003, circle 0.003)",
+                     "Training epochs (sort 65, hull 70, memorize 50, circle 400; circle stops earlier at --target-mse)",
+                     "--target-mse FLOAT", "--text TEXT:FILE"):
+            self.assertIn(line, task_help)
+        # width-depth trains sort or hull: the circle's and memorize's flags and defaults were listed, then refused.
+        width_depth_help = run("width-depth", "--help").stdout
+        for line in ("Model width (sort 48, hull 84)", "Training epochs (sort 65, hull 70)", "Sequences per step (default 30)"):
+            self.assertIn(line, width_depth_help)
+        for word in ("--target-mse", "--input-noise", "--embedding-layer-norm", "--text", "circle", "memorize"):
+            self.assertNotIn(word, width_depth_help)
+
     def test_without_skips_every_path_has_length_l(self):
         # Ensembles of length 0..L-1 were drawn through skips a --no-skip model does not have.
         run("task", "sort", "--no-skip", "--out", self.out, "--epochs", "1", "--train-count", "60", "--eval-count", "20",

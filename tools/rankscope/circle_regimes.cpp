@@ -20,7 +20,7 @@ struct CircleRegimesOptions {
     std::vector<std::string> variants = circle_variants();
     int seeds = 8;                     // --seed, --seed + 1, ...
     int steps = 300;
-    int epochs = 0;                    // 0: the circle recipe's budget
+    int epochs = default_task_settings("circle").epochs;  // the circle recipe's budget
     double noise = 0.005;
     // PyTorch's nn.Linear draw: it trains 124 of 128 models to the one-step precondition where rankscope's N(0, 1/fan_in)
     // trains 77 (docs/beyond.md, "E3: why implementations disagree").
@@ -41,7 +41,7 @@ void run_circle_regimes_command(const CircleRegimesOptions& options) {
     base.training = default_task_settings("circle");
     base.training.seed = options.common.seed;
     base.training.device = options.common.device;
-    if (options.epochs > 0) base.training.epochs = options.epochs;
+    base.training.epochs = options.epochs;
     if (options.target_mse >= 0) base.training.target_mse = options.target_mse;
     base.training.init = options.init;
     base.checkpoints = options.checkpoints.empty() ? out / "checkpoints" : std::filesystem::path(options.checkpoints);
@@ -115,9 +115,9 @@ std::function<void()> setup_circle_regimes(CLI::App& command) {
         ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
     add_seed_count_option(command, options->seeds, "one model per variant, regime and seed", 64)->capture_default_str();
     command.add_option("--steps", options->steps, "Recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
-    command.add_option("--epochs", options->epochs, "Epoch budget per model (0 = the circle recipe's)")
+    command.add_option("--epochs", options->epochs, "Epoch budget per model (default the circle recipe's; training stops earlier at --target-mse)")
         ->capture_default_str()
-        ->transform(IntRange(0, 100000));
+        ->transform(IntRange(1, 100000));
     command.add_option("--noise", options->noise, "Input noise sigma of the denoising regimes (the plain regimes have none)")
         ->capture_default_str()
         ->check(RealRange(0, 1, true));

@@ -285,7 +285,7 @@ std::function<void()> setup_task(CLI::App& command) {
     command.add_option("task", options->task, "circle, sort, hull or memorize")
         ->required()
         ->check(CLI::IsMember({"circle", "sort", "hull", "memorize"}));
-    auto flags = std::make_shared<TaskSettingFlags>(command);
+    auto flags = std::make_shared<TaskSettingFlags>(command, std::vector<std::string>{"sort", "hull", "memorize", "circle"});
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)")->check(FolderOrNew());
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
     CLI::Option* paths_option = command.add_option("--paths", options->n_paths, "Paths per ensemble")

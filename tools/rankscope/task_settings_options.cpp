@@ -2,72 +2,117 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/provenance.hpp"
 
 namespace rankscope::cli {
 
-TaskSettingFlags::TaskSettingFlags(CLI::App& command)
+namespace {
+
+// The tasks whose defaults are listed in the help, and which read a task-only flag.
+bool serves(const std::vector<std::string>& tasks, const std::string& task) {
+    return std::find(tasks.begin(), tasks.end(), task) != tasks.end();
+}
+
+}  // namespace
+
+TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> tasks)
     : command_(command), values_(std::make_shared<std::map<std::string, std::string>>()),
       skip_(std::make_shared<bool>(true)), mlp_(std::make_shared<bool>(false)), layer_norm_(std::make_shared<bool>(true)) {
+    // Each default in the help comes from default_task_settings of the tasks this command serves (the help once said
+    // "30; memorize 8" and "1e-3; memorize 3e-4" while circle used 50 and 3e-3, and width-depth's listed circle and
+    // memorize defaults it never uses): "6" when they agree, "sort 48, hull 84" when they differ.
+    auto defaults = [tasks](auto value_of) {
+        std::vector<std::string> values;
+        for (const auto& task : tasks) values.push_back(value_of(default_task_settings(task)));
+        if (std::all_of(values.begin(), values.end(), [&](const std::string& v) { return v == values.front(); }))
+            return "default " + values.front();
+        std::string text;
+        for (std::size_t i = 0; i < tasks.size(); ++i) text += fmt::format("{}{} {}", i ? ", " : "", tasks[i], values[i]);
+        return text;
+    };
+    auto number = [](auto member) { return [member](const TaskSettings& s) { return format_number(s.*member); }; };
+    auto yes_no = [](auto member) { return [member](const TaskSettings& s) { return std::string(s.*member ? "yes" : "no"); }; };
+    auto text = [](auto member) { return [member](const TaskSettings& s) { return std::string(s.*member); }; };
+    // A flag only some other task reads stays registered, so that it is refused by name in settings_for ("applies to
+    // the circle task only, not sort"), but is left out of this command's help.
+    auto keep_for = [&](CLI::Option* option, const std::string& only) {
+        if (!serves(tasks, only)) option->group("");
+    };
     // Values are kept as (validated, canonical) text: the task's defaults are known only once the task is parsed.
     auto add = [&](const std::string& flag, const std::string& help, const CLI::Validator& range, const char* type) {
-        command.add_option_function<std::string>(flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; },
-                                                 help)
+        return command
+            .add_option_function<std::string>(flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; },
+                                              help)
             ->type_name(type)  // kept as text, shown as the number it is
             ->transform(range);  // transform: the validator's canonical decimal text is what is stored
     };
-    add("--layers", "Layers (default: the task's; sort/hull/memorize 6, circle 1)", IntRange(1, 48), "INT");
-    add("--heads", "Heads per layer (sort 2, hull 3, memorize 2, circle 2)", IntRange(1, 64), "INT");
-    add("--d-model", "Model width (sort 48, hull 84, memorize 250, circle 32)", IntRange(1, 2048), "INT");
-    add("--epochs", "Training epochs (sort 65, hull 70, memorize 50; circle at most 400, stopping at --target-mse)",
-        IntRange(0, 100000), "INT");
-    // Each task's default, from the defaults themselves (the help said "30; memorize 8" and "1e-3; memorize 3e-4" while
-    // circle used 50 and 3e-3).
-    auto per_task = [](auto member) {
-        std::string text;
-        for (const char* task : {"sort", "hull", "memorize", "circle"})
-            text += fmt::format("{}{} {}", text.empty() ? "" : ", ", task, format_number(default_task_settings(task).*member));
-        return text;
+    auto add_choice = [&](const std::string& flag, const std::string& help, std::vector<std::string> choices) {
+        return command
+            .add_option_function<std::string>(flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; },
+                                              help)
+            ->check(CLI::IsMember(std::move(choices)));
     };
-    add("--batch-size", "Sequences per step (" + per_task(&TaskSettings::batch_size) + ")", IntRange(1, 100000), "INT");
-    add("--lr", "Adam learning rate (" + per_task(&TaskSettings::learning_rate) + ")", RealRange(0, 1, true), "FLOAT");
-    add("--weight-decay", "Adam weight decay (0)", RealRange(0, 1), "FLOAT");
-    add("--train-count", "Training sequences (sort 1000, hull 10000, memorize 500 pairs) or circle points (1000)",
-        IntRange(1, 1000000), "INT");
-    add("--eval-count", "Evaluation sequences (sort 200, hull 300; memorize: the first N training pairs, 50, or 0 for "
-        "all of them)",
+    add("--layers", "Layers (" + defaults(number(&TaskSettings::layers)) + ")", IntRange(1, 48), "INT");
+    add("--heads", "Heads per layer (" + defaults(number(&TaskSettings::heads)) + ")", IntRange(1, 64), "INT");
+    add("--d-model", "Model width (" + defaults(number(&TaskSettings::d_model)) + ")", IntRange(1, 2048), "INT");
+    add("--epochs",
+        "Training epochs (" + defaults(number(&TaskSettings::epochs)) +
+            (serves(tasks, "circle") ? "; circle stops earlier at --target-mse)" : ")"),
         IntRange(0, 100000), "INT");
-    add("--input-noise", "Circle: std of the noise added to the training inputs, targets rotated with it (circle 0.03)",
-        RealRange(0, 1), "FLOAT");
-    add("--target-mse", "Circle: stop training at this one-step training MSE (circle 3.5e-8; 0 = run all epochs)",
-        RealRange(0, 1), "FLOAT");
-    command.add_option_function<std::string>(
-               "--lr-schedule", [values = values_](const std::string& v) { (*values)["--lr-schedule"] = v; },
-               "Learning rate over the epochs: constant or cosine (circle cosine, others constant)")
-        ->check(CLI::IsMember({"constant", "cosine"}));
-    command.add_option_function<std::string>(
-               "--shuffle", [values = values_](const std::string& v) { (*values)["--shuffle"] = v; },
-               "Reshuffle the training items every epoch: yes or no (circle yes; others no, as the paper)")
-        ->check(CLI::IsMember({"yes", "no"}));
-    command.add_option_function<std::string>(
-               "--embedding-layer-norm", [values = values_](const std::string& v) { (*values)["--embedding-layer-norm"] = v; },
-               std::string("Circle: LayerNorm after the input projection, outside the layer: yes or no (default ") +
-                   (default_task_settings("circle").embedding_layer_norm ? "yes" : "no") + ")")
-        ->check(CLI::IsMember({"yes", "no"}));
-    command.add_option_function<std::string>(
-               "--init", [values = values_](const std::string& v) { (*values)["--init"] = v; },
+    add("--batch-size", "Sequences per step (" + defaults(number(&TaskSettings::batch_size)) + ")", IntRange(1, 100000), "INT");
+    add("--lr", "Adam learning rate (" + defaults(number(&TaskSettings::learning_rate)) + ")", RealRange(0, 1, true), "FLOAT");
+    add("--weight-decay", "Adam weight decay (" + defaults(number(&TaskSettings::weight_decay)) + ")", RealRange(0, 1), "FLOAT");
+    add("--train-count",
+        std::string(serves(tasks, "circle") || serves(tasks, "memorize") ? "Training items: sequences, memorize pairs or circle points"
+                                                                          : "Training sequences") +
+            " (" + defaults(number(&TaskSettings::train_count)) + ")",
+        IntRange(1, 1000000), "INT");
+    add("--eval-count",
+        std::string(serves(tasks, "memorize") ? "Evaluation sequences (memorize: the first N training pairs, or 0 for all of them; "
+                                              : "Evaluation sequences (") +
+            defaults(number(&TaskSettings::eval_count)) + ")",
+        IntRange(0, 100000), "INT");
+    keep_for(add("--input-noise",
+                 "Circle: std of the noise added to the training inputs, targets rotated with it (default " +
+                     format_number(default_task_settings("circle").input_noise) + ")",
+                 RealRange(0, 1), "FLOAT"),
+             "circle");
+    keep_for(add("--target-mse",
+                 "Circle: stop training at this one-step training MSE (default " +
+                     format_number(default_task_settings("circle").target_mse) + "; 0 = run all epochs)",
+                 RealRange(0, 1), "FLOAT"),
+             "circle");
+    add_choice("--lr-schedule",
+               "Learning rate over the epochs: constant or cosine (" + defaults(text(&TaskSettings::lr_schedule)) + ")",
+               {"constant", "cosine"});
+    add_choice("--shuffle",
+               "Reshuffle the training items every epoch: yes or no (" + defaults(yes_no(&TaskSettings::shuffle)) + ")",
+               {"yes", "no"});
+    keep_for(add_choice("--embedding-layer-norm",
+                        "Circle: LayerNorm after the input projection, outside the layer: yes or no (default " +
+                            std::string(default_task_settings("circle").embedding_layer_norm ? "yes" : "no") + ")",
+                        {"yes", "no"}),
+             "circle");
+    add_choice("--init",
                "Weight draw: normal (rankscope's, N(0, 1/fan_in)) or uniform (PyTorch nn.Linear's default, "
-               "U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases); default normal")
-        ->check(CLI::IsMember({"normal", "uniform"}));
-    command.add_option_function<std::string>(
-               "--text", [values = values_](const std::string& v) { (*values)["--text"] = v; },
-               "Memorize: an RTE-style .tsv (default data/RTE/train.tsv of the repository)")
-        ->check(ReadableFile());
-    command.add_flag("--skip,!--no-skip", *skip_, "Attention skip in every layer (default on; circle: see --variants)");
-    command.add_flag("--mlp", *mlp_, "An MLP block in every layer (default off)");
-    command.add_flag("--layer-norm,!--no-layer-norm", *layer_norm_, "Post-LN layers (default on; circle off)");
+               "U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases) (" + defaults(text(&TaskSettings::init)) + ")",
+               {"normal", "uniform"});
+    keep_for(command
+                 .add_option_function<std::string>(
+                     "--text", [values = values_](const std::string& v) { (*values)["--text"] = v; },
+                     "Memorize: an RTE-style .tsv (default data/RTE/train.tsv of the repository)")
+                 ->check(ReadableFile()),
+             "memorize");
+    command.add_flag("--skip,!--no-skip", *skip_,
+                     "Attention skip in every layer (" + defaults(yes_no(&TaskSettings::skip)) +
+                         (serves(tasks, "circle") ? "; circle: see --variants)" : ")"));
+    command.add_flag("--mlp", *mlp_, "An MLP block in every layer (" + defaults(yes_no(&TaskSettings::mlp)) + ")");
+    command.add_flag("--layer-norm,!--no-layer-norm", *layer_norm_,
+                     "Post-LN layers (" + defaults(yes_no(&TaskSettings::layer_norm)) + ")");
 }
 
 TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64_t seed) const {

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rankscope/tasks.hpp"
 
@@ -14,8 +15,9 @@ class TaskSettingFlags {
 public:
     // Registers --layers --heads --d-model --epochs --batch-size --lr --weight-decay --train-count --eval-count --text
     // --target-mse --lr-schedule --shuffle --embedding-layer-norm --input-noise
-    // and --skip/--no-skip, --mlp, --layer-norm/--no-layer-norm on `command`.
-    explicit TaskSettingFlags(CLI::App& command);
+    // and --skip/--no-skip, --mlp, --layer-norm/--no-layer-norm on `command`, whose help lists the defaults of `tasks`
+    // (the tasks the command trains) and leaves out the flags none of them reads.
+    TaskSettingFlags(CLI::App& command, std::vector<std::string> tasks);
     // default_task_settings(task) with the given flags applied; throws rankscope::Error on bad values.
     TaskSettings settings_for(const std::string& task, std::uint64_t seed) const;
 

@@ -99,7 +99,7 @@ std::function<void()> setup_width_depth(CLI::App& command) {
         ->delimiter(',')
         ->capture_default_str()
         ->transform(IntRange(1, 48));
-    auto flags = std::make_shared<TaskSettingFlags>(command);
+    auto flags = std::make_shared<TaskSettingFlags>(command, std::vector<std::string>{"sort", "hull"});
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)")->check(FolderOrNew());
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");
     return [options, flags] {
