@@ -16,6 +16,7 @@
 #include "rankscope/error.hpp"
 #include "rankscope/measures.hpp"
 #include "rankscope/models.hpp"
+#include "rankscope/progress.hpp"
 #include "rankscope/tensor_file.hpp"
 
 namespace rankscope {
@@ -43,6 +44,7 @@ PathCheck check_path_decomposition(San& network, const at::Tensor& x, double max
     Recorder recorder;
     const at::Tensor output = network->forward(x, &recorder);  // [B, n, d]
     const std::int64_t B = x.size(0), n = x.size(1), d = x.size(2);
+    Progress progress("paths check", static_cast<long>(check.paths));  // up to a million leaves: minutes
     std::vector<at::Tensor> patterns, head_weights;  // [B, H, n, n], [H, d, d]
     at::Tensor bias = torch::zeros({d}, x.options());  // b^l: 1 bᵀ part of X^l
     for (int l = 0; l < L; ++l) {
@@ -62,6 +64,7 @@ PathCheck check_path_decomposition(San& network, const at::Tensor& x, double max
     std::function<void(int, const at::Tensor&, const at::Tensor&)> walk = [&](int l, const at::Tensor& p, const at::Tensor& w) {
         if (l == L) {
             total = total + torch::matmul(torch::matmul(p, x), w);
+            progress.advance();
             return;
         }
         for (int h = 0; h < H; ++h) walk(l + 1, torch::matmul(patterns[l].select(1, h), p), torch::matmul(w, head_weights[l][h]));

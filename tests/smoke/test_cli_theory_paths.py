@@ -158,8 +158,11 @@ class TheoryAndPaths(unittest.TestCase):
 
     def test_paths_check_count_sample(self):
         result = json.loads(run("paths", "check", "--layers", "3", "--heads", "2", "--skip", "--biases",
-                                "--format", "json").stdout)
+                                "--d-model", "8", "--tokens", "5", "--format", "json").stdout)
         self.assertEqual(result["paths"], 27)
+        # The network's sizes are in the record (it had layers and heads only).
+        self.assertEqual({key: result[key] for key in ("d_model", "tokens", "batch", "dtype")},
+                         {"d_model": 8, "tokens": 5, "batch": 2, "dtype": "float64"})
         self.assertIsInstance(result["paths"], int)
         check_out = os.path.join(self.directory, "check")
         run("paths", "check", "--layers", "2", "--heads", "2", "--out", check_out)

@@ -44,9 +44,12 @@ void run_check(PathsOptions options) {
     torch::manual_seed(options.common.seed);
     San network(options.network);
     network->to(torch::kDouble);
-    const at::Tensor x = random_input(options.network, 2, torch::kDouble);
+    const int batch = 2;
+    const at::Tensor x = random_input(options.network, batch, torch::kDouble);
     const PathCheck check = check_path_decomposition(network, x);
     nlohmann::json document = {{"layers", options.network.layers}, {"heads", options.network.heads},
+                               {"d_model", options.network.d_model}, {"tokens", options.network.tokens},
+                               {"batch", batch},                     {"dtype", "float64"},
                                {"skip", options.skip},             {"biases", options.network.biases},
                                {"paths", static_cast<std::int64_t>(check.paths)},  // at most 1e6: enumerated
                                {"max_abs_error", check.max_abs_error},
