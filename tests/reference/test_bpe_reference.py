@@ -219,7 +219,7 @@ class ByteLevelBpe(unittest.TestCase):
         merged_somewhere = False
         for sentence in document["sentences"]:
             expected = reference.encode(sentence["text"])
-            self.assertEqual(sentence["ids"], expected, sentence["text"])
+            self.assertEqual(sentence["token_ids"], expected, sentence["text"])
             merged_somewhere |= len(expected) < len(sentence["text"].encode("utf-8"))
         self.assertTrue(merged_somewhere, "no merge applied: the test would not see a wrong merge order")
         return document, reference
@@ -227,7 +227,7 @@ class ByteLevelBpe(unittest.TestCase):
     def test_gpt2_layout(self):
         document, reference = self.check("gpt2", GPT2_PATTERN, "gpt2")
         special = next(s for s in document["sentences"] if "<|endoftext|>" in s["text"])
-        self.assertIn(reference.added["<|endoftext|>"], special["ids"])  # matched inside the text, not split by bytes
+        self.assertIn(reference.added["<|endoftext|>"], special["token_ids"])  # matched inside the text, not split by bytes
 
     def test_llama3_layout(self):
         document, reference = self.check("llama3", LLAMA3_PATTERN, "llama3")
@@ -237,7 +237,7 @@ class ByteLevelBpe(unittest.TestCase):
         document, reference = self.check("qwen2", QWEN2_PATTERN, "qwen2")
         accents = next(s for s in document["sentences"] if s["text"].startswith("Accents"))
         reference.nfc = False  # the check is discriminating: without NFC the decomposed words give other ids
-        self.assertNotEqual(reference.encode(accents["text"]), accents["ids"])
+        self.assertNotEqual(reference.encode(accents["text"]), accents["token_ids"])
 
     def test_unsupported_files_are_refused_in_one_line(self):
         folder, _ = self.make_folder("refused", GPT2_PATTERN, "gpt2")
@@ -278,7 +278,7 @@ class ByteLevelBpe(unittest.TestCase):
             f.write("ab" * 32768 + "\n")
         # A 64 kB piece is merged whole (a quadratic merge loop took minutes here); the ids spell the text back.
         document = json.loads(run("tokenize", "--model", folder, "--text", long_text, "--format", "json").stdout)
-        ids = document["sentences"][0]["ids"]
+        ids = document["sentences"][0]["token_ids"]
         # The reference merges every occurrence of the best pair per round: a few rounds here, fast in Python too.
         self.assertEqual(ids, reference.encode("ab" * 32768))
         self.assertLess(len(ids), 65536)  # merged

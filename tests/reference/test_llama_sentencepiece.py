@@ -98,7 +98,7 @@ class LlamaSentencePiece(unittest.TestCase):
         # Each line as it is, leading and trailing spaces included (LlamaTokenizer does not strip either).
         for sentence, expected_text in zip(got["sentences"], SENTENCES):
             self.assertEqual(sentence["text"], expected_text)
-            self.assertEqual(sentence["ids"], self.reference.encode(expected_text), expected_text)
+            self.assertEqual(sentence["token_ids"], self.reference.encode(expected_text), expected_text)
         # The byte pieces are in use (characters the RTE model never saw) and whitespace runs are kept.
         emoji = self.reference.encode(SENTENCES[5])
         self.assertTrue(any(self.reference.is_byte(i) for i in emoji))

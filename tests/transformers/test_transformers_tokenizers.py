@@ -58,7 +58,7 @@ def rankscope_ids(folder, sentences, scratch):
     with open(text, "w", encoding="utf-8") as f:
         f.write("\n".join(sentences) + "\n")
     document = json.loads(run("tokenize", "--model", folder, "--text", text, "--format", "json").stdout)
-    got = [entry["ids"] for entry in document["sentences"]]
+    got = [entry["token_ids"] for entry in document["sentences"]]
     if [entry["text"] for entry in document["sentences"]] != sentences:
         raise AssertionError("rankscope read other sentences than it was given")
     return document["prefix"], got, document["suffix"]

@@ -43,7 +43,7 @@ void run_tokenize(const TokenizeOptions& options) {
     nlohmann::json document = {{"tokenizer", tokenizer->source()}, {"prefix", tokenizer->prefix()},
                                {"suffix", tokenizer->suffix()}, {"vocab_size", tokenizer->vocab_size()},
                                {"sentences", nlohmann::json::array()}};
-    for (std::size_t i = 0; i < ids.size(); ++i) document["sentences"].push_back({{"text", sentences[i]}, {"ids", ids[i]}});
+    for (std::size_t i = 0; i < ids.size(); ++i) document["sentences"].push_back({{"text", sentences[i]}, {"token_ids", ids[i]}});
     if (!options.common.out.empty()) {
         const std::filesystem::path out = options.common.out;
         std::filesystem::create_directories(out);
