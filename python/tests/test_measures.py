@@ -473,3 +473,18 @@ def test_a_true_or_false_setting_takes_only_true_or_false():
         with pytest.raises(rs.Error, match=r" is not True or False \(allow_nonfinite\)$"):
             call()
     assert len(rs.measure(np.eye(3), allow_nonfinite=np.bool_(True))["value"]) > 0
+
+
+@pytest.mark.parametrize("scale", [1e160, 1e-170])
+def test_scale_free_measures_do_not_depend_on_the_scale(rng, scale):
+    # Frobenius sums of squares overflowed near 1e160 (NaN) and underflowed near 1e-170 (0, read as total collapse), and
+    # measure() then left out the cosine of a matrix whose squared row norms underflowed, as if it were zero.
+    x = rng.standard_normal((2, 4, 5))
+    for norm in ("frobenius", "composite", "l1", "linf"):
+        np.testing.assert_allclose(rs.relative_residual(x * scale, norm), rs.relative_residual(x, norm), rtol=1e-12)
+    np.testing.assert_allclose(rs.mean_pairwise_cosine(x * scale), rs.mean_pairwise_cosine(x), rtol=1e-12)
+    plain, scaled = rs.measure(x[0]), rs.measure(x[0] * scale)
+    scale_free = [i for i, name in enumerate(plain["measure"])
+                  if name in ("relative_residual", "mean_pairwise_cosine", "stable_rank", "effective_rank", "numerical_rank")]
+    assert len(scale_free) > 10 and list(scaled["measure"]) == list(plain["measure"])
+    np.testing.assert_allclose(np.asarray(scaled["value"])[scale_free], np.asarray(plain["value"])[scale_free], rtol=1e-9)

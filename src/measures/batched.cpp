@@ -78,7 +78,13 @@ at::Tensor batched_mean_relative_residual_on_device(const at::Tensor& x, Norm no
     if (norm == Norm::Spectral) throw Error("internal: the spectral norm is not a sum norm");
     // ‖M‖_1 = max_j Σ_i |M_ij|, ‖M‖_∞ = max_i Σ_j |M_ij|, composite √(‖M‖_1 ‖M‖_∞), ‖M‖_F = √(Σ M_ij²); amax keeps NaN.
     auto sum_norm = [norm](const at::Tensor& m) {
-        if (norm == Norm::Frobenius) return m.square().sum({-2, -1}).sqrt();
+        if (norm == Norm::Frobenius) {
+            // Scaled by the largest entry before squaring, as the fused kernel and shifted_sum_norms (entries beyond
+            // 1e154 overflowed the squares, below 1e-154 underflowed them); an all-zero matrix keeps its 0.
+            const at::Tensor largest = m.abs().amax({-2, -1}, /*keepdim=*/true);
+            const at::Tensor scale = at::where(largest > 0, largest, at::ones_like(largest));
+            return (m / scale).square().sum({-2, -1}).sqrt() * scale.squeeze(-1).squeeze(-1);
+        }
         const at::Tensor magnitude = m.abs();
         if (norm == Norm::L1) return magnitude.sum(-2).amax(-1);
         if (norm == Norm::LInf) return magnitude.sum(-1).amax(-1);

@@ -67,6 +67,24 @@ void mean_residual_kernel(const T* __restrict x, std::int64_t n, std::int64_t d,
     out[5] = std::sqrt(whole_squares);
 }
 
+// ||X − 1 cᵀ||_F (center null: ||X||_F) with every entry divided by `scale` before it is squared: the plain sum of
+// squares overflows for entries beyond 1e154 and underflows for entries below 1e-154 (1e160 read NaN, 1e-170 read 0).
+template <typename T>
+double scaled_frobenius(const T* x, std::int64_t n, std::int64_t d, const double* center, double scale) {
+    double squares = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < d; ++j) {
+            const double entry = (static_cast<double>(x[i * d + j]) - (center ? center[j] : 0.0)) / scale;
+            squares += entry * entry;
+        }
+    return scale * std::sqrt(squares);
+}
+
+// Whether the plain sum of squares of a matrix whose largest row sum of |entries| is `linf` may have overflowed or
+// underflowed: its largest entry lies in [linf / d, linf], so in [1e-140, 1e140] its square and any sum of up to 1e20
+// squares are normal doubles. NaN and ±Inf stay as the fast pass left them.
+bool frobenius_needs_scaling(double linf) { return std::isfinite(linf) && linf > 0 && (linf < 1e-140 || linf > 1e140); }
+
 }  // namespace
 
 template <typename T>
@@ -74,7 +92,10 @@ void fused_mean_residual_norms(const T* x, std::int64_t n, std::int64_t d, SumNo
     thread_local std::vector<double> scratch;
     scratch.resize(static_cast<std::size_t>(3 * d));
     double out[6];
+    const double* center = scratch.data();
     mean_residual_kernel(x, n, d, scratch.data(), scratch.data() + d, scratch.data() + 2 * d, out);
+    if (frobenius_needs_scaling(out[1])) out[2] = scaled_frobenius(x, n, d, center, out[1]);
+    if (frobenius_needs_scaling(out[4])) out[5] = scaled_frobenius<T>(x, n, d, nullptr, out[4]);
     residual = {out[0], out[1], out[2]};
     whole = {out[3], out[4], out[5]};
 }

@@ -93,7 +93,8 @@ MeasureArrayResult measure_array(const ArrayView& array, const MeasureArrayOptio
         // The cosine is undefined, not broken, with fewer than two nonzero rows (one token, a zero matrix): its row
         // is left out and one warning names the matrices (it stopped the whole measurement of a legal input). With
         // allow_nonfinite it is written as NaN, as asked.
-        if (!options.allow_nonfinite && (x.rowwise().squaredNorm().array() > 0).count() < 2) {
+        // (a row with any nonzero entry counts, as in mean_pairwise_cosine: squared norms underflowed near 1e-170)
+        if (!options.allow_nonfinite && (x.array() != 0).rowwise().any().count() < 2) {
             without_pairs.push_back(m);
             records.erase(std::remove_if(records.begin(), records.end(),
                                          [](const MeasureRecord& r) {

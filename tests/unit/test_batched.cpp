@@ -39,6 +39,25 @@ TEST(Batched, TorchOperationsPathEqualsFusedKernel) {
     }
 }
 
+TEST(Batched, FrobeniusNeitherOverflowsNorUnderflowsOnEitherPath) {
+    // The relative residual does not depend on X's scale. Squares of entries near 1e160 overflowed (NaN) and near 1e-170
+    // underflowed (0, read as total collapse) in the fused kernel and the torch path, while the reference
+    // (shifted_sum_norms) scales by the largest entry; the other norms never square.
+    at::manual_seed(6);
+    const at::Tensor x = at::randn({2, 4, 4}, at::kDouble);
+    for (Norm norm : {Norm::Frobenius, Norm::Composite}) {
+        const at::Tensor reference = batched_relative_residual(x, norm, Center::Mean);
+        for (const double scale : {1e160, 1e200, 1e-160, 1e-170, 1e-300})
+            for (const at::Tensor& measure : {batched_relative_residual(x * scale, norm, Center::Mean),
+                                              batched_mean_relative_residual_on_device(x * scale, norm)})
+                EXPECT_TRUE(at::allclose(measure, reference, 1e-12, 0)) << to_string(norm) << " " << scale << "\n"
+                                                                         << measure << "\n" << reference;
+        for (const double scale : {1e200, 1e-300})
+            EXPECT_NEAR(batched_relative_residual(x * scale, norm, Center::Mean)[0].item<double>(),
+                        relative_residual(to_matrix(x[0] * scale), norm, Center::Mean), 1e-12);
+    }
+}
+
 TEST(Batched, NonFiniteEntryGivesNonFiniteMeasureOnBothPaths) {
     // One NaN or Inf entry in an item: its measure is NaN on the fused kernel and on the torch path (E1 names a
     // non-finite hidden state by it), and the other items are untouched.

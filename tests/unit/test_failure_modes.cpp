@@ -107,11 +107,12 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
         for (const auto& part : {freezes, expansion}) {
             EXPECT_EQ(verdict_of(f, part), Verdict::NotComparable) << part;
             for (const auto& check : f.checks)
-                if (check.claim.find(part) != std::string::npos)
+                if (check.claim.find(part) != std::string::npos) {
                     EXPECT_NE(check.criterion.find("(judged from 1024 attention rows per scale, samples × seeds × tokens × "
                                                    "heads; this run has 128)"),
                               std::string::npos)
                         << check.criterion;
+                }
         }
         EXPECT_EQ(verdict_of(f, small), Verdict::Reproduced);
     }
