@@ -357,7 +357,7 @@ std::vector<std::string> quick_differences(const ReproduceOptions& options) {
     for (const auto& f : full_cells) {
         const auto q = std::find_if(quick_cells.begin(), quick_cells.end(), [&](const Cell& c) { return c.name == f.name; });
         if (q == quick_cells.end()) {
-            lines.push_back(f.name + ": skipped");
+            lines.push_back(f.name + ": not run (the full run only)");
             continue;
         }
         // The flags whose values differ, as "--epochs 20 (full: 65)"; flags only one side has are listed as given.
@@ -449,6 +449,46 @@ const char* verdict_class(Verdict verdict) {
     return "na";
 }
 
+// The verdict as the report shows it: a stated claim is reproduced or not; a check of rankscope's own computation holds
+// or fails; rankscope's hypothesis is supported or not (verdicts.csv keeps the one vocabulary, with the basis beside it).
+std::string shown_verdict(const Check& c) {
+    if (c.verdict == Verdict::NotComparable || c.basis == "measurement") return verdict_name(c.verdict);
+    const bool agrees = c.verdict == Verdict::Reproduced;
+    if (c.basis == "hypothesis") return agrees ? "supported" : "not supported";
+    return agrees ? "holds" : "fails";
+}
+
+// "14 checks of stated claims: 9 reproduced, 1 not reproduced, 4 not comparable at these settings; besides, 2 checks of
+// rankscope's computation or a closed form (2 hold)" — claims, computations and hypotheses counted apart.
+std::string verdict_counts(const std::vector<std::pair<std::string, Check>>& checks) {
+    int claims[3] = {0, 0, 0}, computations[3] = {0, 0, 0}, hypotheses[3] = {0, 0, 0};
+    for (const auto& [cell, c] : checks) {
+        int* counts = c.basis == "computation" ? computations : c.basis == "hypothesis" ? hypotheses : claims;
+        ++counts[static_cast<int>(c.verdict)];
+    }
+    const auto total = [](const int* counts) { return counts[0] + counts[1] + counts[2]; };
+    const auto plural = [](int n, const char* one, const char* many) { return fmt::format("{} {}", n, n == 1 ? one : many); };
+    std::string text = fmt::format("{} of stated claims: {} reproduced, {} not reproduced, {} not comparable at these settings",
+                                   plural(total(claims), "check", "checks"), claims[0], claims[1], claims[2]);
+    // The other two kinds, with only the verdicts they have ("2 hold", "1 supported, 1 not comparable").
+    const auto other = [&](const int* counts, const std::string& what, const char* agrees, const char* disagrees) {
+        std::vector<std::string> parts;
+        if (counts[0]) parts.push_back(fmt::format("{} {}", counts[0], agrees));
+        if (counts[1]) parts.push_back(fmt::format("{} {}", counts[1], disagrees));
+        if (counts[2]) parts.push_back(fmt::format("{} not comparable", counts[2]));
+        return fmt::format("{} ({})", what, fmt::join(parts, ", "));
+    };
+    std::vector<std::string> besides;
+    if (const int n = total(computations))
+        besides.push_back(other(computations, plural(n, "check", "checks") + " of rankscope's computation or a closed form",
+                                computations[0] == 1 ? "holds" : "hold", computations[1] == 1 ? "fails" : "fail"));
+    if (const int n = total(hypotheses))
+        besides.push_back(other(hypotheses, plural(n, "hypothesis", "hypotheses") + " of rankscope's own", "supported",
+                                "not supported"));
+    if (!besides.empty()) text += fmt::format("; besides, {}", fmt::join(besides, " and "));
+    return text;
+}
+
 std::string checks_table(const std::vector<std::pair<std::string, Check>>& checks, bool with_cell) {
     std::string html = "<div class=\"scroll\"><table class=\"verdicts\"><tr>";
     if (with_cell) html += "<th>cell</th>";
@@ -462,7 +502,7 @@ std::string checks_table(const std::vector<std::pair<std::string, Check>>& check
                                                             : "";
         html += fmt::format("<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>\n", html_escape(c.claim), basis,
                             html_escape(c.paper), html_escape(c.measured), html_escape(c.criterion), verdict_class(c.verdict),
-                            verdict_name(c.verdict));
+                            shown_verdict(c));
     }
     return html + "</table></div>\n";
 }
@@ -520,7 +560,7 @@ a{color:#1b6e9e}
                             html_escape(status));
     if (!reduced.empty()) {
         html += "<div class=\"reduced\" id=\"reduced-settings\"><strong>Below paper scale (--quick).</strong> Verdicts that need "
-                "the paper's depth, data or training read <em>not comparable at these settings</em>. Reduced or skipped:<ul>";
+                "the paper's depth, data or training read <em>not comparable at these settings</em>. Reduced or not run:<ul>";
         for (const auto& line : reduced) html += "<li>" + html_escape(line) + "</li>";
         html += "</ul></div>\n";
     }
@@ -533,8 +573,6 @@ a{color:#1b6e9e}
     std::vector<std::optional<Findings>> findings(cells.size());
     // [0]: the paper's claims; [1]: beyond the paper (counted and shown apart).
     std::vector<std::pair<std::string, Check>> all_checks[2];
-    int counts[2][3] = {{0, 0, 0}, {0, 0, 0}};
-    int reproduced_by_basis[2][2] = {{0, 0}, {0, 0}};  // [part][computation, hypothesis]: "reproduced" not by measurement
     for (std::size_t c = 0; c < cells.size(); ++c) {
         const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
         if (!has_results) continue;
@@ -563,26 +601,12 @@ a{color:#1b6e9e}
         for (const auto& check : findings[c]->checks) {
             const int part = cells[c].beyond_paper ? 1 : 0;
             all_checks[part].emplace_back(cells[c].name, check);
-            ++counts[part][static_cast<int>(check.verdict)];
-            if (check.verdict == Verdict::Reproduced && check.basis != "measurement")
-                ++reproduced_by_basis[part][check.basis == "hypothesis" ? 1 : 0];
         }
     }
-    // "(of the reproduced, 2 check rankscope's computation or a closed form, not a measurement)"
-    const auto basis_words = [&](int part) -> std::string {
-        std::vector<std::string> parts;
-        if (const int n = reproduced_by_basis[part][0])
-            parts.push_back(fmt::format("{} check{} rankscope's computation or a closed form", n, n == 1 ? "s" : ""));
-        if (const int n = reproduced_by_basis[part][1])
-            parts.push_back(fmt::format("{} {} rankscope's hypothes{}", n, n == 1 ? "is" : "are", n == 1 ? "is" : "es"));
-        if (parts.empty()) return "";
-        return " (of the reproduced, " + fmt::format("{}", fmt::join(parts, " and ")) + ", not a measurement of a stated claim)";
-    };
-    html += fmt::format("<h2 id=\"verdicts\">What the paper claims, what this run measured</h2>\n<p>{} checks: {} reproduced{}, "
-                        "{} not reproduced, {} not comparable at these settings. Each verdict is computed from this run's "
-                        "numbers by the criterion beside it (also in <a href=\"verdicts.csv\">verdicts.csv</a>, with each "
-                        "check's basis).</p>\n",
-                        all_checks[0].size(), counts[0][0], basis_words(0), counts[0][1], counts[0][2]);
+    html += fmt::format("<h2 id=\"verdicts\">What the paper claims, what this run measured</h2>\n<p>{}. Each verdict is "
+                        "computed from this run's numbers by the criterion beside it (also in <a href=\"verdicts.csv\">"
+                        "verdicts.csv</a>, with each check's basis).</p>\n",
+                        verdict_counts(all_checks[0]));
     html += checks_table(all_checks[0], true);
     html += "<table><tr><th>experiment</th><th>seconds</th><th>status</th></tr>\n";
     for (const auto& state : states)
@@ -602,10 +626,8 @@ a{color:#1b6e9e}
             });
             html += fmt::format("<h2 id=\"beyond-the-paper\" class=\"beyond\">Beyond the paper</h2>\n<p>Claims of the follow-up "
                                 "literature{} (SPEC.md §7), measured with the same code. They are not the paper's claims and "
-                                "are not counted in its verdicts above: {} checks here, {} reproduced{}, {} not reproduced, {} "
-                                "not comparable.</p>\n",
-                                regimes ? " and the paper's E3 under other training recipes" : "", all_checks[1].size(),
-                                counts[1][0], basis_words(1), counts[1][1], counts[1][2]);
+                                "are not counted in its verdicts above. Here: {}.</p>\n",
+                                regimes ? " and the paper's E3 under other training recipes" : "", verdict_counts(all_checks[1]));
             html += checks_table(all_checks[1], true);
         }
         html += fmt::format("<h2 id=\"{}\">{}</h2>\n", cell.name, html_escape(cell.title));
