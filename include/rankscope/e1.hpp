@@ -152,8 +152,9 @@ std::string model_display_name(const std::string& folder);
 // `stream` decides how pretrained decoder weights are read (Streaming; On for anything else is an Error).
 std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed,
                                          Streaming stream = Streaming::Off);
-// "both" → {"init", "pretrained"}; "init" / "pretrained" → itself; a built-in configuration with anything but "init"
-// is the Error make_model would throw, raised before any work.
+// "auto" → every kind the model has ({"init"} for a built-in configuration, else {"init", "pretrained"}); "both" →
+// {"init", "pretrained"}; "init" / "pretrained" → itself; a built-in configuration with "both" or "pretrained" is the
+// Error make_model would throw, raised before any work.
 std::vector<std::string> weight_kinds(const ModelSource& source, const std::string& weights);
 // The sentences of `text_path` packed into `samples` × `tokens` real tokens with the source's tokenizer (the folder's
 // vocab.txt or spiece.model, USE lite's vocab.json, or for a built-in configuration a 4000-piece SentencePiece model

@@ -44,9 +44,17 @@ def flag(value: Any, name: str) -> bool:
 
 
 def values(value: Any, name: str) -> list:
-    """A list of numbers from a list or tuple, or from one number: depths=4 is [4] (it was "'int' object is not
-    iterable"). An empty list is an error naming the setting."""
-    listed = [value] if isinstance(value, numbers.Number) else list(value)
+    """A list of numbers from a list, tuple, numpy array or pandas Series, or from one number: depths=4 is [4] (it was
+    "'int' object is not iterable"; a Series was "truth value ... is ambiguous"). A string or an empty list is an error
+    naming the setting; each entry is checked by the caller (check_range, check_count)."""
+    if isinstance(value, numbers.Number) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return [value.item() if isinstance(value, np.ndarray) else value]
+    if isinstance(value, (str, bytes)):
+        raise error(f"{value!r} is text, not a number or a list of numbers", name)
+    try:
+        listed = list(value)
+    except TypeError:
+        raise error(f"{type(value).__name__} is not a number or a list of numbers", name) from None
     if not listed:
         raise error(f"no {name} given", name)
     return listed
@@ -103,6 +111,8 @@ def check_range(value: float, low: float, high: float, name: str, low_open: bool
             return str(int(number))
         return str(int(number)) if float(number).is_integer() else repr(float(number))
 
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # "1e-3" met '<=' with a TypeError
+        raise error(f"{value!r} is not a number", name)
     if not (value <= high and (value > low if low_open else value >= low)):
         raise error(f"{text(value) if isinstance(value, (int, float)) else value} is outside "
                     f"{'(' if low_open else '['}{text(low)}, {text(high)}]", name)

@@ -62,7 +62,10 @@ class SanConfig:
     init_scale: float
     query_key_scale: float
     block: BlockConfig
-    per_layer: List[BlockConfig]
+    @property
+    def per_layer(self) -> Tuple[BlockConfig, ...]: ...
+    @per_layer.setter
+    def per_layer(self, value: Sequence[BlockConfig]) -> None: ...
     def __init__(self, layers: int = 6, heads: int = 1, d_model: int = 32, d_qk: int = 0, d_v: int = 0,
                  tokens: int = 32, biases: bool = False, init_scale: float = 1.0, block: BlockConfig = ...,
                  per_layer: List[BlockConfig] = ..., query_key_scale: float = 1.0) -> None: ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
@@ -107,7 +108,26 @@ def load_model(model: ModelArgument, weights: str = "pretrained", seed: int = 0,
     return Model(model, weights, seed, stream, device)
 
 
-def _text_path(text: Optional["str | os.PathLike[str]"]) -> str:
+TextArgument = Union[None, str, "os.PathLike[str]", Sequence[str]]
+
+
+def _text_path(text: TextArgument, scratch: str) -> str:
+    """The text file to read: `text` itself, the sentences of a list written one per line into `scratch`, or the
+    repository's GLUE RTE train."""
+    if isinstance(text, (list, tuple)):
+        if not text:
+            raise error("no sentences given", "text")
+        for number, sentence in enumerate(text, 1):
+            if not isinstance(sentence, str):
+                raise error(f"sentence {number} is {type(sentence).__name__}, not text", "text")
+            if not sentence.strip():
+                raise error(f"sentence {number} is empty", "text")
+            if "\n" in sentence or "\r" in sentence:
+                raise error(f"sentence {number} has a line break (give each sentence as its own entry)", "text")
+        path = os.path.join(scratch, "sentences.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(text) + "\n")
+        return path
     if text is not None:
         return os.fspath(text)
     found = _find.default_text()
@@ -116,17 +136,40 @@ def _text_path(text: Optional["str | os.PathLike[str]"]) -> str:
     return found
 
 
-def text_batch(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = None, samples: int = 32,
-               tokens: int = 128, tokenizer_dir: Optional[str] = None) -> Dict[str, Any]:
-    """The sentences of `text` (a GLUE .tsv's sentence1/sentence2, else one per line; default GLUE RTE train) packed
-    into `samples` × `tokens` real tokens with the model's tokenizer, special tokens included: input_ids,
-    attention_mask, token_type_ids (int64 numpy). A built-in configuration trains a 4000-piece SentencePiece model on
-    the text into `tokenizer_dir` (default: a temporary folder), as the command line does."""
+def text_batch(model: ModelArgument, text: TextArgument = None, samples: int = 32, tokens: int = 128,
+               tokenizer_dir: Optional[str] = None) -> Dict[str, Any]:
+    """The sentences of `text` (a file: a GLUE .tsv's sentence1/sentence2, else one per line; or a list of sentences;
+    default GLUE RTE train) packed into `samples` × `tokens` real tokens with the model's tokenizer, special tokens
+    included: input_ids, attention_mask, token_type_ids (int64 numpy). A built-in configuration trains a 4000-piece
+    SentencePiece model on the text into `tokenizer_dir` (default: a temporary folder), as the command line does."""
     source = model_source(model)
     check_count(samples, 1, 4096, "samples")
     check_count(tokens, 4, 4096, "tokens")
     with tempfile.TemporaryDirectory(prefix="rankscope-tokenizer-") as scratch:
-        return _rankscope.text_batch(source, _text_path(text), samples, tokens, tokenizer_dir or scratch)
+        return _rankscope.text_batch(source, _text_path(text, scratch), samples, tokens, tokenizer_dir or scratch)
+
+
+_BATCH_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _given_batch(inputs: Any) -> Dict[str, Any]:
+    """A batch given in memory: a mapping (a dict, a tokenizer's BatchEncoding) with input_ids and optional
+    attention_mask, token_type_ids, or the input ids alone (an array, tensor or nested list). A key other than these
+    is an error: a misspelt attention_mask was ignored and the padding measured as tokens."""
+    if isinstance(inputs, Mapping):
+        unknown = [repr(key) for key in inputs if key not in _BATCH_KEYS]
+        if unknown:
+            raise error(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (expected "
+                        f"{', '.join(_BATCH_KEYS)})", "inputs")
+        if inputs.get("input_ids") is None:
+            raise error("no input_ids", "inputs")
+        given = dict(inputs)
+    else:
+        given = {"input_ids": inputs}
+    batch = {name: None if given.get(name) is None else to_engine(given[name], name)[0]
+             for name in ("input_ids", "token_type_ids")}
+    batch["attention_mask"] = attention_mask_ids(given.get("attention_mask"))
+    return batch
 
 
 @dataclass
@@ -148,17 +191,19 @@ class ModelRun:
     streamed: bool = False       # the pretrained layers were read one at a time
 
 
-def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = None,
-              inputs: Union[None, str, "os.PathLike[str]", Dict[str, Any]] = None, samples: int = 32,
-              tokens: int = 128, weights: str = "both", variants: Sequence[str] = VARIANTS, compat: str = "none",
+def run_model(model: ModelArgument, text: TextArgument = None,
+              inputs: Any = None, samples: int = 32,
+              tokens: int = 128, weights: str = "auto", variants: Sequence[str] = VARIANTS, compat: str = "none",
               draws: int = 100, iterate: int = 12, layer_norm: str = "keep", seed: int = 0,
               allow_nonfinite: bool = False, record: bool = False, frame: bool = False,
               tokenizer_dir: Optional[str] = None, mask: Optional[str] = None, sink_threshold: float = 0.3,
               stream: str = "auto", device: str = "cpu") -> ModelRun:
     """`rankscope model`: E1 (relative residual after the embeddings and each layer for each surgery), E2 (attention
     products along `draws` random paths per length; 0: no E2), the skip ratio α and, for USE lite, `iterate` applications of its
-    pretrained second block's attention (blocks.1). `weights`: pretrained, init or both. The batch: `inputs` (token ids: a .safetensors
-    file as --inputs, or a dict with input_ids and optional attention_mask, token_type_ids), else `text` packed into
+    pretrained second block's attention (blocks.1). `weights`: auto (pretrained and init; init only for a built-in
+    configuration), pretrained, init or both. The batch: `inputs` (token ids: a .safetensors
+    file as --inputs; a dict or a tokenizer's BatchEncoding with input_ids and optional attention_mask, token_type_ids; or
+    the input ids alone as an array, tensor or list), else `text` (a file, or a list of sentences) packed into
     `samples` × `tokens`. Decoders: `mask` causal (default) or bidirectional for every variant, and the attention
     statistics of the unmodified model per head (attention_heads) and the sink rate per layer (sink_rate: heads whose
     mean attention to the first real token exceeds `sink_threshold`); `stream` as in Model. `device` (cpu, cuda,
@@ -168,16 +213,15 @@ def run_model(model: ModelArgument, text: Optional["str | os.PathLike[str]"] = N
     check_count(draws, 0, 100000, "draws")  # 0: no E2
     check_count(iterate, 0, 1000, "iterate")
     check_count(seed, 0, 2**64 - 1, "seed")
+    check_range(sink_threshold, 0, 1, "sink_threshold")  # as --sink-threshold
     if inputs is not None and text is not None:
         raise error("text and inputs exclude each other", "inputs")
-    if isinstance(inputs, dict):
-        batch = {name: None if inputs.get(name) is None else to_engine(inputs[name], name)[0]
-                 for name in ("input_ids", "token_type_ids")}
-        batch["attention_mask"] = attention_mask_ids(inputs.get("attention_mask"))
-    elif inputs is not None:
+    if inputs is None:
+        batch = text_batch(source, text, samples, tokens, tokenizer_dir)
+    elif isinstance(inputs, (str, os.PathLike)):
         batch = _rankscope.read_model_batch(source, os.fspath(inputs))
     else:
-        batch = text_batch(source, text, samples, tokens, tokenizer_dir)
+        batch = _given_batch(inputs)
     with progress_shown():
         result = _rankscope.run_model(source, batch, weights, names(variants, "variants"), _compat(compat), layer_norm,
                                       draws, iterate, seed, flag(allow_nonfinite, "allow_nonfinite"),

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _rankscope
 from ._arrays import (attention_mask_ids, check_count, check_range, error, flag, from_engine, is_torch, map_arrays,
-                      to_engine)
+                      to_engine, values)
 from ._progress import shown as progress_shown
 from ._tables import as_table
 from .findings import Findings
@@ -154,7 +154,10 @@ def path_counts(layers: Optional[int] = None, heads: Optional[int] = None, alpha
             raise error("layers needs heads", "heads")
         check_count(layers, 1, 100, "layers")
         check_count(heads, 1, 128, "heads")
-        result = _rankscope.path_counts(layers, heads, [float(a) for a in (alpha or [])])
+        alphas = [] if alpha is None else values(alpha, "alpha")  # a Series or array of measured skip ratios too
+        for a in alphas:
+            check_range(a, 0, 1, "alpha")
+        result = _rankscope.path_counts(layers, heads, [float(a) for a in alphas])
     return PathCounts(table=as_table(result["table"], frame), mean_lengths=dict(result["mean_lengths"]),
                       alpha_mean_lengths=dict(result["alpha_mean_lengths"]), findings=result["findings"])
 

@@ -212,7 +212,17 @@ void bind_networks(py::module_& m) {
         .def_readwrite("init_scale", &SanConfig::init_scale, "weights ~ N(0, init_scale^2 / fan_in)")
         .def_readwrite("query_key_scale", &SanConfig::query_key_scale, "W_Q, W_K ~ N(0, (init_scale * query_key_scale)^2 / fan_in)")
         .def_readwrite("block", &SanConfig::block)
-        .def_readwrite("per_layer", &SanConfig::per_layer)
+        // A tuple, not a list: pybind11 hands out a copy of the vector, so per_layer.append(...) changed nothing and said
+        // nothing; a tuple has no append. Assign a whole list instead.
+        .def_property(
+            "per_layer",
+            [](const SanConfig& c) {
+                py::tuple blocks(c.per_layer.size());
+                for (std::size_t i = 0; i < c.per_layer.size(); ++i) blocks[i] = py::cast(c.per_layer[i]);
+                return blocks;
+            },
+            [](SanConfig& c, const std::vector<BlockConfig>& blocks) { c.per_layer = blocks; },
+            "one BlockConfig per layer, or empty for `block` in every layer (a tuple: assign a new list to change it)")
         .def("validate", &SanConfig::validate)
         .def("__repr__", [](const SanConfig& c) {
             return fmt::format("SanConfig(layers={}, heads={}, d_model={}, d_qk={}, d_v={}, tokens={}, biases={}, "
@@ -224,7 +234,9 @@ void bind_networks(py::module_& m) {
     py::class_<SanNetwork>(m, "San", "A self-attention network with TransformerLens names (a torch::nn module).")
         .def(py::init<const SanConfig&, std::uint64_t, const std::string&>(), "config"_a, "seed"_a = 0,
              "dtype"_a = "float64")
-        .def_property_readonly("config", [](const SanNetwork& s) { return s.network->config; })
+        .def_property_readonly("config", [](const SanNetwork& s) { return s.network->config; },
+                               "A copy of the configuration the network was built from: editing it does not change the "
+                               "network (build a new San from an edited SanConfig).")
         .def("forward", &SanNetwork::forward, "x"_a, "record"_a = true,
              "(output [B, n, d], {hook name: activation}) for x [B, n, d] or [n, d].")
         .def("parameters", &SanNetwork::parameters,

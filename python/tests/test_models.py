@@ -1,6 +1,7 @@
 """Checkpoint folders (BERT, ALBERT, XLNet fixtures; USE lite; a built-in configuration) and E1/E2: the binding's
 tables against the command line's files on the same inputs, and against the conformance fixtures' expected hidden
 states, attention maps and E1 numbers (computed by an independent implementation, tests/fixtures/README.md)."""
+import collections
 import json
 import os
 
@@ -173,11 +174,48 @@ def test_use_lite_with_its_iterate_experiment_equals_the_command(tmp_path):
     np.testing.assert_allclose(transformer["mean"].to_numpy()[2], relative_residual_reference(hidden).mean(), rtol=1e-9)
 
 
+def test_inputs_in_memory_any_mapping_or_the_ids_alone_and_text_as_sentences(tmp_path):
+    expected, _ = read_safetensors(os.path.join(fixture("bert-tiny"), "expected-transformer.safetensors"))
+    inputs = {key: expected[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
+    settings = dict(draws=2, variants="SAN", weights="init")
+    reference = rs.run_model(fixture("bert-tiny"), inputs=inputs, **settings)
+    # A tokenizer's BatchEncoding is a Mapping, not a dict: it reached os.fspath ("expected str, bytes or os.PathLike").
+    mapped = rs.run_model(fixture("bert-tiny"), inputs=collections.UserDict(inputs), **settings)
+    np.testing.assert_array_equal(mapped.residual["mean"], reference.residual["mean"])
+    # The ids alone: every token real, one segment.
+    alone = rs.run_model(fixture("bert-tiny"), inputs=torch.from_numpy(inputs["input_ids"]), **settings)
+    assert alone.batch["attention_mask"].all() and (alone.batch["token_type_ids"] == 0).all()
+    # A misspelt key was ignored, and the padding measured as tokens.
+    with pytest.raises(rs.Error, match=r"^unknown key 'attention_masks' \(expected input_ids, attention_mask, "
+                                       r"token_type_ids\) \(inputs\)$"):
+        rs.run_model(fixture("bert-tiny"), inputs={"input_ids": inputs["input_ids"],
+                                                   "attention_masks": inputs["attention_mask"]}, **settings)
+    with pytest.raises(rs.Error, match=r"^no input_ids \(inputs\)$"):
+        rs.run_model(fixture("bert-tiny"), inputs={"attention_mask": inputs["attention_mask"]}, **settings)
+    # A .npy where a .safetensors file goes: named as another format (it was "header size 3796... is above the limit").
+    np.save(tmp_path / "ids.npy", inputs["input_ids"])
+    with pytest.raises(rs.Error, match=r"^not a safetensors file \(a \.npy, \.pt or other format\?\): "):
+        rs.run_model(fixture("bert-tiny"), inputs=tmp_path / "ids.npy", **settings)
+    # Sentences in a list are the text file with one sentence per line (text= was a path only).
+    sentences = ["The cat sat on the mat.", "A dog ran in the park today.", "It rained all day long."] * 4
+    (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n")
+    from_list = rs.text_batch(fixture("bert-tiny"), text=sentences, samples=2, tokens=8)
+    from_file = rs.text_batch(fixture("bert-tiny"), text=tmp_path / "sentences.txt", samples=2, tokens=8)
+    for key in from_file:
+        np.testing.assert_array_equal(from_list[key], from_file[key])
+    for bad, message in (([], r"^no sentences given \(text\)$"), (["a b", " "], r"^sentence 2 is empty \(text\)$"),
+                         (["one\ntwo"], r"^sentence 1 has a line break"), ([3], r"^sentence 1 is int, not text")):
+        with pytest.raises(rs.Error, match=message):
+            rs.run_model(fixture("bert-tiny"), text=bad, samples=1, tokens=8)
+
+
 def test_builtin_configuration_trains_its_tokenizer_as_the_command_does(tmp_path):
-    args = ["--model", "albert-base-v2", "--weights", "init", "--samples", 2, "--tokens", 16, "--variants",
-            "SAN,transformer", "--draws", 2, *threads()]
+    # (the default weights, auto: a built-in configuration has init weights only; the default "both" was refused)
+    args = ["--model", "albert-base-v2", "--samples", 2, "--tokens", 16, "--variants", "SAN,transformer", "--draws", 2,
+            *threads()]
     run_cli("model", *args, "--out", tmp_path)
-    run = rs.run_model("albert-base-v2", weights="init", samples=2, tokens=16, variants=["SAN", "transformer"], draws=2)
+    run = rs.run_model("albert-base-v2", samples=2, tokens=16, variants=["SAN", "transformer"], draws=2)
+    assert run.weights == ["init"]
     assert_table_equals_csv(run.residual, tmp_path / "residual.csv")
     assert_table_equals_csv(run.paths, tmp_path / "paths.csv")
     batch = rs.text_batch("albert-base-v2", samples=2, tokens=16)
@@ -230,9 +268,10 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
     with pytest.raises(rs.Error, match="^a file, not a model folder"):
         rs.load_model(tmp_path / "weights.bin")
     message = cli_error("model", "--model", "bert-base-cased", "--weights", "both")
+    assert message.endswith(" (--weights)")
     with pytest.raises(rs.Error) as raised:
-        rs.run_model("bert-base-cased")
-    assert str(raised.value) == message
+        rs.run_model("bert-base-cased", weights="both")
+    assert str(raised.value) == message.replace(" (--weights)", " (weights)")
     write_safetensors(tmp_path / "ids.safetensors", {"input_ids": np.full((1, 4), 99, dtype=np.int64)})
     message = cli_error("model", "--model", fixture("bert-tiny"), "--inputs", tmp_path / "ids.safetensors")
     assert message == f"values 99..99 outside the model's vocabulary [0, 64) ({tmp_path / 'ids.safetensors'}:input_ids)"
@@ -313,8 +352,16 @@ def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
                                               "causal")
     with pytest.raises(rs.Error, match=r"^mask applies to decoders \(gpt2, llama, mistral, qwen2\); bert is an encoder"):
         rs.run_model(fixture("bert-tiny"), weights="init", mask="causal", samples=2, tokens=8)
-    with pytest.raises(rs.Error, match="--stream on reads a decoder checkpoint"):
+    # The messages name settings as keyword arguments (they said "--stream on", "--tokens 600", "use --weights init").
+    with pytest.raises(rs.Error, match=r"^streaming reads a decoder checkpoint's layers .*; bert-tiny is a bert model "
+                                       r"\(stream on\)$"):
         rs.run_model(fixture("bert-tiny"), weights="pretrained", stream="on", samples=2, tokens=8)
+    with pytest.raises(rs.Error, match=r"^600 tokens per sample are more than the model allows \(512, "
+                                       r"max_position_embeddings in .*config.json\) \(tokens\)$"):
+        rs.run_model(fixture("bert-tiny"), tokens=600, samples=1)
+    with pytest.raises(rs.Error, match=r"^the built-in configuration 'gpt2' has no pretrained weights, only a random "
+                                       r"init \(init\); a downloaded Hugging Face folder has both \(weights\)$"):
+        rs.load_model("gpt2")
 
 
 def test_engine_warnings_are_python_warnings_at_the_callers_line(capfd):

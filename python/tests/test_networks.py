@@ -6,6 +6,7 @@ import math
 from itertools import product
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -361,3 +362,42 @@ def test_progress_is_drawn_on_pythons_stderr_where_the_engines_bar_cannot_be_see
         rs.set_progress("auto")
     with pytest.raises(rs.Error, match=r"^'yes' is not one of auto, on, off \(mode\)$"):
         rs.set_progress("yes")
+
+
+def test_impossible_sizes_are_refused_and_edits_that_cannot_stick_say_so():
+    # A negative per-head or MLP width was read as 0 (d_model / heads, 4 · d_model) and kept in the config.
+    with pytest.raises(rs.Error, match=r"^per-head widths must be 0 \(d_model / heads\) or positive: d_qk -4, d_v 4 "
+                                       r"\(d_qk, d_v\)$"):
+        rs.SanConfig(layers=1, d_model=8, heads=2, d_qk=-4, d_v=4)
+    with pytest.raises(rs.Error, match=r"^mlp_width must be 0 \(4 · d_model\) or positive, got -3 \(mlp_width\)$"):
+        rs.SanConfig(layers=1, d_model=8, heads=2, block=rs.BlockConfig(mlp=True, mlp_width=-3))
+    config = rs.SanConfig(layers=1, d_model=8, heads=2)
+    config.d_qk = -1  # set after construction: the network checks it again
+    with pytest.raises(rs.Error, match=r"^per-head widths must be 0"):
+        rs.San(config)
+    # per_layer is a tuple: per_layer.append(...) changed a copy and said nothing.
+    config = rs.SanConfig(layers=2, d_model=8, heads=2)
+    assert config.per_layer == ()
+    with pytest.raises(AttributeError):
+        config.per_layer.append(rs.BlockConfig(mlp=True))
+    config.per_layer = [rs.BlockConfig(mlp=True), rs.BlockConfig(attention_skip=True)]
+    assert [block.mlp for block in config.per_layer] == [True, False]
+    assert "blocks.0.mlp.W_in" in rs.San(config).parameters() and "blocks.1.mlp.W_in" not in rs.San(config).parameters()
+
+
+def test_number_settings_take_arrays_and_series_and_refuse_text():
+    # The paper's workflow: measured skip ratios fed back into the path count (a Series or an array was "truth value
+    # ... is ambiguous"; one number for one layer was "'float' object is not iterable").
+    alpha = np.array([0.9, 0.5, 0.7])
+    expected = rs.path_counts(layers=3, heads=2, alpha=list(alpha)).table["alpha_share"]
+    for given in (alpha, pd.Series(alpha), tuple(alpha)):
+        np.testing.assert_array_equal(rs.path_counts(layers=3, heads=2, alpha=given).table["alpha_share"], expected)
+    np.testing.assert_allclose(rs.path_counts(layers=1, heads=2, alpha=0.25).table["alpha_share"], [0.25, 0.75])
+    for call, message in ((lambda: rs.path_counts(layers=1, heads=2, alpha="0.5"), r"^'0\.5' is text, not a number"),
+                          (lambda: rs.path_counts(layers=2, heads=2, alpha=[0.5, 1.5]), r"^1\.5 is outside \[0, 1\]"),
+                          (lambda: rs.measure(np.eye(3), rank_tol="1e-3"), r"^'1e-3' is not a number \(rank_tol\)$"),
+                          (lambda: rs.run_failure_modes(query_key_scales="1"), r"^'1' is text, not a number"),
+                          (lambda: rs.run_failure_modes(entropy_threshold=None),
+                           r"^None is not a number \(entropy_threshold\)$")):
+        with pytest.raises(rs.Error, match=message):
+            call()

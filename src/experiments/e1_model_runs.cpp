@@ -65,12 +65,15 @@ ModelSource resolve_model_source(const std::string& argument) {
 }
 
 std::vector<std::string> weight_kinds(const ModelSource& source, const std::string& weights) {
-    if (weights != "both" && weights != "init" && weights != "pretrained")
-        throw Error("unknown weights '" + weights + "' (expected pretrained, init or both)", "weights");
+    if (weights != "auto" && weights != "both" && weights != "init" && weights != "pretrained")
+        throw Error("unknown weights '" + weights + "' (expected auto, pretrained, init or both)", "--weights");
+    // auto: every kind the model has (a built-in configuration failed on the default "both" before).
+    if (source.kind == ModelSource::BuiltIn && weights == "auto") return {"init"};
     if (source.kind == ModelSource::BuiltIn && weights != "init")
-        throw Error("the built-in configuration '" + source.argument + "' has no pretrained weights: use --weights init, "
-                    "or point --model at a downloaded Hugging Face folder");
-    if (weights == "both") return {"init", "pretrained"};
+        throw Error("the built-in configuration '" + source.argument + "' has no pretrained weights, only a random init "
+                    "(init); a downloaded Hugging Face folder has both",
+                    "--weights");
+    if (weights == "both" || weights == "auto") return {"init", "pretrained"};
     return {weights};
 }
 
@@ -101,11 +104,11 @@ bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained)
     if (stream == Streaming::Off) return false;
     if (stream == Streaming::On) {
         if (!can_stream)
-            throw Error("--stream on reads a decoder checkpoint's layers one at a time (gpt2, llama, mistral, qwen2 "
+            throw Error("streaming reads a decoder checkpoint's layers one at a time (gpt2, llama, mistral, qwen2 "
                         "folders); " + source.name + " is " +
                             (source.kind == ModelSource::HuggingFace ? "a " + source.config.model_type + " model"
                                                                      : std::string("not a Hugging Face folder")),
-                        source.argument);
+                        "--stream on");
         return pretrained;
     }
     if (!can_stream || !pretrained) return false;
@@ -171,8 +174,9 @@ ModelBatch text_batch(const ModelSource& source, const std::string& text_path, i
         case ModelSource::HuggingFace: tokenizer = load_tokenizer(source.directory, config); break;
     }
     if (tokens > config.max_position_embeddings && config.model_type != "xlnet")
-        throw Error(fmt::format("--tokens {} is longer than the model allows ({})", tokens, config.max_position_embeddings),
-                    config.path);
+        throw Error(fmt::format("{} tokens per sample are more than the model allows ({}, max_position_embeddings in {})",
+                                tokens, config.max_position_embeddings, config.path),
+                    "--tokens");
     ModelBatch batch = pack_text(*tokenizer, sentences, samples, tokens, text_path);
     if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
         throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());

@@ -42,10 +42,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         file.read_at(0, length, 8, "the safetensors header size");
         for (int b = 7; b >= 0; --b) header_size = (header_size << 8) | length[b];
     }
-    if (header_size > kMaxSafetensorsHeaderBytes)
-        throw Error("safetensors header size " + std::to_string(header_size) + " is above the format's limit of " +
+    if (header_size > kMaxSafetensorsHeaderBytes) {
+        // Most often another format altogether (a .npy's "\x93NUMPY" read as a size): said so when no JSON follows.
+        char first = '{';
+        if (file.size() > 8) file.read_at(8, &first, 1, "the safetensors header");
+        throw Error((first != '{' ? std::string("not a safetensors file (a .npy, .pt or other format?): ") : std::string()) +
+                        "safetensors header size " + std::to_string(header_size) + " is above the format's limit of " +
                         std::to_string(kMaxSafetensorsHeaderBytes) + " bytes",
                     path);
+    }
     if (header_size > file.size() - 8)
         throw Error("truncated safetensors file: header says " + std::to_string(header_size) + " bytes, file has " +
                         std::to_string(file.size() - 8) + " after the size",

@@ -21,8 +21,8 @@ at::Device parse_device(const std::string& text, const std::string& where) {
         index = std::stoi(digits);
     }
     if (!torch::cuda::is_available())
-        throw Error("device " + text + ": this libtorch has no CUDA or sees no GPU (Debian's libtorch is CPU-only; "
-                    "configure with -DCMAKE_PREFIX_PATH=<CUDA libtorch>, docs/cluster.md)", where);
+        throw Error("device " + text + ": this libtorch has no CUDA or sees no GPU (Debian's libtorch and the CPU wheel "
+                    "are CPU-only; build rankscope against a CUDA torch: docs/cluster.md)", where);
     const auto count = static_cast<int>(torch::cuda::device_count());
     if (index >= count)
         throw Error("device " + text + ": only " + std::to_string(count) + " CUDA device(s) visible", where);

@@ -34,14 +34,20 @@ void SanConfig::validate() const {
         throw Error(fmt::format("network sizes must be positive: layers {}, heads {}, d_model {}, tokens {}", layers, heads,
                                 d_model, tokens),
                     "layers, heads, d_model, tokens");
+    if (d_qk < 0 || d_v < 0)  // (a negative width was read as 0, d_model / heads, and kept in the config)
+        throw Error(fmt::format("per-head widths must be 0 (d_model / heads) or positive: d_qk {}, d_v {}", d_qk, d_v),
+                    "d_qk, d_v");
     if ((d_qk <= 0 || d_v <= 0) && d_model % heads != 0)
         throw Error("d_model (" + std::to_string(d_model) + ") is not divisible by heads (" + std::to_string(heads) +
                     ") and the per-head widths d_qk and d_v are not both given",
                     "d_model, heads");
     if (!(init_scale >= 0 && std::isfinite(init_scale)) || !(query_key_scale >= 0 && std::isfinite(query_key_scale)))
         throw Error("init_scale and query_key_scale must be finite and non-negative", "init_scale, query_key_scale");
-    for (const BlockConfig& b : per_layer.empty() ? std::vector<BlockConfig>{block} : per_layer)
+    for (const BlockConfig& b : per_layer.empty() ? std::vector<BlockConfig>{block} : per_layer) {
         if (!std::isfinite(b.residual_scale)) throw Error("residual_scale must be finite", "residual_scale");
+        if (b.mlp_width < 0)  // (it was read as 0, the 4 · d_model default)
+            throw Error(fmt::format("mlp_width must be 0 (4 · d_model) or positive, got {}", b.mlp_width), "mlp_width");
+    }
     if (!per_layer.empty() && static_cast<int>(per_layer.size()) != layers)
         throw Error("per-layer settings list " + std::to_string(per_layer.size()) + " layers, network has " +
                     std::to_string(layers),

@@ -215,7 +215,8 @@ class ModelCommand(unittest.TestCase):
         self.assertIn("spiece.model", result.stderr)
         result = run("model", "--model", albert, "--text", RTE, "--tokens", "600", "--samples", "1", check=False)
         self.assertEqual(result.returncode, 2)
-        self.assertIn("longer than the model allows", result.stderr)
+        self.assertIn("600 tokens per sample are more than the model allows (512, max_position_embeddings in ", result.stderr)
+        self.assertTrue(result.stderr.strip().endswith("config.json) (--tokens)"), result.stderr)
         short = os.path.join(self.directory, "short.txt")
         with open(short, "w") as f:
             f.write("Only a few words here.\n")

@@ -207,9 +207,33 @@ TEST(StreamedDecoder, StreamingChoiceAndFloat32Size) {
     EXPECT_FALSE(make_model(no_weights, "init", 0, Streaming::Auto)->streamed());
     EXPECT_FALSE(make_model(no_weights, "init", 0, Streaming::On)->streamed());
     expect_error([&] { make_model(resolve_model_source("gpt2"), "init", 0, Streaming::On); },
-                 "--stream on reads a decoder checkpoint", "gpt2");
+                 "streaming reads a decoder checkpoint", "gpt2");
     EXPECT_EQ(parse_streaming("auto"), Streaming::Auto);
     EXPECT_THROW(parse_streaming("yes"), Error);
+}
+
+TEST(WeightKinds, AutoIsEveryKindTheModelHas) {
+    // The default "both" failed on every built-in configuration ("has no pretrained weights"); "auto" takes what the
+    // model has, and asking a built-in for pretrained weights is still refused, naming the setting.
+    const ModelSource builtin = resolve_model_source("gpt2");
+    EXPECT_EQ(weight_kinds(builtin, "auto"), (std::vector<std::string>{"init"}));
+    EXPECT_EQ(weight_kinds(builtin, "init"), (std::vector<std::string>{"init"}));
+    for (const char* refused : {"both", "pretrained"}) {
+        try {
+            weight_kinds(builtin, refused);
+            ADD_FAILURE() << refused;
+        } catch (const Error& error) {
+            EXPECT_EQ(error.one_line(), "the built-in configuration 'gpt2' has no pretrained weights, only a random init "
+                                        "(init); a downloaded Hugging Face folder has both (--weights)");
+        }
+    }
+    TempFolder folder("weight-kinds");
+    config_from(folder.path, kTinyGpt2);
+    const ModelSource checkpoint = resolve_model_source(folder.path.string());
+    EXPECT_EQ(weight_kinds(checkpoint, "auto"), (std::vector<std::string>{"init", "pretrained"}));
+    EXPECT_EQ(weight_kinds(checkpoint, "both"), (std::vector<std::string>{"init", "pretrained"}));
+    EXPECT_EQ(weight_kinds(checkpoint, "pretrained"), (std::vector<std::string>{"pretrained"}));
+    EXPECT_THROW(weight_kinds(checkpoint, "all"), Error);
 }
 
 TEST(SafetensorsRelease, ValuesReadAgainAfterTheirPagesAreReleased) {

@@ -36,7 +36,7 @@ struct ModelOptions {
     std::string inputs;
     int samples = 32;
     int tokens = 128;
-    std::string weights = "both";
+    std::string weights = "auto";
     std::vector<std::string> variants = {"SAN", "SAN+MLP", "SAN+skip", "transformer"};
     std::string compat = "none";
     int draws = 100;
@@ -233,9 +233,10 @@ std::function<void()> setup_model(CLI::App& command) {
                        "Real tokens per sample, special tokens included (with --text); samples x tokens^2 at most 2^21")
         ->capture_default_str()
         ->transform(IntRange(4, 4096));
-    command.add_option("--weights", options->weights, "pretrained, init or both")
+    command.add_option("--weights", options->weights,
+                       "auto (pretrained and init; init only for a built-in configuration), pretrained, init or both")
         ->capture_default_str()
-        ->check(CLI::IsMember({"pretrained", "init", "both"}));
+        ->check(CLI::IsMember({"auto", "pretrained", "init", "both"}));
     command.add_option("--variants", options->variants, "Surgeries: SAN, SAN+MLP, SAN+skip, transformer")
         ->delimiter(',')
         ->check(OneOf({"SAN", "SAN+MLP", "SAN+skip", "transformer"}, "variant"));
