@@ -74,7 +74,13 @@ std::string log_value(const std::string& expression, const std::string& name);
 // The line style of the v-th surgery variant (SAN, SAN+MLP, SAN+skip, transformer, ...) where variants may coincide (SAN
 // and SAN+MLP both at ≈0 from layer 1 at init): every other line dashed and each later marker smaller, so a series
 // drawn over an earlier one leaves the earlier one's colour visible in the gaps and around its markers.
+// `linetype` (1-based, the palette's) gives the colour and point type; without it, v + 1.
 std::string coinciding_series_style(std::size_t v);
+std::string coinciding_series_style(std::size_t v, int linetype);
+// A network variant's linetype, the same in every figure (E1's residual.svg, theory.svg, theory_bounds.svg and the
+// dynamics curves had SAN+skip in three different colours): SAN 1, SAN+skip 2, SAN+MLP 3, SAN+skip+MLP and transformer
+// 4 (the full block; never in one figure together), SAN+LN 5, SAN+affine-LN 6; any other name `fallback`.
+int variant_linetype(const std::string& variant, int fallback);
 
 // ---- the figures -------------------------------------------------------------------------------------------------
 // theory.svg from theory_summary.csv (variant, layer, relative_residual_mean): one panel per head count (variant

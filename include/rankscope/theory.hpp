@@ -120,6 +120,8 @@ struct TheoryResult {
     std::vector<TheoryVariantSummary> variants;
     int bound_rows_checked = 0;   // rows with a bound, above round-off
     int bound_violations = 0;     // of those, residual > bound_step (relative tolerance 1e-9)
+    // How loose the bound is over those rows: the least and largest log10(bound_step / residual) (NaN: no row).
+    double bound_log10_ratio_min = NAN, bound_log10_ratio_max = NAN;
 };
 
 // Runs every (variant, seed) job in parallel (progress on a terminal), float64. `input` as in run_theory. `interrupt`

@@ -230,12 +230,14 @@ Figure dynamics_curves_figure(const std::string& model, const std::vector<std::s
         for (std::size_t v = 0; v < variants.size(); ++v)
             plots.push_back(fmt::format("'dynamics_residual.csv' using ({}):({}) {} notitle",
                                         only_if(all_of({text_is("variant", variants[v]), number_is("step", double(step))}), csv_number("layer")),
-                                        log_value(csv_number("mean"), "y"), coinciding_series_style(v)));
+                                        log_value(csv_number("mean"), "y"),
+                                        coinciding_series_style(v, variant_linetype(variants[v], static_cast<int>(v) + 1))));
         figure.add_panel(fmt::format("set title 'step {}'\nset xlabel 'layer'\nset ylabel 'relative residual'\nplot {}\n", step,
                                      fmt::join(plots, ", \\\n     ")));
     }
     // SAN and SAN+MLP (SAN+skip and the transformer) may coincide, as in E1's figure.
-    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(variants[v], coinciding_series_style(v));
+    for (std::size_t v = 0; v < variants.size(); ++v)
+        figure.add_key_entry(variants[v], coinciding_series_style(v, variant_linetype(variants[v], static_cast<int>(v) + 1)));
     return figure.build();
 }
 

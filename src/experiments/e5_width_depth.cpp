@@ -87,7 +87,7 @@ Findings width_depth_findings(const WidthDepthResult& result, const WidthDepthSe
                                  "the spread between seeds is not measured.",
                                  best->settings.layers, best->settings.d_model,
                                  quote_number(best->accuracy - runner_up->accuracy), runner_up->settings.layers);
-    f.notes.push_back("SPEC.md gives no number for E5's accuracies; they are reported, not judged. The mean path length is "
+    f.notes.push_back("The paper gives no number for E5's accuracies; they are reported, not judged. The mean path length is "
                       "the count's L·H/(H+1) (Binomial(L, H/(H+1)), as E6), not measured on the trained models: it grows "
                       "with L by construction, so it is reported, not judged either.");
     return f;

@@ -262,7 +262,8 @@ Figure theory_figure(const std::vector<std::string>& variants) {
         if (std::find(bases.begin(), bases.end(), base_variant(v)) == bases.end()) bases.push_back(base_variant(v));
     }
     auto style_of = [&](const std::string& v) {
-        return static_cast<int>(std::find(bases.begin(), bases.end(), base_variant(v)) - bases.begin()) + 1;
+        const int index = static_cast<int>(std::find(bases.begin(), bases.end(), base_variant(v)) - bases.begin());
+        return variant_linetype(base_variant(v), index + 1);
     };
     const std::string csv = "theory_summary.csv";
     PanelFigure figure("theory", "Rank collapse of random SAN variants (mean over seeds, float64)", 1,
@@ -280,8 +281,7 @@ Figure theory_figure(const std::vector<std::string>& variants) {
                          "\nset xlabel 'layer'\n" + ylabel("relative residual (composite, mean centre)", p == 0) +
                          join_plots(plots));
     }
-    for (std::size_t b = 0; b < bases.size(); ++b)
-        figure.add_key_entry(bases[b], fmt::format("with linespoints lt {}", b + 1));
+    for (const auto& base : bases) figure.add_key_entry(base, fmt::format("with linespoints lt {}", style_of(base)));
     return figure.build();
 }
 
@@ -310,12 +310,16 @@ Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants) {
     std::vector<std::string> plots;
     for (std::size_t i = 0; i < bounded_variants.size(); ++i) {
         const std::string is = text_is("variant", bounded_variants[i]);
-        plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {}", file(csv), csv_number("layer"),
-                                    only_if(is, log_value(csv_number("residual_mean"), "res")), i + 1));
+        // One colour per architecture; more heads ("/H=4") in the same colour with the palette's second marker
+        // (linetype + 8), the line kept solid: dashes are the bound's.
+        const bool more_heads = bounded_variants[i].find("/H=") != std::string::npos;
+        const int linetype = variant_linetype(base_variant(bounded_variants[i]), static_cast<int>(i) + 1) + (more_heads ? 8 : 0);
+        plots.push_back(fmt::format("{} using ({}):{} with linespoints lt {} dt 1", file(csv), csv_number("layer"),
+                                    only_if(is, log_value(csv_number("residual_mean"), "res")), linetype));
         plots.push_back(fmt::format("{} using ({}):{} with lines lt {} dt 2", file(csv), csv_number("layer"),
                                     only_if(all_of({is, csv_number("bound_step_mean") + " > 0"}), csv_number("bound_step_mean")),
-                                    i + 1));
-        figure.add_key_entry(bounded_variants[i], fmt::format("with linespoints lt {}", i + 1));
+                                    linetype));
+        figure.add_key_entry(bounded_variants[i], fmt::format("with linespoints lt {} dt 1", linetype));
     }
     figure.add_key_entry("measured ||res||_{1,∞}", "with lines lc rgb '#000000' lw 2");
     figure.add_key_entry("bound c_l r_{l-1}^3", "with lines lc rgb '#000000' lw 2 dt 2");
@@ -324,9 +328,19 @@ Figure theory_bounds_figure(const std::vector<std::string>& bounded_variants) {
     return figure.build();
 }
 
-std::string coinciding_series_style(std::size_t v) {
+std::string coinciding_series_style(std::size_t v, int linetype) {
     constexpr double kMarkerScale[] = {1.6, 1.1, 1.2, 0.85};  // each pair (SAN, SAN+MLP), (SAN+skip, transformer)
-    return fmt::format("with linespoints lt {} dt {} ps {}", v + 1, v % 2 == 1 ? 2 : 1, v < 4 ? kMarkerScale[v] : 0.8);
+    return fmt::format("with linespoints lt {} dt {} ps {}", linetype, v % 2 == 1 ? 2 : 1, v < 4 ? kMarkerScale[v] : 0.8);
+}
+
+std::string coinciding_series_style(std::size_t v) { return coinciding_series_style(v, static_cast<int>(v) + 1); }
+
+int variant_linetype(const std::string& variant, int fallback) {
+    static const std::map<std::string, int> kLinetype = {{"SAN", 1},         {"SAN+skip", 2},    {"SAN+MLP", 3},
+                                                         {"SAN+skip+MLP", 4}, {"transformer", 4}, {"SAN+LN", 5},
+                                                         {"SAN+affine-LN", 6}};
+    const auto found = kLinetype.find(variant);
+    return found == kLinetype.end() ? fallback : found->second;
 }
 
 Figure residual_figure(const std::string& model, const std::vector<std::string>& weight_kinds,
@@ -342,18 +356,20 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
         std::vector<std::string> bands, lines;
         for (std::size_t v = 0; v < variants.size(); ++v) {
             const std::string is = all_of({text_is("weights", weight_kinds[k]), text_is("variant", variants[v])});
+            const int linetype = variant_linetype(variants[v], static_cast<int>(v) + 1);
             bands.push_back(fmt::format("{} using ({}):{}:{} with filledcurves lt {}", file(csv), csv_number("layer"),
                                         only_if(is, csv_number("mean") + " - " + csv_spread("std")),
-                                        only_if(is, csv_number("mean") + " + " + csv_spread("std")), v + 1));
+                                        only_if(is, csv_number("mean") + " + " + csv_spread("std")), linetype));
             lines.push_back(fmt::format("{} using ({}):{} {}", file(csv), csv_number("layer"), only_if(is, csv_number("mean")),
-                                        coinciding_series_style(v)));  // SAN and SAN+MLP may coincide
+                                        coinciding_series_style(v, linetype)));  // SAN and SAN+MLP may coincide
         }
         bands.insert(bands.end(), lines.begin(), lines.end());
         figure.add_panel("set title " + gnuplot_quote(weight_kinds[k] == "init" ? "random init" : weight_kinds[k]) +
                          "\nset xlabel 'layer'\n" + ylabel("relative residual (composite, mean centre)", k == 0) +
                          join_plots(bands));
     }
-    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(titles[v], coinciding_series_style(v));
+    for (std::size_t v = 0; v < variants.size(); ++v)
+        figure.add_key_entry(titles[v], coinciding_series_style(v, variant_linetype(variants[v], static_cast<int>(v) + 1)));
     // One sample has no std (nan): no band is drawn, so the key names none.
     if (samples > 1) figure.add_key_entry(fmt::format("± 1 std over {} samples", samples), "with filledcurves lc rgb '#000000'");
     return figure.build();

@@ -139,7 +139,7 @@ class Reproduce(unittest.TestCase):
         beyond = [r for r in verdicts if r["part"] == "beyond the paper"]
         self.assertTrue(beyond)
         # --quick has no E3 regimes cell, so the section's opening does not name it.
-        self.assertIn("Claims of the follow-up literature (SPEC.md §7)", page)
+        self.assertIn("Claims of the follow-up literature (each section names its source)", page)
         self.assertLess(page.index('id="e5_width_depth_sort"'), page.index('id="beyond-the-paper"'))
         self.assertLess(page.index('id="beyond-the-paper"'), page.index('id="beyond_trainability"'))
         # Every cell's reading in the report is the one its findings.json holds (generated from its numbers).

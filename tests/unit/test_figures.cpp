@@ -185,13 +185,49 @@ TEST(Figures, CoincidingSurgeryVariantsAreDrawnDistinctly) {
     const std::vector<std::string> variants = {"SAN", "SAN+MLP", "SAN+skip", "transformer"};
     const std::string curves = dynamics_curves_figure("m", variants, {0, 40}).body;
     const std::string residual = residual_figure("m", {"init"}, variants, variants, 2).body;
+    const int linetypes[] = {1, 3, 2, 4};  // each variant's own colour (variant_linetype), whatever its position
     for (std::size_t v = 0; v < variants.size(); ++v) {
-        EXPECT_NE(curves.find(coinciding_series_style(v)), std::string::npos) << v;
-        EXPECT_NE(residual.find(coinciding_series_style(v)), std::string::npos) << v;
+        EXPECT_NE(curves.find(coinciding_series_style(v, linetypes[v])), std::string::npos) << v;
+        EXPECT_NE(residual.find(coinciding_series_style(v, linetypes[v])), std::string::npos) << v;
     }
     EXPECT_NE(coinciding_series_style(0), coinciding_series_style(1));
     EXPECT_NE(coinciding_series_style(1).find("dt 2"), std::string::npos);
     EXPECT_EQ(coinciding_series_style(0).find("dt 2"), std::string::npos);
+}
+
+// A variant has one colour in every figure: SAN+skip was the 2nd linetype in theory.svg, the 3rd in E1's residual.svg,
+// and SAN+MLP the 2nd in theory_bounds.svg; the figures sit side by side in one report.
+TEST(Figures, EachVariantKeepsItsColourAcrossFigures) {
+    const std::string theory = theory_figure({"SAN", "SAN+skip", "SAN+MLP", "SAN+affine-LN"}).body;
+    const std::string bounds = theory_bounds_figure({"SAN", "SAN+MLP", "SAN+affine-LN"}).body;
+    const std::string residual = residual_figure("m", {"init"}, {"SAN", "SAN+MLP", "SAN+skip", "transformer"},
+                                                 {"SAN", "SAN+MLP", "SAN+skip", "transformer"}, 2).body;
+    const std::string curves = dynamics_curves_figure("m", {"SAN+skip", "SAN+MLP"}, {0}).body;
+    // The key entry of each variant, in each figure that draws it.
+    auto key_linetype = [](const std::string& body, const std::string& variant) {
+        const std::string title = "title '" + variant + "'";
+        const std::size_t at = body.find(title);
+        if (at == std::string::npos) return -1;
+        const std::size_t lt = body.rfind(" lt ", at);
+        return lt == std::string::npos ? -1 : std::stoi(body.substr(lt + 4));
+    };
+    for (const auto& [variant, linetype] : std::vector<std::pair<std::string, int>>{
+             {"SAN", 1}, {"SAN+skip", 2}, {"SAN+MLP", 3}, {"transformer", 4}, {"SAN+affine-LN", 6}}) {
+        EXPECT_EQ(variant_linetype(variant, 8), linetype) << variant;
+        for (const std::string* body : {&theory, &bounds, &residual, &curves}) {
+            if (body->find("title '" + variant + "'") != std::string::npos) {
+                EXPECT_EQ(key_linetype(*body, variant), linetype) << variant << "\n" << *body;
+            }
+        }
+    }
+    EXPECT_EQ(key_linetype(theory, "SAN+skip"), key_linetype(residual, "SAN+skip"));
+    EXPECT_EQ(key_linetype(bounds, "SAN+MLP"), key_linetype(residual, "SAN+MLP"));
+    EXPECT_EQ(key_linetype(curves, "SAN+skip"), 2);
+    EXPECT_EQ(variant_linetype("my-variant", 7), 7);
+    // In the one panel of the bounds, more heads keep the colour with the second marker (SAN and SAN/H=4 were alike).
+    const std::string heads = theory_bounds_figure({"SAN", "SAN/H=4"}).body;
+    EXPECT_EQ(key_linetype(heads, "SAN"), 1);
+    EXPECT_EQ(key_linetype(heads, "SAN/H=4"), 9);
 }
 
 // A mean token cosine below 0 (few tokens) is inside both cosine axes: they were fixed at [−0.05, 1.05], and gnuplot

@@ -362,7 +362,7 @@ TEST(FindingsTheory, MlpAgainstSanIsReadLayerByLayer) {
     };
     std::string reading = reading_with({1, 0.1, 1.3e-5, 1e-16, 1e-16}, {1, 0.05, 2.1e-8, 1e-16, 1e-16});
     EXPECT_NE(reading.find("SAN+MLP's relative residual is below SAN's at every layer before round-off (2 of them; layer 2: "
-                           "2.10e-08 against 1.30e-05): at this init the MLP speeds the collapse, where SPEC says MLPs slow it"),
+                           "2.10e-08 against 1.30e-05): at this init the MLP speeds the collapse, where the paper reads Corollary 3.2 as MLPs slowing it"),
               std::string::npos) << reading;
     reading = reading_with({1, 0.1, 1e-5, 1e-16, 1e-16}, {1, 0.2, 1e-3, 1e-9, 1e-16});
     EXPECT_NE(reading.find("stays above SAN's at every layer before round-off (2 of them; layer 2: 0.00100 against 1.00e-05): "
@@ -524,6 +524,32 @@ TEST(FindingsTheory, SummarizeCountsViolationsAboveRoundOffOnly) {
     EXPECT_EQ(result.bound_violations, 1);
     ASSERT_EQ(result.layers.size(), 3u);
     EXPECT_DOUBLE_EQ(result.layers[1].bound_step_mean, 0.5);
+    // How loose the bound is, over the rows checked only: log10(0.5 / 1).
+    EXPECT_DOUBLE_EQ(result.bound_log10_ratio_min, std::log10(0.5));
+    EXPECT_DOUBLE_EQ(result.bound_log10_ratio_max, std::log10(0.5));
+}
+
+TEST(FindingsTheory, BoundCheckSaysHowFarAboveTheMeasurementTheBoundLies) {
+    // "0 violations" alone hid a bound 10^3 to 10^5 above the measurement.
+    std::vector<TheoryRow> rows(3);
+    for (int i = 0; i < 3; ++i) {
+        rows[i].variant = "SAN";
+        rows[i].layer = i + 1;
+        rows[i].residual = 1e-2;
+        rows[i].relative_residual = 0.5;
+        rows[i].bound_step = i == 0 ? 10.0 : i == 1 ? 1e3 : 1e2;  // 10^3, 10^5, 10^4 above
+    }
+    SanConfig config;
+    const TheoryResult result = summarize_theory(rows, {{"SAN", config}});
+    EXPECT_NEAR(result.bound_log10_ratio_min, 3.0, 1e-12);
+    EXPECT_NEAR(result.bound_log10_ratio_max, 5.0, 1e-12);
+    TheorySettings settings;
+    const Findings findings = theory_findings(result, settings);
+    const Check& c = find_check(findings, "per-layer bound");
+    EXPECT_NE(c.measured.find("0 violations in 3 rows"), std::string::npos) << c.measured;
+    EXPECT_NE(c.measured.find("; the bound lies 10^3.0 to 10^5.0 times the measured residual (a bound, not an estimate)"),
+              std::string::npos)
+        << c.measured;
 }
 
 // ---- E6 -----------------------------------------------------------------------------------------------------------

@@ -247,8 +247,8 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
     // full run only. Beyond the paper: the paper's claim under recipes it did not use (denoising, input LN).
     if (!options.quick) {
         Cell regimes{"e3_circle_regimes", "Beyond the paper: E3, the circle in four training regimes (8 seeds each)",
-                     "§4.2: pure attention merges the two trajectories, skip and/or MLP follow the arcs. SPEC.md §7: an "
-                     "independent implementation found this holds for plain MSE training (pure attention merged first in "
+                     "§4.2: pure attention merges the two trajectories, skip and/or MLP follow the arcs. An independent "
+                     "implementation (docs/beyond.md) found this holds for plain MSE training (pure attention merged first in "
                      "7/8 seeds) while with input noise 0.005 most seeds of every variant followed the arcs.",
                      {"circle-regimes", "--seed", seed, "--checkpoints", checkpoints},
                      {"circle_regimes.svg"},
@@ -625,7 +625,7 @@ a{color:#1b6e9e}
                 return other.beyond_paper && other.name == "e3_circle_regimes";
             });
             html += fmt::format("<h2 id=\"beyond-the-paper\" class=\"beyond\">Beyond the paper</h2>\n<p>Claims of the follow-up "
-                                "literature{} (SPEC.md §7), measured with the same code. They are not the paper's claims and "
+                                "literature{} (each section names its source), measured with the same code. They are not the paper's claims and "
                                 "are not counted in its verdicts above. Here: {}.</p>\n",
                                 regimes ? " and the paper's E3 under other training recipes" : "", verdict_counts(all_checks[1]));
             html += checks_table(all_checks[1], true);
