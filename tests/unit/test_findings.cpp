@@ -253,7 +253,13 @@ TEST(FindingsE1, TwoPretrainedLayersAreNotComparable) {
     for (auto& row : falling.runs[0].residual)
         if (row.variant == "transformer" && row.layer > 0) row.mean = curve[row.layer - 1];
     EXPECT_EQ(find_check(real_model_findings(falling), "keeps its rank").verdict, Verdict::NotReproduced);
-    EXPECT_EQ(find_check(real_model_findings(falling), "paper's level").verdict, Verdict::NotReproduced);  // not staying
+    // The level is the paper's 12-layer base models': a 6-layer model (all-MiniLM-L6-v2) is not comparable with it,
+    // whatever its curve (it read "not reproduced").
+    EXPECT_EQ(find_check(real_model_findings(falling), "paper's level").verdict, Verdict::NotComparable);
+    const Check six = find_check(real_model_findings(synthetic_e1(6, "pretrained", 0.001, 0.9)), "paper's level");
+    EXPECT_EQ(six.verdict, Verdict::NotComparable);
+    EXPECT_NE(six.criterion.find("judged on a 12-layer model as the paper's (this one has 6)"), std::string::npos)
+        << six.criterion;
 }
 
 TEST(FindingsE1, PathProductsExplainCompositeAboveOne) {
