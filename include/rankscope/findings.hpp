@@ -73,6 +73,10 @@ void write_findings(const std::filesystem::path& directory, const Findings& find
 // one architecture after the built-in table: the old verdicts stood beside the new counts, read as theirs).
 void remove_findings(const std::filesystem::path& directory);
 Findings read_findings(const std::filesystem::path& file);  // findings.json; throws Error naming the file
+// findings.json's content (without the provenance) as text, and back (Error naming `where` when malformed): the
+// Python module's to_json() and pickling.
+std::string findings_json_text(const Findings& findings);
+Findings parse_findings_json(const std::string& text, const std::string& where);
 // The tidy verdicts table of any number of findings (the columns of verdicts.csv).
 CsvTable verdicts_table(const std::vector<Findings>& findings);
 

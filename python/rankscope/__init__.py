@@ -26,7 +26,9 @@ import os as _os
 from . import _find
 from ._progress import set_progress
 from ._warnings import RankscopeWarning
-from ._rankscope import Error, configure_allocator, get_threads, set_threads, version
+from . import _rankscope
+from ._arrays import check_count
+from ._rankscope import Error, configure_allocator, get_threads, version
 from .beyond import FailureModesRun, TrainabilityRun, run_failure_modes, run_trainability
 from .findings import Check, Findings, read_findings, verdicts
 from .measures import (CENTERS, NORMS, ExactCenter, attention_measures, center_of, effective_rank, exact_center,
@@ -37,6 +39,15 @@ from .networks import (BlockConfig, PathCounts, San, SanConfig, TheoryRun, known
                        run_theory, sample_path_products)
 
 __version__ = version().split()[1]
+
+
+def set_threads(threads: int) -> int:
+    """Sets ATen's intra-op threads (0 = all cores) and holds OpenBLAS's own pool at one thread, as --threads does;
+    returns the number in use. Process-wide (torch's BLAS calls in this process are affected too). A whole number in
+    [0, 256] ("2" and True were passed on, or met pybind11's TypeError)."""
+    check_count(threads, 0, 256, "threads")
+    return _rankscope.set_threads(int(threads))
+
 
 _find.configure_environment()
 if "OMP_NUM_THREADS" not in _os.environ:

@@ -114,11 +114,25 @@ def _masked(array: np.ndarray, real: np.ndarray, compute: Callable[[np.ndarray],
     return shaped if len(shaped) > 1 else shaped[0]
 
 
+def _norm_name(norm: Any) -> str:
+    """A norm's name, checked before the binding sees it (None reached pybind11, whose TypeError printed the array)."""
+    if not isinstance(norm, str):
+        raise error(f"{norm!r} is not a norm name (expected {', '.join(_rankscope.NORMS)})", "norm")
+    return norm
+
+
+def _center_name(center: Any) -> str:
+    if not isinstance(center, str):
+        raise error(f"{center!r} is not a centre name (expected {', '.join(_rankscope.CENTERS)})", "center")
+    return center
+
+
 def matrix_norm(x: Any, norm: str = "composite", attention_mask: Any = None) -> Any:
     """||X|| per matrix: l1 (max column abs sum), linf (max row abs sum), composite sqrt(l1*linf), frobenius,
     spectral. [..., n, d] -> [...].
     attention_mask: each matrix over its real rows only (see the module docstring).
     """
+    norm = _norm_name(norm)
     return _per_matrix(x, attention_mask, lambda a: _rankscope.matrix_norm(a, norm))
 
 
@@ -127,6 +141,7 @@ def residual_norm(x: Any, norm: str = "composite", center: str = "mean", attenti
     rank1, X minus its best rank-1 matrix. [..., n, d] -> [...].
     attention_mask: each matrix over its real rows only (see the module docstring).
     """
+    norm, center = _norm_name(norm), _center_name(center)
     return _per_matrix(x, attention_mask, lambda a: _rankscope.residual_norm(a, norm, center))
 
 
@@ -134,11 +149,13 @@ def relative_residual(x: Any, norm: str = "composite", center: str = "mean", att
     """||res(X)|| / ||X|| (0 when X = 0): the paper's plotted quantity with the defaults. [..., n, d] -> [...].
     attention_mask: each matrix over its real rows only (see the module docstring).
     """
+    norm, center = _norm_name(norm), _center_name(center)
     return _per_matrix(x, attention_mask, lambda a: _rankscope.relative_residual(a, norm, center))
 
 
 def residual(x: Any, norm: str = "composite", center: str = "mean", attention_mask: Any = None) -> Any:
     """res(X) itself. [..., n, d] -> [..., n, d] (with attention_mask: zero rows at the padding)."""
+    norm, center = _norm_name(norm), _center_name(center)
     return _per_matrix(x, attention_mask, lambda a: _rankscope.residual(a, norm, center), placement="rows")
 
 
@@ -147,6 +164,7 @@ def center_of(x: Any, norm: str = "composite", center: str = "mean", attention_m
     an LP for linf and composite). [..., n, d] -> [..., d].
     attention_mask: each matrix over its real rows only (see the module docstring).
     """
+    norm, center = _norm_name(norm), _center_name(center)
     return _per_matrix(x, attention_mask, lambda a: _rankscope.center(a, norm, center))
 
 
@@ -161,6 +179,7 @@ def exact_center(x: Any, norm: str = "composite", attention_mask: Any = None) ->
     matrix, 64 x 64, an Error beyond, since the linear programs grow steeply with the size).
     attention_mask: each matrix over its real rows only (see the module docstring).
     """
+    norm = _norm_name(norm)
     return ExactCenter(*_per_matrix(x, attention_mask, lambda a: tuple(_rankscope.exact_center(a, norm))))
 
 

@@ -129,6 +129,8 @@ def _text_path(text: TextArgument, scratch: str) -> str:
             f.write("\n".join(text) + "\n")
         return path
     if text is not None:
+        if not os.fspath(text):  # "cannot open text file" with no name
+            raise error("an empty path: give a text file or a list of sentences", "text")
         return os.fspath(text)
     found = _find.default_text()
     if found is None:
@@ -214,6 +216,10 @@ def run_model(model: ModelArgument, text: TextArgument = None,
     check_count(iterate, 0, 1000, "iterate")
     check_count(seed, 0, 2**64 - 1, "seed")
     check_range(sink_threshold, 0, 1, "sink_threshold")  # as --sink-threshold
+    variants = names(variants, "variants")
+    for variant in variants:  # (the engine's message named "variant", Model.forward's setting)
+        if variant not in VARIANTS:
+            raise error(f"unknown variant {variant!r} (expected {', '.join(VARIANTS)})", "variants")
     if inputs is not None and text is not None:
         raise error("text and inputs exclude each other", "inputs")
     if inputs is None:
@@ -223,7 +229,7 @@ def run_model(model: ModelArgument, text: TextArgument = None,
     else:
         batch = _given_batch(inputs)
     with progress_shown():
-        result = _rankscope.run_model(source, batch, weights, names(variants, "variants"), _compat(compat), layer_norm,
+        result = _rankscope.run_model(source, batch, weights, variants, _compat(compat), layer_norm,
                                       draws, iterate, seed, flag(allow_nonfinite, "allow_nonfinite"),
                                       flag(record, "record"), mask or "", float(sink_threshold), stream, device)
     return ModelRun(model=result["model"], model_type=result["model_type"], weights=list(result["weights"]),

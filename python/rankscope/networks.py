@@ -58,6 +58,7 @@ class San:
     def check_path_decomposition(self, x: Any, max_paths: float = 1e6) -> Dict[str, float]:
         """Theorem 2.1: the sum over all H^L (with skips (H+1)^L) paths against the forward output: paths,
         max_abs_error, max_abs_output. Needs a network without LayerNorm and MLP."""
+        check_range(max_paths, 1, float("inf"), "max_paths")
         return self._engine.check_path_decomposition(to_engine(x)[0], max_paths)
 
 

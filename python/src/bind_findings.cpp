@@ -48,6 +48,9 @@ void bind_findings(py::module_& m) {
                                "[(what, value)] as the report's key-numbers table")
         .def_readonly("reading", &Findings::reading)
         .def_readonly("notes", &Findings::notes)
+        .def("to_json", &findings_json_text, "findings.json's content as JSON text (what read_findings reads)")
+        .def(py::pickle([](const Findings& f) { return findings_json_text(f); },
+                        [](const std::string& text) { return parse_findings_json(text, "a pickled Findings"); }))
         .def("__repr__", [](const Findings& f) {
             return "Findings(" + f.experiment + ", " + f.subject + ", " + std::to_string(f.checks.size()) + " checks)";
         });

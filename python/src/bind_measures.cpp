@@ -257,8 +257,10 @@ void bind_measures(py::module_& m) {
             if (const auto row = first_non_attention_row(p, tolerance)) {
                 std::vector<std::int64_t> matrix = row->index;
                 matrix.pop_back();
-                throw Error(fmt::format("row {} of matrix [{}] is not an attention row {}", row->index.back(),
-                                        fmt::join(matrix, ", "), non_attention_row_detail(*row, tolerance)),
+                // (one matrix has no index: "row 0 of matrix []" read as an empty matrix)
+                throw Error(fmt::format("row {}{} is not an attention row {}", row->index.back(),
+                                        matrix.empty() ? "" : fmt::format(" of matrix [{}]", fmt::join(matrix, ", ")),
+                                        non_attention_row_detail(*row, tolerance)),
                             "p");
             }
             const at::Tensor packed = per_item(p, {5}, [](const Matrix& item, double* out) {

@@ -142,6 +142,49 @@ py::dict path_count_result(const std::vector<ArchitecturePaths>& tables, bool wi
     return result;
 }
 
+// A configuration's fields as a tuple: pickling, copy.deepcopy and == (every field compared).
+py::tuple block_state(const BlockConfig& b) {
+    return py::make_tuple(b.attention_skip, b.mlp, b.mlp_skip, activation_name(b.activation), b.mlp_width,
+                          to_string(b.layer_norm), b.residual_scale);
+}
+
+BlockConfig block_from_state(const py::tuple& t) {
+    if (t.size() != 7) throw Error("a BlockConfig state has 7 fields, got " + std::to_string(t.size()));
+    BlockConfig b;
+    b.attention_skip = t[0].cast<bool>();
+    b.mlp = t[1].cast<bool>();
+    b.mlp_skip = t[2].cast<bool>();
+    b.activation = parse_activation(t[3].cast<std::string>());
+    b.mlp_width = t[4].cast<int>();
+    b.layer_norm = parse_layer_norm(t[5].cast<std::string>());
+    b.residual_scale = t[6].cast<double>();
+    return b;
+}
+
+py::tuple san_state(const SanConfig& c) {
+    py::list per_layer;
+    for (const auto& b : c.per_layer) per_layer.append(block_state(b));
+    return py::make_tuple(c.layers, c.heads, c.d_model, c.d_qk, c.d_v, c.tokens, c.biases, c.init_scale,
+                          c.query_key_scale, block_state(c.block), py::tuple(per_layer));
+}
+
+SanConfig san_from_state(const py::tuple& t) {
+    if (t.size() != 11) throw Error("a SanConfig state has 11 fields, got " + std::to_string(t.size()));
+    SanConfig c;
+    c.layers = t[0].cast<int>();
+    c.heads = t[1].cast<int>();
+    c.d_model = t[2].cast<int>();
+    c.d_qk = t[3].cast<int>();
+    c.d_v = t[4].cast<int>();
+    c.tokens = t[5].cast<int>();
+    c.biases = t[6].cast<bool>();
+    c.init_scale = t[7].cast<double>();
+    c.query_key_scale = t[8].cast<double>();
+    c.block = block_from_state(t[9].cast<py::tuple>());
+    for (const auto& b : t[10].cast<py::tuple>()) c.per_layer.push_back(block_from_state(b.cast<py::tuple>()));
+    return c;
+}
+
 }  // namespace
 
 void bind_networks(py::module_& m) {
@@ -172,6 +215,10 @@ void bind_networks(py::module_& m) {
             [](BlockConfig& b, const std::string& name) { b.layer_norm = parse_layer_norm(name); },
             "none, post (BERT), pre (GPT-2), affine (the paper's model: one mean and std per sample)")
         .def_readwrite("residual_scale", &BlockConfig::residual_scale, "alpha of the skips: X + alpha * branch")
+        .def(py::pickle(&block_state, &block_from_state))
+        .def("__eq__", [](const BlockConfig& a, const py::object& b) {
+            return py::isinstance<BlockConfig>(b) && block_state(a).equal(block_state(b.cast<BlockConfig>()));
+        })
         .def("__repr__", [](const BlockConfig& b) {
             return fmt::format("BlockConfig(attention_skip={}, mlp={}, mlp_skip={}, activation='{}', mlp_width={}, "
                                "layer_norm='{}', residual_scale={})",
@@ -224,6 +271,10 @@ void bind_networks(py::module_& m) {
             [](SanConfig& c, const std::vector<BlockConfig>& blocks) { c.per_layer = blocks; },
             "one BlockConfig per layer, or empty for `block` in every layer (a tuple: assign a new list to change it)")
         .def("validate", &SanConfig::validate)
+        .def(py::pickle(&san_state, &san_from_state))
+        .def("__eq__", [](const SanConfig& a, const py::object& b) {
+            return py::isinstance<SanConfig>(b) && san_state(a).equal(san_state(b.cast<SanConfig>()));
+        })
         .def("__repr__", [](const SanConfig& c) {
             return fmt::format("SanConfig(layers={}, heads={}, d_model={}, d_qk={}, d_v={}, tokens={}, biases={}, "
                                "init_scale={}, ...)",

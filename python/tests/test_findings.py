@@ -1,8 +1,10 @@
 """Findings and verdicts: the binding's Findings objects against the findings.json and verdicts.csv the command line
 writes, and read_findings on those files."""
 import json
+import pickle
 
 import numpy as np
+import pytest
 
 import rankscope as rs
 from conftest import FIXTURES, assert_table_equals_csv, run_cli
@@ -49,3 +51,18 @@ def test_verdicts_are_computed_from_the_run():
     assert all(isinstance(c, rs.Check) for c in run.findings.checks)
     assert np.all([c.verdict in ("reproduced", "not reproduced", "not comparable at these settings")
                    for c in run.findings.checks])
+
+
+def test_findings_pickle_and_write_as_findings_json(tmp_path):
+    # Results could not be saved from Python ("cannot pickle 'Findings'"), nor written as findings.json.
+    findings = rs.path_counts().findings
+    again = pickle.loads(pickle.dumps(findings))
+    assert again.to_json() == findings.to_json()
+    assert [c.verdict for c in again.checks] == [c.verdict for c in findings.checks] == ["reproduced"]
+    (tmp_path / "findings.json").write_text(findings.to_json())
+    read = rs.read_findings(tmp_path / "findings.json")
+    assert read.to_json() == findings.to_json() and json.loads(findings.to_json())["experiment"] == "E6"
+    # One findings is a list of one; anything else is named (None reached pybind11, which printed the whole list).
+    assert list(rs.verdicts(findings)["claim"]) == list(rs.verdicts([findings])["claim"])
+    with pytest.raises(rs.Error, match=r"^entry 2 is NoneType, not Findings \(findings\)$"):
+        rs.verdicts([findings, rs.path_counts(layers=2, heads=2).findings])

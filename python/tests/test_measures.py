@@ -162,6 +162,9 @@ def test_attention_measures_match_their_definitions(rng):
     with pytest.raises(rs.Error, match=r"^row 4 of matrix \[1, 3\] is not an attention row \(sum 0\.5, smallest entry "
                                        r".*within 0\.0001\) \(p\)$"):
         rs.attention_measures(bad)
+    # One matrix: the row alone ("row 0 of matrix []" read as an empty matrix).
+    with pytest.raises(rs.Error, match=r"^row 0 is not an attention row \(sum 1, smallest entry -0\.5; "):
+        rs.attention_measures(np.array([[1.5, -0.5], [0.5, 0.5]]))
     # Stored in float16, rows sum to 1 within float16's epsilon only: measured, as the command line measures them.
     logits = np.random.default_rng(4).normal(size=(2, 12, 12))
     half = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float16)

@@ -204,7 +204,8 @@ def test_inputs_in_memory_any_mapping_or_the_ids_alone_and_text_as_sentences(tmp
     for key in from_file:
         np.testing.assert_array_equal(from_list[key], from_file[key])
     for bad, message in (([], r"^no sentences given \(text\)$"), (["a b", " "], r"^sentence 2 is empty \(text\)$"),
-                         (["one\ntwo"], r"^sentence 1 has a line break"), ([3], r"^sentence 1 is int, not text")):
+                         (["one\ntwo"], r"^sentence 1 has a line break"), ([3], r"^sentence 1 is int, not text"),
+                         ("", r"^an empty path: give a text file or a list of sentences \(text\)$")):
         with pytest.raises(rs.Error, match=message):
             rs.run_model(fixture("bert-tiny"), text=bad, samples=1, tokens=8)
 
@@ -280,8 +281,11 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
     assert str(raised.value) == message
     with pytest.raises(rs.Error, match=r"^values 99\.\.99 outside the model's vocabulary \[0, 64\) \(input_ids\)$"):
         model.forward(np.full((1, 4), 99))
-    with pytest.raises(rs.Error, match="unknown variant 'MLP'"):
+    with pytest.raises(rs.Error, match=r"^unknown variant 'MLP' .*\(variant\)$"):
         model.forward(ids, variant="MLP")
+    with pytest.raises(rs.Error, match=r"^unknown variant 'MLP' \(expected SAN, SAN\+MLP, SAN\+skip, transformer\) "
+                                       r"\(variants\)$"):
+        rs.run_model(fixture("bert-tiny"), variants=["SAN", "MLP"])
 
 
 def tiny_llama(folder, rng):

@@ -1,8 +1,10 @@
 """The SAN laboratory: a network's forward against a numpy implementation of SPEC.md §1 with the same weights, the
 path decomposition, theory runs and path counts against the command line's files and closed forms, path products
 against numpy."""
+import copy
 import json
 import math
+import pickle
 from itertools import product
 
 import numpy as np
@@ -399,5 +401,27 @@ def test_number_settings_take_arrays_and_series_and_refuse_text():
                           (lambda: rs.run_failure_modes(query_key_scales="1"), r"^'1' is text, not a number"),
                           (lambda: rs.run_failure_modes(entropy_threshold=None),
                            r"^None is not a number \(entropy_threshold\)$")):
+        with pytest.raises(rs.Error, match=message):
+            call()
+
+
+def test_configurations_copy_pickle_and_compare_by_value():
+    # deepcopy and pickle raised "cannot pickle 'SanConfig'"; SanConfig(layers=3) == SanConfig(layers=3) was False.
+    config = rs.SanConfig(layers=2, d_model=8, heads=2, query_key_scale=0.5, block=rs.BlockConfig(mlp=True),
+                          per_layer=[rs.BlockConfig(mlp=True, activation="gelu"), rs.BlockConfig(layer_norm="affine")])
+    for copied in (copy.deepcopy(config), pickle.loads(pickle.dumps(config))):
+        assert copied == config and copied is not config
+        assert [b.layer_norm for b in copied.per_layer] == ["none", "affine"] and copied.query_key_scale == 0.5
+        np.testing.assert_array_equal(rs.San(copied, seed=3).parameters()["blocks.0.attn.W_Q"],
+                                      rs.San(config, seed=3).parameters()["blocks.0.attn.W_Q"])
+    assert rs.SanConfig(layers=3) == rs.SanConfig(layers=3) and rs.SanConfig(layers=3) != rs.SanConfig(layers=4)
+    assert rs.BlockConfig(mlp=True) == rs.BlockConfig(mlp=True) != rs.BlockConfig(mlp=True, mlp_width=8)
+    assert rs.SanConfig() != "SanConfig"
+    # Wrong types are named, not passed to pybind11 (whose TypeError printed the whole array).
+    for call, message in ((lambda: rs.relative_residual(np.ones((2, 3)), norm=None), r"^None is not a norm name"),
+                          (lambda: rs.center_of(np.ones((2, 3)), center=1), r"^1 is not a centre name"),
+                          (lambda: rs.set_threads("2"), r"^'2' is not a whole number \(threads\)$"),
+                          (lambda: rs.San(config).check_path_decomposition(np.ones((4, 8)), max_paths="10"),
+                           r"^'10' is not a number \(max_paths\)$")):
         with pytest.raises(rs.Error, match=message):
             call()

@@ -84,30 +84,18 @@ CsvTable verdicts_table(const std::vector<Findings>& findings) {
     return table;
 }
 
-void write_findings(const std::filesystem::path& directory, const Findings& findings, const Provenance& provenance) {
+namespace {
+
+nlohmann::json findings_document(const Findings& findings) {
     nlohmann::json checks = nlohmann::json::array();
     for (const auto& c : findings.checks) checks.push_back(to_json(c));
     nlohmann::json numbers = nlohmann::json::array();
     for (const auto& k : findings.key_numbers) numbers.push_back({{"what", k.what}, {"value", k.value}});
-    write_json_atomically(directory / "findings.json",
-                          {{"experiment", findings.experiment},
-                           {"subject", findings.subject},
-                           {"checks", checks},
-                           {"key_numbers", numbers},
-                           {"reading", findings.reading},
-                           {"notes", findings.notes}},
-                          provenance);
-    write_csv_atomically(directory / "verdicts.csv", verdicts_table({findings}), provenance);
+    return {{"experiment", findings.experiment}, {"subject", findings.subject}, {"checks", checks},
+            {"key_numbers", numbers},           {"reading", findings.reading}, {"notes", findings.notes}};
 }
 
-void remove_findings(const std::filesystem::path& directory) {
-    std::error_code ignored;
-    std::filesystem::remove(directory / "findings.json", ignored);
-    std::filesystem::remove(directory / "verdicts.csv", ignored);
-}
-
-Findings read_findings(const std::filesystem::path& file) {
-    const nlohmann::json document = read_json_file(file.string(), "the findings");
+Findings findings_from_document(const nlohmann::json& document, const std::string& where) {
     try {
         Findings f;
         f.experiment = document.at("experiment").get<std::string>();
@@ -123,10 +111,33 @@ Findings read_findings(const std::filesystem::path& file) {
         f.notes = document.at("notes").get<std::vector<std::string>>();
         return f;
     } catch (const Error& error) {
-        throw Error(error.what(), file.string());
+        throw Error(error.what(), where);
     } catch (const std::exception& error) {
-        throw Error("malformed findings: " + json_error_reason(error), file.string());
+        throw Error("malformed findings: " + json_error_reason(error), where);
     }
+}
+
+}  // namespace
+
+void write_findings(const std::filesystem::path& directory, const Findings& findings, const Provenance& provenance) {
+    write_json_atomically(directory / "findings.json", findings_document(findings), provenance);
+    write_csv_atomically(directory / "verdicts.csv", verdicts_table({findings}), provenance);
+}
+
+std::string findings_json_text(const Findings& findings) { return findings_document(findings).dump(2); }
+
+Findings parse_findings_json(const std::string& text, const std::string& where) {
+    return findings_from_document(parse_json_text(text, where), where);
+}
+
+void remove_findings(const std::filesystem::path& directory) {
+    std::error_code ignored;
+    std::filesystem::remove(directory / "findings.json", ignored);
+    std::filesystem::remove(directory / "verdicts.csv", ignored);
+}
+
+Findings read_findings(const std::filesystem::path& file) {
+    return findings_from_document(read_json_file(file.string(), "the findings"), file.string());
 }
 
 }  // namespace rankscope
