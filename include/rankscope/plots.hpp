@@ -66,9 +66,13 @@ std::string y_from_zero(const std::string& csv, const std::string& expression, d
 // Log y over the positive values of `expression` in `csv`, with a factor-2 margin; the float floor drawn as a dashed
 // labelled line (and kept inside the range) when the data come within 100x of it. Defines the gnuplot variable
 // `<name>_bottom` (the axis bottom, where zeros are drawn: use log_value()). `floor_label` replaces the line's label
-// ("float32 round-off") where the line is a reference rather than the data's own floor.
+// ("float32 round-off") where the line is a reference rather than the data's own floor. `floor_in_key`: the line is
+// always drawn (the range always reaches it) and unlabelled, for a figure that names it in its key (floor_key_entry)
+// because its data may sit on any part of the line (E2's boxes ran under the label).
 std::string log_y(const std::string& csv, const std::string& expression, FloatFloor floor, const std::string& name,
-                  const std::string& floor_label = "");
+                  const std::string& floor_label = "", bool floor_in_key = false);
+// The key entry of that line: a grey dashed line.
+inline constexpr const char* kFloorKeyStyle = "with lines lc rgb '#444444' lw 1.5 dt 2";
 // `expression` where it is positive, else the axis bottom defined by log_y(..., name).
 std::string log_value(const std::string& expression, const std::string& name);
 // The line style of the v-th surgery variant (SAN, SAN+MLP, SAN+skip, transformer, ...) where variants may coincide (SAN

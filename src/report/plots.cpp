@@ -123,21 +123,26 @@ std::string y_from_zero(const std::string& csv, const std::string& expression, d
 }
 
 std::string log_y(const std::string& csv, const std::string& expression, FloatFloor floor, const std::string& name,
-                  const std::string& floor_label_text) {
+                  const std::string& floor_label_text, bool floor_in_key) {
     std::string s = fmt::format("undefine {0}_*\nstats [*:*][*:*] {1} using (({2}) > 0 ? ({2}) : NaN) name '{0}' nooutput\n"
                                 "if (!exists('{0}_min')) {0}_min = 1e-3; {0}_max = 1\n",
                                 name, file(csv), expression);
     if (floor == FloatFloor::none) {
         s += fmt::format("{0}_bottom = {0}_min / 2\n", name);
     } else {
-        s += fmt::format("{0}_floor = {1}\n{0}_near = {0}_min < 100 * {0}_floor\n"
+        s += fmt::format("{0}_floor = {1}\n{0}_near = {3} || {0}_min < 100 * {0}_floor\n"
                          "{0}_bottom = {0}_min / 2\nif ({0}_near && {0}_floor / 10 < {0}_bottom) {0}_bottom = {0}_floor / 10\n"
                          "if ({0}_near) {{\n"
                          "    set arrow from graph 0, first {0}_floor to graph 1, first {0}_floor nohead lc rgb '#444444' "
-                         "lw 1.5 dt 2 front\n"
-                         "    set label {2} at graph 0.02, first {0}_floor left offset 0,0.7 tc rgb '#444444' front\n}}\n",
+                         "lw 1.5 dt 2 front\n{2}}}\n",
                          name, floor_value(floor),
-                         gnuplot_quote(floor_label_text.empty() ? std::string(floor_label(floor)) : floor_label_text));
+                         floor_in_key ? std::string()
+                                      : fmt::format("    set label {} at graph 0.02, first {}_floor left offset 0,0.7 tc rgb "
+                                                    "'#444444' front\n",
+                                                    gnuplot_quote(floor_label_text.empty() ? std::string(floor_label(floor))
+                                                                                           : floor_label_text),
+                                                    name),
+                         floor_in_key ? 1 : 0);
     }
     s += fmt::format("{0}_top = {0}_max * 2\nset logscale y\nset yrange [{0}_bottom:{0}_top]\n"
                      "if ({0}_top / {0}_bottom > 200) {{ set format y '10^{{%L}}' }} else {{ set format y '%g' }}\n",
@@ -407,8 +412,8 @@ Figure paths_figure(const std::string& title, const std::vector<std::string>& me
                                                                       : metric;
         // The products are computed in float64 from the stored maps: float32's eps is the paper's floor (its products
         // were float32), not this figure's; the line is labelled as the reference it is.
-        const std::string floor_text = floor == FloatFloor::float32 ? "float32 eps (the paper's floor; products in float64)" : "";
-        figure.add_panel(log_y(csv, csv_number(metric), floor, range, floor_text) + "set title " + gnuplot_quote(panel_title) +
+        figure.add_panel(log_y(csv, csv_number(metric), floor, range, "", floor != FloatFloor::none) + "set title " +
+                         gnuplot_quote(panel_title) +
                          "\nset xlabel 'path length k (attention matrices multiplied)'\n" +
                          ylabel("rank-1 relative residual of A_{l_k}…A_{l_1}", m == 0) + join_plots(plots) +
                          "unset arrow\nunset label\n");
@@ -417,14 +422,21 @@ Figure paths_figure(const std::string& title, const std::vector<std::string>& me
         for (std::size_t k = 0; k < weight_kinds.size(); ++k)
             figure.add_key_entry(weight_kinds[k] == "init" ? "random init" : weight_kinds[k],
                                  fmt::format("with boxes lt {} fs transparent solid 0.3 border", k + 1));
-    figure.add_key_entry("box: quartiles and median; whiskers 1.5 IQR; dots beyond", "with points pt 7 ps 0.4 lc rgb '#444444'");
+    figure.add_key_entry("box: quartiles and median; whiskers 1.5 IQR; points beyond", "with points pt 7 ps 0.4 lc rgb '#444444'");
+    // The floor is named in the key: E2's boxes may sit anywhere along the line (a label ran through the k = 4 box).
+    if (floor == FloatFloor::float32)
+        figure.add_key_entry("float32 eps (the paper's floor; products in float64)", kFloorKeyStyle);
+    else if (floor != FloatFloor::none)
+        figure.add_key_entry(floor_label(floor), kFloorKeyStyle);
     return figure.build();
 }
 
 Figure iterate_figure(const std::vector<std::string>& weight_kinds, FloatFloor floor) {
     const std::string csv = "iterate.csv";
     PanelFigure figure("iterate", "USE lite: one real attention layer applied repeatedly", 1, 1, 640, 380);
-    figure.add_preface(integer_axis("x", csv, csv_number("step"), "step") + log_y(csv, csv_number("mean"), floor, "res"));
+    // The floor in the key, not on the plot: the curves fall onto it from the left (the label sat on a line at step 2).
+    figure.add_preface(integer_axis("x", csv, csv_number("step"), "step") +
+                       log_y(csv, csv_number("mean"), floor, "res", "", floor != FloatFloor::none));
     std::vector<std::string> plots;
     int style = 0;
     for (const auto& kind : weight_kinds)
@@ -437,6 +449,7 @@ Figure iterate_figure(const std::vector<std::string>& weight_kinds, FloatFloor f
             figure.add_key_entry(fmt::format("{} ({})", variant, kind == "init" ? "random init" : kind),
                                  fmt::format("with linespoints lt {}", style));
         }
+    if (floor != FloatFloor::none) figure.add_key_entry(floor_label(floor), kFloorKeyStyle);
     figure.add_panel("unset title\nset xlabel 'applications of the attention of block 2 (blocks.1)'\n" +
                      ylabel("relative residual (composite, mean centre)", true) + join_plots(plots));
     return figure.build();
