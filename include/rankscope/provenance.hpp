@@ -28,6 +28,10 @@ struct Provenance {
 
 Provenance make_provenance(int argc, const char* const* argv, std::uint64_t seed, int threads);
 std::string version_string();  // "rankscope 0.1.0 (git abc123def456)"
+// What built and runs the computation (build_description.cpp): {"libtorch": "2.13.0", "mkl": true, "lapack": true,
+// "cuda": false, "compiler": "g++ 12.2.0"}, every manifest's "build"; and as one line for the report's header.
+nlohmann::json build_json();
+std::string build_summary();  // "libtorch 2.13.0 (MKL, CPU only), g++ 12.2.0"
 nlohmann::json provenance_json(const Provenance& provenance);
 // "# key: value" lines for the top of a CSV file (pandas: read_csv(path, comment='#')).
 std::string csv_provenance_lines(const Provenance& provenance);

@@ -66,3 +66,18 @@ def test_findings_pickle_and_write_as_findings_json(tmp_path):
     assert list(rs.verdicts(findings)["claim"]) == list(rs.verdicts([findings])["claim"])
     with pytest.raises(rs.Error, match=r"^entry 2 is NoneType, not Findings \(findings\)$"):
         rs.verdicts([findings, rs.path_counts(layers=2, heads=2).findings])
+
+
+def test_manifest_names_the_libtorch_and_blas_that_computed_it(tmp_path):
+    # The numbers' last digits depend on libtorch's version and linear path (docs/performance.md); the manifest said
+    # rankscope's version only. The command line links the torch this Python imports (the project venv's, or
+    # python3-torch's with TORCH=system), so torch itself is the reference.
+    import torch
+
+    run_cli("paths", "count", "--out", tmp_path)
+    with open(tmp_path / "manifest.json") as f:
+        build = json.load(f)["build"]
+    assert build["libtorch"] == torch.__version__.split("+")[0]
+    assert build["mkl"] == torch.backends.mkl.is_available()
+    assert build["cuda"] == torch.backends.cuda.is_built()
+    assert build["compiler"].startswith("g++ ")

@@ -112,6 +112,7 @@ void write_manifest(const std::filesystem::path& directory, const Provenance& pr
         std::chrono::duration<double>(std::chrono::steady_clock::now() - provenance.start).count();
     manifest["peak_resident_bytes"] = peak_resident_bytes();
     manifest["allocator"] = allocator_in_use();
+    manifest["build"] = build_json();
     manifest.update(extra);
     manifest["files_read"] = files_read_records(directory.string());  // the weights, configs and texts behind the result
     write_file_atomically((directory / "manifest.json").string(), json_text(manifest, 2) + "\n");

@@ -550,8 +550,9 @@ a{color:#1b6e9e}
 </style></head><body>
 <h1>rankscope: rank collapse in attention networks</h1>
 )";
-    html += fmt::format("<p class=\"meta\">{} · command <code>{}</code> · seed {} · {} threads · started {}</p>\n",
-                        html_escape(version_string()), html_escape(provenance.command), provenance.seed,
+    html += fmt::format("<p class=\"meta\">{} · {} · command <code>{}</code> · seed {} · {} threads · started {}</p>\n",
+                        html_escape(version_string()), html_escape(build_summary()), html_escape(provenance.command),
+                        provenance.seed,
                         provenance.threads, provenance.started_at);
     if (status != "complete")
         html += fmt::format("<p class=\"incomplete\" id=\"run-status\"><strong>INCOMPLETE ({})</strong>: this report belongs to "

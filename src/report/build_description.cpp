@@ -1,0 +1,28 @@
+// What built this binary and what it computes with, for manifest.json and the report's header: libtorch's version
+// (the headers it was compiled against, which must match the library it links), its BLAS and CUDA, and the compiler.
+// A result's numbers depend on these (the linear path, oneDNN or MKL, changed the last digits between torch 1.13 and
+// 2.13: docs/performance.md).
+#include <ATen/Context.h>
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include "rankscope/provenance.hpp"
+
+namespace rankscope {
+
+nlohmann::json build_json() {
+    return {{"libtorch", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH)},
+            {"mkl", at::hasMKL()},
+            {"lapack", at::hasLAPACK()},
+            {"cuda", at::hasCUDA()},
+            {"compiler", fmt::format("g++ {}", __VERSION__)}};
+}
+
+std::string build_summary() {
+    const nlohmann::json build = build_json();
+    return fmt::format("libtorch {} ({}{}), {}", build["libtorch"].get<std::string>(),
+                       build["mkl"].get<bool>() ? "MKL" : "no MKL", build["cuda"].get<bool>() ? ", CUDA" : ", CPU only",
+                       build["compiler"].get<std::string>());
+}
+
+}  // namespace rankscope
