@@ -165,6 +165,11 @@ class Reproduce(unittest.TestCase):
                       page)
         self.assertEqual(count("beyond the paper", "hypothesis", "reproduced"), 1)  # larger query/key weights delay it
         self.assertIn("; besides, 1 hypothesis of rankscope's own (1 supported).", page)
+        # The terms the tables use are defined once, before them (composite norm, exact centre, α_l, c_l were not).
+        definitions = page[page.index('<details id="definitions">'):page.index('id="verdicts"')]
+        for term in ("Composite norm", "exact centre", "Relative residual", "Skip ratio", "Per-layer bound",
+                     "c<sub>l</sub> = 4γβHλ", "<em>holds</em>", "<em>supported</em>"):
+            self.assertIn(term, definitions)
         # (each check is in the opening table and again under its cell)
         self.assertEqual(page.count('<td class="ok">supported</td>'), 2)
         self.assertEqual(page.count('<td class="ok">holds</td>'), 2 * computation)

@@ -489,6 +489,38 @@ std::string verdict_counts(const std::vector<std::pair<std::string, Check>>& che
     return text;
 }
 
+// The terms the tables and figures use, defined once (a reader met "composite norm", "exact centre", α_l and c_l
+// undefined). Definitions, not findings: fixed text, checked against the code they describe by the unit tests named.
+constexpr const char* kDefinitions =
+    "<details id=\"definitions\"><summary>Definitions used in this report</summary><ul>\n"
+    "<li><strong>Residual</strong> res(X) = X − 1xᵀ of a token matrix X (n tokens × d features); x is the <em>mean "
+    "centre</em> (the column mean) unless said; the <em>exact centre</em> is the x that minimises ‖X − 1xᵀ‖ (a linear "
+    "program for the composite norm); the <em>rank-1 residual</em> is X minus its best rank-1 approximation "
+    "(SVD).</li>\n"
+    "<li><strong>Composite norm</strong> ‖M‖<sub>1,∞</sub> = √(‖M‖<sub>1</sub> ‖M‖<sub>∞</sub>), ‖M‖<sub>1</sub> the "
+    "largest column sum and ‖M‖<sub>∞</sub> the largest row sum of |M| (the paper's).</li>\n"
+    "<li><strong>Relative residual</strong> ‖res(X)‖ / ‖X‖, composite norm and mean centre unless said (the paper's "
+    "plotted quantity): 0 when every token is alike (rank 1); round-off puts its floor near 1e-7 in float32 and 1e-16 in "
+    "float64.</li>\n"
+    "<li><strong>Variants</strong> (the paper's surgery of one model, E1): SAN, attention alone (no skip, no MLP); "
+    "SAN+skip; SAN+MLP; transformer, the model unchanged. Theory's random networks add SAN+skip+MLP, SAN+LN (post-LN) "
+    "and SAN+affine-LN (the paper's LayerNorm: one mean and scale per sample); \"/H=4\" marks 4 heads.</li>\n"
+    "<li><strong>Path product</strong> (E2) A<sub>l<sub>k</sub></sub>…A<sub>l<sub>1</sub></sub>: k attention matrices of one head each, "
+    "from k layers drawn at random, multiplied in layer order in float64; measured by its rank-1 relative "
+    "residual.</li>\n"
+    "<li><strong>Skip ratio</strong> α<sub>l</sub> = ‖X<sub>l</sub>‖<sub>F</sub> / (‖X<sub>l</sub>‖<sub>F</sub> + "
+    "‖SA(X<sub>l</sub>)‖<sub>F</sub>), the skip branch's share in layer l, which weights E6's paths (not the residual "
+    "branch scale α of the trainability section).</li>\n"
+    "<li><strong>Per-layer bound</strong> (Theorems 2.2/2.3, Corollary 3.2): r<sub>l</sub> ≤ c<sub>l</sub> "
+    "r<sub>l−1</sub><sup>3</sup> for the exact-centre residual r<sub>l</sub> = ‖res(X<sub>l</sub>)‖<sub>1,∞</sub>, "
+    "c<sub>l</sub> = 4γβHλ / √d<sub>qk</sub>: γ measured from the layer's attention, β the product of the composite "
+    "norms of W<sub>QK</sub> and W<sub>VO</sub> (largest over heads), λ the MLP's and LayerNorm's Lipschitz factor "
+    "(1 without them), H heads.</li>\n"
+    "<li><strong>Verdicts</strong>: a stated claim is <em>reproduced</em> or <em>not reproduced</em> where this run is "
+    "comparable with the paper's setting, else <em>not comparable at these settings</em>; a check of rankscope's own "
+    "computation <em>holds</em> or <em>fails</em>; rankscope's hypothesis is <em>supported</em> or not.</li>\n"
+    "</ul></details>\n";
+
 std::string checks_table(const std::vector<std::pair<std::string, Check>>& checks, bool with_cell) {
     std::string html = "<div class=\"scroll\"><table class=\"verdicts\"><tr>";
     if (with_cell) html += "<th>cell</th>";
@@ -604,6 +636,7 @@ a{color:#1b6e9e}
             all_checks[part].emplace_back(cells[c].name, check);
         }
     }
+    html += kDefinitions;
     html += fmt::format("<h2 id=\"verdicts\">What the paper claims, what this run measured</h2>\n<p>{}. Each verdict is "
                         "computed from this run's numbers by the criterion beside it (also in <a href=\"verdicts.csv\">"
                         "verdicts.csv</a>, with each check's basis).</p>\n",
