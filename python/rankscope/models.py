@@ -24,6 +24,7 @@ from ._arrays import (attention_mask_ids, check_count, check_range, error, flag,
                       to_engine)
 from ._progress import shown as progress_shown
 from ._tables import as_table
+from ._warnings import warn
 from .findings import Findings
 
 ModelSource = _rankscope.ModelSource
@@ -54,6 +55,8 @@ class Model:
     def __init__(self, model: ModelArgument, weights: str = "pretrained", seed: int = 0, stream: str = "auto",
                  device: str = "cpu"):
         check_count(seed, 0, 2**64 - 1, "seed")
+        if weights == "pretrained" and seed != 0:  # (it was taken and ignored)
+            warn(f"seed {seed} is not used: pretrained weights are read, not drawn (seed draws weights='init')")
         self._engine = _rankscope.Model(model_source(model), weights, seed, stream, device)
 
     @property

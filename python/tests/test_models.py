@@ -363,6 +363,8 @@ def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
     with pytest.raises(rs.Error, match=r"^600 tokens per sample are more than the model allows \(512, "
                                        r"max_position_embeddings in .*config.json\) \(tokens\)$"):
         rs.run_model(fixture("bert-tiny"), tokens=600, samples=1)
+    with pytest.warns(rs.RankscopeWarning, match=r"^seed 5 is not used: pretrained weights are read, not drawn"):
+        rs.load_model(fixture("bert-tiny"), seed=5)
     with pytest.raises(rs.Error, match=r"^the built-in configuration 'gpt2' has no pretrained weights, only a random "
                                        r"init \(init\); a downloaded Hugging Face folder has both \(weights\)$"):
         rs.load_model("gpt2")
