@@ -179,6 +179,10 @@ class TaskCommand(unittest.TestCase):
             self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
             self.assertIn("--seeds INT:in [1, ", run(*command, "--help").stdout)
         self.assertFalse(os.path.exists(os.path.join(self.out, "never")))
+        # Without a task, the task is what is said to be missing (it was "--out is required").
+        for command, missing in ((["task"], "task"), (["width-depth"], "--task")):
+            result = run(*command, check=False)
+            self.assertEqual((result.returncode, result.stderr), (2, f"rankscope: error: {missing} is required\n"))
         # A flag only another task reads is refused, not ignored.
         for args, expected in [(["task", "sort", "--input-noise", "0.1"], "circle task only, not sort (--input-noise)"),
                                (["task", "hull", "--text", RTE], "memorize task only, not hull (--text)"),

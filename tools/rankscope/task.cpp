@@ -280,11 +280,13 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
 
 std::function<void()> setup_task(CLI::App& command) {
     auto options = std::make_shared<TaskOptions>();
-    add_common_options(command, options->common, true);
-    add_device_option(command, options->common);
+    // The task first: `rankscope task` alone said "--out is required" before naming the missing task (CLI11 reports
+    // the first missing requirement in the order options were added).
     command.add_option("task", options->task, "circle, sort, hull or memorize")
         ->required()
         ->check(CLI::IsMember({"circle", "sort", "hull", "memorize"}));
+    add_common_options(command, options->common, true);
+    add_device_option(command, options->common);
     auto flags = std::make_shared<TaskSettingFlags>(command, std::vector<std::string>{"sort", "hull", "memorize", "circle"});
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)")->check(FolderOrNew());
     command.add_flag("--retrain", options->retrain, "Train even when a checkpoint with the same settings exists");

@@ -91,9 +91,10 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
 
 std::function<void()> setup_width_depth(CLI::App& command) {
     auto options = std::make_shared<WidthDepthOptions>();
+    // --task first, as `rankscope task`'s positional: the first missing requirement is the one said.
+    command.add_option("--task", options->task, "sort or hull")->required()->check(CLI::IsMember({"sort", "hull"}));
     add_common_options(command, options->common, true);
     add_device_option(command, options->common);
-    command.add_option("--task", options->task, "sort or hull")->required()->check(CLI::IsMember({"sort", "hull"}));
     command.add_option("--depths", options->layers,
                        "Layer counts to compare; each gets the width whose parameter count is closest to the base model's")
         ->delimiter(',')
