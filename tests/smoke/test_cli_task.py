@@ -219,6 +219,13 @@ class TaskCommand(unittest.TestCase):
             self.assertIn(line, width_depth_help)
         for word in ("--target-mse", "--input-noise", "--embedding-layer-norm", "--text", "circle", "memorize"):
             self.assertNotIn(word, width_depth_help)
+        # A switch and its negation: two lines, not "--skip,--no-skip{false}", and not both at once.
+        for text in (task_help, width_depth_help):
+            self.assertNotIn("{false}", text)
+            self.assertIn("--no-skip", text)
+        both = run("task", "sort", "--skip", "--no-skip", "--out", os.path.join(self.out, "never"), check=False)
+        self.assertEqual(both.returncode, 2)
+        self.assertIn("--skip excludes --no-skip", both.stderr)
 
     def test_without_skips_every_path_has_length_l(self):
         # Ensembles of length 0..L-1 were drawn through skips a --no-skip model does not have.

@@ -107,12 +107,21 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> t
                      "Memorize: an RTE-style .tsv (default data/RTE/train.tsv of the repository)")
                  ->check(ReadableFile()),
              "memorize");
-    command.add_flag("--skip,!--no-skip", *skip_,
-                     "Attention skip in every layer (" + defaults(yes_no(&TaskSettings::skip)) +
-                         (serves(tasks, "circle") ? "; circle: see --variants)" : ")"));
+    // A switch and its negation as two flags that exclude each other (one negatable flag printed as
+    // "--skip,--no-skip{false}", and "--skip --no-skip" took the last).
+    auto switch_pair = [&](const std::string& on, const std::string& off, const std::shared_ptr<bool>& value,
+                           const std::string& help, const std::string& off_help) {
+        CLI::Option* yes = command.add_flag_callback(on, [value] { *value = true; }, help);
+        CLI::Option* no = command.add_flag_callback(off, [value] { *value = false; }, off_help);
+        yes->excludes(no);
+    };
+    switch_pair("--skip", "--no-skip", skip_,
+                "Attention skip in every layer (" + defaults(yes_no(&TaskSettings::skip)) +
+                    (serves(tasks, "circle") ? "; circle: see --variants)" : ")"),
+                "No attention skip");
     command.add_flag("--mlp", *mlp_, "An MLP block in every layer (" + defaults(yes_no(&TaskSettings::mlp)) + ")");
-    command.add_flag("--layer-norm,!--no-layer-norm", *layer_norm_,
-                     "Post-LN layers (" + defaults(yes_no(&TaskSettings::layer_norm)) + ")");
+    switch_pair("--layer-norm", "--no-layer-norm", layer_norm_,
+                "Post-LN layers (" + defaults(yes_no(&TaskSettings::layer_norm)) + ")", "No LayerNorm in the layers");
 }
 
 TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64_t seed) const {
