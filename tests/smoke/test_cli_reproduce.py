@@ -171,8 +171,12 @@ class Reproduce(unittest.TestCase):
                      "c<sub>l</sub> = 4γβHλ", "<em>holds</em>", "<em>supported</em>"):
             self.assertIn(term, definitions)
         # (each check is in the opening table and again under its cell)
-        self.assertEqual(page.count('<td class="ok">supported</td>'), 2)
-        self.assertEqual(page.count('<td class="ok">holds</td>'), 2 * computation)
+        self.assertEqual(page.count('<td class="ok" data-label="verdict">supported</td>'), 2)
+        self.assertEqual(page.count('<td class="ok" data-label="verdict">holds</td>'), 2 * computation)
+        # On a narrow screen the verdict tables stack each row, the verdict first, every cell after its column's name
+        # (they scrolled sideways with the verdict off-screen at 420 px).
+        self.assertIn("@media (max-width:640px){table.verdicts tr:first-child{display:none}", page)
+        self.assertIn('<td data-label="claim">', page)
         # Under each cell's verdicts, the settings they were judged at (verdicts.csv's column).
         for row in verdicts:
             self.assertIn("Judged at: " + html_module.escape(row["settings"]), page, row["settings"])

@@ -527,12 +527,16 @@ std::string checks_table(const std::vector<std::pair<std::string, Check>>& check
     html += "<th>claim</th><th>paper</th><th>measured here</th><th>criterion</th><th>verdict</th></tr>\n";
     for (const auto& [cell, c] : checks) {
         html += "<tr>";
-        if (with_cell) html += fmt::format("<td><a href=\"#{0}\">{0}</a></td>", html_escape(cell));
+        if (with_cell) html += fmt::format("<td data-label=\"cell\"><a href=\"#{0}\">{0}</a></td>", html_escape(cell));
         // A check of rankscope's own computation, or rankscope's hypothesis, says so beside its claim.
         const std::string basis = c.basis == "computation" ? " <em>(checks rankscope's computation or a closed form)</em>"
                                   : c.basis == "hypothesis" ? " <em>(rankscope's hypothesis)</em>"
                                                             : "";
-        html += fmt::format("<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>\n", html_escape(c.claim), basis,
+        // data-label: each cell's column, shown before it where a narrow screen stacks the row (see the page's CSS).
+        html += fmt::format("<td data-label=\"claim\">{}{}</td><td data-label=\"paper\">{}</td><td data-label=\"measured "
+                            "here\">{}</td><td data-label=\"criterion\">{}</td><td class=\"{}\" data-label=\"verdict\">{}"
+                            "</td></tr>\n",
+                            html_escape(c.claim), basis,
                             html_escape(c.paper), html_escape(c.measured), html_escape(c.criterion), verdict_class(c.verdict),
                             shown_verdict(c));
     }
@@ -578,6 +582,12 @@ h1{font-size:1.9rem;margin-bottom:.2rem} h2{font-size:1.3rem;margin-top:2.4rem;b
 .paper{background:#f7f7fb;border-left:3px solid #0072B2;padding:.4rem .8rem;font-size:.93rem}
 table{border-collapse:collapse;font-size:.88rem;margin:.6rem 0} td,th{padding:.2rem .6rem;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
 td.ok{color:#00603f;font-weight:600} td.no{color:#a33a00;font-weight:600} td.na{color:#555}
+@media (max-width:640px){table.verdicts tr:first-child{display:none}
+table.verdicts,table.verdicts tbody{display:block}
+table.verdicts tr{display:flex;flex-direction:column;border-bottom:2px solid #ddd;padding:.4rem 0}
+table.verdicts td{border:none;padding:.1rem 0}
+table.verdicts td.ok,table.verdicts td.no,table.verdicts td.na{order:-1}
+table.verdicts td::before{content:attr(data-label) ": ";font-family:Helvetica,Arial,sans-serif;font-weight:600;color:#555}}
 a{color:#1b6e9e}
 </style></head><body>
 <h1>rankscope: rank collapse in attention networks</h1>
