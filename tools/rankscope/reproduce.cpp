@@ -490,7 +490,8 @@ std::string verdict_counts(const std::vector<std::pair<std::string, Check>>& che
 }
 
 // The terms the tables and figures use, defined once (a reader met "composite norm", "exact centre", α_l and c_l
-// undefined). Definitions, not findings: fixed text, checked against the code they describe by the unit tests named.
+// undefined). Definitions, not findings: fixed text, checked by hand against the code it describes (theory.cpp's c_l,
+// e1.hpp's α_l, paths.cpp's path sampling, measures' centres and norms); keep them together when either changes.
 constexpr const char* kDefinitions =
     "<details id=\"definitions\"><summary>Definitions used in this report</summary><ul>\n"
     "<li><strong>Residual</strong> res(X) = X − 1xᵀ of a token matrix X (n tokens × d features); x is the <em>mean "
