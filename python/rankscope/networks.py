@@ -35,6 +35,8 @@ class San:
 
     @property
     def config(self) -> SanConfig:
+        """A copy of the configuration the network was built from: editing it does not change the network (build a
+        new San from an edited SanConfig)."""
         return self._engine.config
 
     def forward(self, x: Any, record: bool = True) -> Tuple[Any, Dict[str, Any]]:
