@@ -225,19 +225,20 @@ Figure dynamics_curves_figure(const std::string& model, const std::vector<std::s
     PanelFigure figure("dynamics_curves", model + ": relative residual by layer at selected training steps", rows, cols, 420, 300);
     figure.add_preface(log_y("dynamics_residual.csv", csv_number("mean"), FloatFloor::float32, "y") +
                        integer_axis("x", "dynamics_residual.csv", csv_number("layer"), "x"));
+    // SAN and SAN+MLP (SAN+skip and the transformer) may coincide, as in E1's figure; each variant in its own colour.
+    std::vector<std::string> styles;
+    for (std::size_t v = 0; v < variants.size(); ++v)
+        styles.push_back(coinciding_series_style(v, variant_linetype(variants[v], static_cast<int>(v) + 1)));
     for (const long step : selected_steps) {
         std::vector<std::string> plots;
         for (std::size_t v = 0; v < variants.size(); ++v)
             plots.push_back(fmt::format("'dynamics_residual.csv' using ({}):({}) {} notitle",
                                         only_if(all_of({text_is("variant", variants[v]), number_is("step", double(step))}), csv_number("layer")),
-                                        log_value(csv_number("mean"), "y"),
-                                        coinciding_series_style(v, variant_linetype(variants[v], static_cast<int>(v) + 1))));
+                                        log_value(csv_number("mean"), "y"), styles[v]));
         figure.add_panel(fmt::format("set title 'step {}'\nset xlabel 'layer'\nset ylabel 'relative residual'\nplot {}\n", step,
                                      fmt::join(plots, ", \\\n     ")));
     }
-    // SAN and SAN+MLP (SAN+skip and the transformer) may coincide, as in E1's figure.
-    for (std::size_t v = 0; v < variants.size(); ++v)
-        figure.add_key_entry(variants[v], coinciding_series_style(v, variant_linetype(variants[v], static_cast<int>(v) + 1)));
+    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(variants[v], styles[v]);
     return figure.build();
 }
 

@@ -17,8 +17,8 @@ namespace {
 
 // Thresholds, read off the paper's figures (SPEC.md: ±0.03).
 constexpr double kTransformerLow = 0.3 - 0.03;  // "stays around 0.3–0.5"
-constexpr int kPaperModelLayers = 12;            // BERT-base, ALBERT-base, XLNet-base (Fig. 2)
 constexpr double kTransformerHigh = 0.5 + 0.03;
+constexpr int kPaperModelLayers = 12;            // BERT-base, ALBERT-base, XLNet-base (Fig. 2): that level's depth
 constexpr int kInitFloorDepth = 4;              // E2: "init reaches the float32 floor (~1e-6) by depth 4"
 constexpr double kFloatFloor = 1e-5;            // an order above float32 round-off (~1e-6 of the paper's plot)
 constexpr double kPathDecay = 1e-2;             // E2 pretrained: 0.35 → 5e-5, more than two orders of magnitude

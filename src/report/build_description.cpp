@@ -9,20 +9,21 @@
 #include "rankscope/provenance.hpp"
 
 namespace rankscope {
+namespace {
+
+const std::string kLibtorch = fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
+const std::string kCompiler = fmt::format("g++ {}", __VERSION__);
+
+}  // namespace
 
 nlohmann::json build_json() {
-    return {{"libtorch", fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH)},
-            {"mkl", at::hasMKL()},
-            {"lapack", at::hasLAPACK()},
-            {"cuda", at::hasCUDA()},
-            {"compiler", fmt::format("g++ {}", __VERSION__)}};
+    return {{"libtorch", kLibtorch}, {"mkl", at::hasMKL()}, {"lapack", at::hasLAPACK()}, {"cuda", at::hasCUDA()},
+            {"compiler", kCompiler}};
 }
 
 std::string build_summary() {
-    const nlohmann::json build = build_json();
-    return fmt::format("libtorch {} ({}{}), {}", build["libtorch"].get<std::string>(),
-                       build["mkl"].get<bool>() ? "MKL" : "no MKL", build["cuda"].get<bool>() ? ", CUDA" : ", CPU only",
-                       build["compiler"].get<std::string>());
+    return fmt::format("libtorch {} ({}{}), {}", kLibtorch, at::hasMKL() ? "MKL" : "no MKL",
+                       at::hasCUDA() ? ", CUDA" : ", CPU only", kCompiler);
 }
 
 }  // namespace rankscope

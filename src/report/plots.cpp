@@ -357,11 +357,13 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
     // One y range for all panels: from 0 to the top of the highest band (never clipped).
     figure.add_preface(integer_axis("x", csv, csv_number("layer"), "layer") +
                        y_from_zero(csv, csv_number("mean") + " + " + csv_spread("std"), 1.05, "res"));
+    std::vector<int> linetypes;  // each variant's colour, the same in every panel and the key
+    for (std::size_t v = 0; v < variants.size(); ++v) linetypes.push_back(variant_linetype(variants[v], static_cast<int>(v) + 1));
     for (std::size_t k = 0; k < weight_kinds.size(); ++k) {
         std::vector<std::string> bands, lines;
         for (std::size_t v = 0; v < variants.size(); ++v) {
             const std::string is = all_of({text_is("weights", weight_kinds[k]), text_is("variant", variants[v])});
-            const int linetype = variant_linetype(variants[v], static_cast<int>(v) + 1);
+            const int linetype = linetypes[v];
             bands.push_back(fmt::format("{} using ({}):{}:{} with filledcurves lt {}", file(csv), csv_number("layer"),
                                         only_if(is, csv_number("mean") + " - " + csv_spread("std")),
                                         only_if(is, csv_number("mean") + " + " + csv_spread("std")), linetype));
@@ -373,8 +375,7 @@ Figure residual_figure(const std::string& model, const std::vector<std::string>&
                          "\nset xlabel 'layer'\n" + ylabel("relative residual (composite, mean centre)", k == 0) +
                          join_plots(bands));
     }
-    for (std::size_t v = 0; v < variants.size(); ++v)
-        figure.add_key_entry(titles[v], coinciding_series_style(v, variant_linetype(variants[v], static_cast<int>(v) + 1)));
+    for (std::size_t v = 0; v < variants.size(); ++v) figure.add_key_entry(titles[v], coinciding_series_style(v, linetypes[v]));
     // One sample has no std (nan): no band is drawn, so the key names none.
     if (samples > 1) figure.add_key_entry(fmt::format("± 1 std over {} samples", samples), "with filledcurves lc rgb '#000000'");
     return figure.build();

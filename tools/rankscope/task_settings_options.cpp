@@ -43,18 +43,17 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> t
         if (!serves(tasks, only)) option->group("");
     };
     // Values are kept as (validated, canonical) text: the task's defaults are known only once the task is parsed.
+    auto record = [&](const std::string& flag, const std::string& help) {
+        return command.add_option_function<std::string>(
+            flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; }, help);
+    };
     auto add = [&](const std::string& flag, const std::string& help, const CLI::Validator& range, const char* type) {
-        return command
-            .add_option_function<std::string>(flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; },
-                                              help)
+        return record(flag, help)
             ->type_name(type)  // kept as text, shown as the number it is
             ->transform(range);  // transform: the validator's canonical decimal text is what is stored
     };
     auto add_choice = [&](const std::string& flag, const std::string& help, std::vector<std::string> choices) {
-        return command
-            .add_option_function<std::string>(flag, [values = values_, flag](const std::string& v) { (*values)[flag] = v; },
-                                              help)
-            ->check(CLI::IsMember(std::move(choices)));
+        return record(flag, help)->check(CLI::IsMember(std::move(choices)));
     };
     add("--layers", "Layers (" + defaults(number(&TaskSettings::layers)) + ")", IntRange(1, 48), "INT");
     add("--heads", "Heads per layer (" + defaults(number(&TaskSettings::heads)) + ")", IntRange(1, 64), "INT");
@@ -101,10 +100,7 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> t
                "Weight draw: normal (rankscope's, N(0, 1/fan_in)) or uniform (PyTorch nn.Linear's default, "
                "U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases) (" + defaults(text(&TaskSettings::init)) + ")",
                {"normal", "uniform"});
-    keep_for(command
-                 .add_option_function<std::string>(
-                     "--text", [values = values_](const std::string& v) { (*values)["--text"] = v; },
-                     "Memorize: an RTE-style .tsv (default data/RTE/train.tsv of the repository)")
+    keep_for(record("--text", "Memorize: an RTE-style .tsv (default data/RTE/train.tsv of the repository)")
                  ->check(ReadableFile()),
              "memorize");
     // A switch and its negation as two flags that exclude each other (one negatable flag printed as
