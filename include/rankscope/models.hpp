@@ -122,14 +122,17 @@ ModelBatch read_model_batch(const std::string& path, const HfConfig& config);
 // The `attention_mask` a file holds beside other tensors (a `rankscope model --dump`), checked as read_model_batch checks
 // it: integers, `shape` [B, n], 0 or 1, at least kMinRealTokens real tokens a sample. Undefined when the file holds none.
 at::Tensor read_attention_mask(const SafetensorsFile& file, const std::vector<std::int64_t>& shape);
-// An integer 0/1 [B, n] mask with at least kMinRealTokens real tokens a sample (shape checked by the caller); a
+// An integer 0/1 [B, n] mask with at least `min_real_tokens` real tokens a sample (shape checked by the caller); a
 // sample too short whatever the mask is named by `where_unmasked` (input_ids), one with too much masked by `where`.
-void check_attention_mask(const at::Tensor& mask, const std::string& where, const std::string& where_unmasked);
+void check_attention_mask(const at::Tensor& mask, const std::string& where, const std::string& where_unmasked,
+                          std::int64_t min_real_tokens = kMinRealTokens);
 // The same checks on token ids already in memory: input_ids a non-empty integer [B, n] tensor; attention_mask and
 // token_type_ids of the same shape, or undefined (all ones, zeros). Returns int64 copies; errors name
-// `where` + ":input_ids" (just "input_ids" when `where` is empty).
+// `where` + ":input_ids" (just "input_ids" when `where` is empty). A batch that is only run, not measured (Python's
+// Model.forward), needs 1 real token a sample, not the measures' 2.
 ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& attention_mask,
-                               const at::Tensor& token_type_ids, const HfConfig& config, const std::string& where);
+                               const at::Tensor& token_type_ids, const HfConfig& config, const std::string& where,
+                               std::int64_t min_real_tokens = kMinRealTokens);
 
 class EncoderModel {
 public:

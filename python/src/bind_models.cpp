@@ -41,15 +41,17 @@ py::dict batch_dict(const ModelBatch& batch) {
                     "token_type_ids"_a = to_numpy(batch.token_type_ids));
 }
 
-// A batch from arrays (None for the optional ones), checked against the model's config.
+// A batch from arrays (None for the optional ones), checked against the model's config. `min_real_tokens`: 2 for a
+// batch to be measured, 1 for Model.forward (a forward of one token is well defined; its measures are not).
 ModelBatch batch_from_arrays(const py::object& input_ids, const py::object& attention_mask,
-                             const py::object& token_type_ids, const HfConfig& config) {
+                             const py::object& token_type_ids, const HfConfig& config,
+                             std::int64_t min_real_tokens = kMinRealTokens) {
     auto tensor = [](const py::object& object, const std::string& name) {
         return object.is_none() ? at::Tensor() : tensor_view(array_of(object, name), name);
     };
     if (input_ids.is_none()) throw Error("no input_ids", "input_ids");
     return checked_model_batch(tensor(input_ids, "input_ids"), tensor(attention_mask, "attention_mask"),
-                               tensor(token_type_ids, "token_type_ids"), config, "");
+                               tensor(token_type_ids, "token_type_ids"), config, "", min_real_tokens);
 }
 
 LayerNormSurgery parse_layer_norm_option(const std::string& name) {
@@ -83,7 +85,7 @@ struct LoadedModel {
     py::tuple forward(const py::object& input_ids, const py::object& attention_mask, const py::object& token_type_ids,
                       const std::string& variant, const std::string& layer_norm, bool official_compat,
                       const std::string& mask, bool record) {
-        const ModelBatch batch = batch_from_arrays(input_ids, attention_mask, token_type_ids, model->config());
+        const ModelBatch batch = batch_from_arrays(input_ids, attention_mask, token_type_ids, model->config(), 1);
         Surgery surgery = surgery_for_variant(variant, official_compat);
         surgery.layer_norm = parse_layer_norm_option(layer_norm);
         surgery.bidirectional = parse_mask_option(mask, model->config());

@@ -89,6 +89,29 @@ def test_forward_and_e1_match_the_conformance_fixtures(name):
             np.testing.assert_allclose(run.residual["mean"][layer], np.mean(values), rtol=1e-9)
 
 
+def test_forward_of_a_sample_with_one_real_token_matches_transformers():
+    # A forward of one token is well defined (only the measures need 2): Model.forward used to refuse it with the
+    # measures' "the measures need at least 2". Judged by transformers on the same checkpoint, alone and padded.
+    import transformers
+    path = fixture("bert-tiny")
+    reference = transformers.BertModel.from_pretrained(path, attn_implementation="eager").eval()
+    model = rs.load_model(path)
+    ids = np.array([[5, 17, 9]], dtype=np.int64)
+    for input_ids, mask in ((ids[:, :1], None), (ids, np.array([[1, 0, 0]], dtype=np.int64))):
+        _, hooks = model.forward(input_ids, attention_mask=mask)
+        with torch.no_grad():
+            want = reference(input_ids=torch.from_numpy(input_ids),
+                             attention_mask=None if mask is None else torch.from_numpy(mask), output_hidden_states=True)
+        for layer, expected in enumerate(want.hidden_states):
+            hook = "hook_embed" if layer == 0 else f"blocks.{layer - 1}.hook_resid_post"
+            np.testing.assert_allclose(hooks[hook][:, 0], expected[:, 0].numpy(), rtol=1e-5, atol=1e-5, err_msg=hook)
+    with pytest.raises(rs.Error, match="sample 0 has no real token"):
+        model.forward(ids, attention_mask=np.zeros((1, 3), dtype=np.int64))
+    # The measures keep their 2.
+    with pytest.raises(rs.Error, match="the measures need at least 2"):
+        rs.run_model(path, inputs={"input_ids": ids, "attention_mask": np.array([[1, 0, 0]])}, weights="pretrained")
+
+
 @pytest.mark.parametrize("name", FIXTURE_MODELS)
 def test_token_id_inputs_with_padding_equal_the_commands_inputs_run(tmp_path, name):
     expected, _ = read_safetensors(os.path.join(fixture(name), "expected-transformer.safetensors"))

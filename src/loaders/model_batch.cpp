@@ -53,13 +53,17 @@ void check_batch_shape(const std::vector<std::int64_t>& shape, const std::string
 
 }  // namespace
 
-void check_attention_mask(const at::Tensor& mask, const std::string& where, const std::string& where_unmasked) {
+void check_attention_mask(const at::Tensor& mask, const std::string& where, const std::string& where_unmasked,
+                          std::int64_t min_real_tokens) {
     check_range(mask, 0, 2, "a 0/1 mask", where);
     const at::Tensor real_per_sample = mask.sum(1);
-    if (const std::int64_t fewest = real_per_sample.min().item<std::int64_t>(); fewest < kMinRealTokens)
-        throw Error(fmt::format("sample {} has {} real token{}; the measures need at least {} (one row has no spread)",
-                                real_per_sample.argmin().item<std::int64_t>(), fewest, fewest == 1 ? "" : "s",
-                                kMinRealTokens),
+    if (const std::int64_t fewest = real_per_sample.min().item<std::int64_t>(); fewest < min_real_tokens)
+        throw Error(min_real_tokens > 1
+                        ? fmt::format("sample {} has {} real token{}; the measures need at least {} (one row has no spread)",
+                                      real_per_sample.argmin().item<std::int64_t>(), fewest, fewest == 1 ? "" : "s",
+                                      min_real_tokens)
+                        : fmt::format("sample {} has no real token (attention over nothing)",
+                                      real_per_sample.argmin().item<std::int64_t>()),
                     fewest == mask.size(1) ? where_unmasked : where);  // too short, or too much masked
 }
 
@@ -81,7 +85,8 @@ at::Tensor read_attention_mask(const SafetensorsFile& file, const std::vector<st
 }
 
 ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& attention_mask,
-                               const at::Tensor& token_type_ids, const HfConfig& config, const std::string& where) {
+                               const at::Tensor& token_type_ids, const HfConfig& config, const std::string& where,
+                               std::int64_t min_real_tokens) {
     auto name = [&](const std::string& tensor) { return where.empty() ? tensor : where + ":" + tensor; };
     check_batch_shape(std::vector<std::int64_t>(input_ids.sizes().begin(), input_ids.sizes().end()), name("input_ids"));
     auto check_ids = [&](const at::Tensor& ids, const std::string& tensor) {
@@ -103,7 +108,7 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
     batch.token_type_ids = token_type_ids.defined() ? check_ids(token_type_ids, "token_type_ids")
                                                     : torch::zeros(shape, torch::kLong);
     check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", name("input_ids"));
-    check_attention_mask(batch.attention_mask, name("attention_mask"), name("input_ids"));
+    check_attention_mask(batch.attention_mask, name("attention_mask"), name("input_ids"), min_real_tokens);
     if (config.model_type == "bert" || config.model_type == "albert") {
         check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", name("token_type_ids"));
         if (shape[1] > config.max_position_embeddings)
