@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ElementTree
 from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import read_csv, run  # noqa: E402
+from common import BINARY, read_csv, run  # noqa: E402
 from figure_layout import figure_layout, layout_problems, svg_page  # noqa: E402
 
 
@@ -204,6 +204,16 @@ class TheoryAndPaths(unittest.TestCase):
         rows = read_csv(os.path.join(sample_out, "paths.csv"))
         self.assertEqual(len(rows), 40)
         self.assertTrue(os.path.exists(os.path.join(sample_out, "paths.svg")))
+        # Without --out: check and count write nothing, sample writes to the folder its --help names (sample's
+        # default once lived in its code, and --help did not say it; the three share their options).
+        here = os.path.join(self.directory, "cwd")
+        os.makedirs(here)
+        self.assertIn("--out TEXT:FOLDER=out/paths", run("paths", "sample", "--help").stdout)
+        for words in (["check", "--layers", "2", "--heads", "2"], ["count", "--layers", "2", "--heads", "2"],
+                      ["sample", "--layers", "2", "--heads", "2", "--draws", "2", "--tokens", "6", "--d-model", "6"]):
+            subprocess.run([BINARY, "paths", *words], cwd=here, check=True, capture_output=True)
+            self.assertEqual(os.listdir(here), [] if words[0] != "sample" else ["out"], words[0])
+        self.assertTrue(os.path.isfile(os.path.join(here, "out", "paths", "paths.csv")))
         # Figures the report does not draw (E6 with the alpha-weighted series, paths sample), laid out by Chromium.
         figures = [os.path.join(out, "path_counts.svg"), os.path.join(sample_out, "paths.svg")]
         self.assertEqual(layout_problems(figure_layout(svg_page(figures))), [])

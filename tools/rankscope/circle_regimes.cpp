@@ -107,7 +107,7 @@ void run_circle_regimes_command(const CircleRegimesOptions& options) {
 
 std::function<void()> setup_circle_regimes(CLI::App& command) {
     auto options = std::make_shared<CircleRegimesOptions>();
-    add_common_options(command, options->common, true);
+    add_common_options(command, options->common, OutFolder::required());
     add_device_option(command, options->common);
     command.add_option("--variants", options->variants, "Circle variants")
         ->delimiter(',')

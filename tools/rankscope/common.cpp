@@ -313,10 +313,22 @@ void check_finite(const CommonOptions& options, double value, const std::string&
     check_finite_result(value, what, where, options.allow_nonfinite);
 }
 
-void add_common_options(CLI::App& command, CommonOptions& options, bool out_required,
+void add_common_options(CLI::App& command, CommonOptions& options, const OutFolder& out_folder,
                         const std::vector<std::string>& other_formats) {
-    auto* out = command.add_option("--out", options.out, "Directory for result files (created if missing)")->check(NonEmptyFolder("the folder for the results"));
-    if (out_required) out->required();
+    const bool optional = out_folder.kind == OutFolder::Kind::Optional;
+    auto* out = command.add_option("--out", options.out,
+                                   optional ? "Directory for result files (created if missing); without it nothing is written"
+                                            : "Directory for result files (created if missing)")
+                    ->check(NonEmptyFolder("the folder for the results"));
+    if (out_folder.kind == OutFolder::Kind::Required) out->required();
+    if (out_folder.kind == OutFolder::Kind::Default) {
+        // Shown in --help, and set once this command is the one parsed: `paths` check, count and sample share one
+        // CommonOptions, and sample's default must not make the other two write files.
+        out->default_str(out_folder.default_folder);
+        command.parse_complete_callback([&options, folder = out_folder.default_folder] {
+            if (options.out.empty()) options.out = folder;
+        });
+    }
     command.add_option("--seed", options.seed, "Seed for every random draw")
         ->capture_default_str()
         ->transform(CLI::Validator(

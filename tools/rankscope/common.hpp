@@ -86,10 +86,21 @@ CLI::Validator NonEmptyFolder(const std::string& name_what);
 // failed later on "cannot create directories: Not a directory (PATH)").
 CLI::Validator FolderOrNew();
 
-// Adds --out, --seed, --threads, --allow-nonfinite with their defaults shown in --help, and --format with the
-// standard-output formats the command prints besides "table" (none: no --format; a format a command did not print was
-// once accepted and ignored).
-void add_common_options(CLI::App& command, CommonOptions& options, bool out_required,
+// What a command does without --out: refuse to run (`required`: training commands), write nothing and print only
+// (`optional`: measure, embed), or write to a default folder that --help shows (`defaults_to("out/model")`; it used
+// to be chosen in the command's code, and --help did not say where the files would go).
+struct OutFolder {
+    enum class Kind { Required, Optional, Default } kind = Kind::Optional;
+    std::string default_folder;
+    static OutFolder required() { return {Kind::Required, {}}; }
+    static OutFolder optional() { return {Kind::Optional, {}}; }
+    static OutFolder defaults_to(std::string folder) { return {Kind::Default, std::move(folder)}; }
+};
+
+// Adds --out (by `out_folder`'s rule), --seed, --threads, --allow-nonfinite with their defaults shown in --help, and
+// --format with the standard-output formats the command prints besides "table" (none: no --format; a format a command
+// did not print was once accepted and ignored).
+void add_common_options(CLI::App& command, CommonOptions& options, const OutFolder& out_folder,
                         const std::vector<std::string>& other_formats = {});
 
 // Adds --device (cpu, cuda, cuda:N) to a command that runs models; start_run checks it before any work.

@@ -55,7 +55,7 @@ std::function<void()> setup_dynamics(CLI::App& command) {
     command.add_option("--tokens", options->settings.tokens, "Tokens per sample (0 = min(128, the model's positions))")
         ->check(IntRange(0, 4096))->capture_default_str();
     command.add_option("--draws", options->settings.model.draws, "E2 paths drawn per length")->check(IntRange(0, 100000))->capture_default_str();
-    add_common_options(command, options->common, true);
+    add_common_options(command, options->common, OutFolder::required());
     return [options] { run_dynamics_command(*options); };
 }
 

@@ -91,7 +91,7 @@ std::function<void()> setup_embed(CLI::App& command) {
     auto options = std::make_shared<EmbedOptions>();
     command.add_option("sentences", options->sentences, "Sentences to embed")->required();
     command.add_option("--model", options->model, "use-lite, or the npm package's folder (or its dist/)")->capture_default_str();
-    add_common_options(command, options->common, false, {"json"});
+    add_common_options(command, options->common, OutFolder::optional(), {"json"});
     return [options] { run_embed(*options); };
 }
 

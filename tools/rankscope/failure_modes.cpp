@@ -85,7 +85,7 @@ std::function<void()> setup_failure_modes(CLI::App& command) {
     command.add_option("--rank-threshold", s.rank_collapse_below, "Rank collapse: relative residual below this")
         ->capture_default_str()
         ->check(RealRange(0, 1, true));
-    add_common_options(command, options->common, false, {"csv", "json"});
+    add_common_options(command, options->common, OutFolder::optional(), {"csv", "json"});
     return [options] {
         const auto& s = options->settings;
         check_size("samples x tokens x d_model x layers",

@@ -126,25 +126,27 @@ bool remove_if_empty_tree(const std::filesystem::path& directory) {
     return !error && empty && std::filesystem::remove(directory, error);
 }
 
-// The outermost folder that the chosen subcommand's --out would create (`a` for a new `a/b/out`), or "" when --out
-// is not given or exists already.
+// The outermost folder that the chosen subcommand's --out (or the default folder its --help shows) would create (`a`
+// for a new `a/b/out`), or "" when there is none or it exists already.
 std::filesystem::path new_out_folder(const CLI::App& app) {
     auto missing = [](const std::filesystem::path& path) {
         std::error_code error;
         return !std::filesystem::exists(std::filesystem::symlink_status(path, error));
     };
-    for (const CLI::App* command : app.get_subcommands()) {
-        const CLI::Option* out = command->get_option_no_throw("--out");
-        if (out == nullptr || out->count() == 0) continue;
-        std::error_code error;
-        std::filesystem::path path = std::filesystem::absolute(out->as<std::string>(), error).lexically_normal();
-        if (error) return {};  // (an empty --out is refused by its validator)
-        if (path.has_parent_path() && path.filename().empty()) path = path.parent_path();  // "a/out/" -> "a/out"
-        if (path.empty() || !missing(path)) return {};
-        while (path.has_parent_path() && path.parent_path() != path && missing(path.parent_path())) path = path.parent_path();
-        return path;
-    }
-    return {};
+    // The command parsed, down to a nested one (`paths sample`).
+    const CLI::App* command = &app;
+    while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+    const CLI::Option* out = command->get_option_no_throw("--out");
+    if (out == nullptr) return {};
+    const std::string given = out->count() > 0 ? out->as<std::string>() : out->get_default_str();
+    if (given.empty()) return {};
+    std::error_code error;
+    std::filesystem::path path = std::filesystem::absolute(given, error).lexically_normal();
+    if (error) return {};  // (an empty --out is refused by its validator)
+    if (path.has_parent_path() && path.filename().empty()) path = path.parent_path();  // "a/out/" -> "a/out"
+    if (path.empty() || !missing(path)) return {};
+    while (path.has_parent_path() && path.parent_path() != path && missing(path.parent_path())) path = path.parent_path();
+    return path;
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ std::function<void()> setup_measure(CLI::App& command) {
                        "Numerical-rank tolerance relative to sigma_1 (default: F32/F64 numpy's, max(n,d)*eps; F16/BF16 the "
                        "bound of their rounding, u*||X||_F/sigma_1 with u = eps/2)")
         ->check(RealRange(0, 1));
-    add_common_options(command, options->common, false, {"csv", "json"});
+    add_common_options(command, options->common, OutFolder::optional(), {"csv", "json"});
     return [options] { run_measure(*options); };
 }
 

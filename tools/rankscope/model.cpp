@@ -65,7 +65,7 @@ void dump_activations(const std::string& path, const Recorder& recorder, const M
 
 void run_model(const ModelOptions& options) {
     Provenance provenance = start_run(options.common);
-    const std::filesystem::path out_dir = options.common.out.empty() ? "out/model" : options.common.out;
+    const std::filesystem::path out_dir = options.common.out;
     if (!options.dump.empty()) {  // found now, not after the computation (which an unwritable --dump would throw away)
         if (std::filesystem::is_directory(options.dump))
             throw Error("is a directory; --dump needs a file name (e.g. acts.safetensors)", options.dump);
@@ -270,7 +270,7 @@ std::function<void()> setup_model(CLI::App& command) {
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "on", "off"}));
     command.add_option("--dump", options->dump, "Write the unmodified model's activations to this .safetensors");
-    add_common_options(command, options->common, false);
+    add_common_options(command, options->common, OutFolder::defaults_to("out/model"));
     add_device_option(command, options->common);
     return [options] { run_model(*options); };
 }

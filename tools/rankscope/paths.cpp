@@ -188,7 +188,7 @@ void run_sample(PathsOptions options) {
         check_finite(options.common, s.relative_residual, "a path product's relative residual",
                      fmt::format("{}, path length {}, draw {}, layers {}", source, s.length, s.draw, join_indices(s.layers)));
     const CsvTable table = path_samples_table(samples).to_csv();
-    const std::filesystem::path out = options.common.out.empty() ? "out/paths" : options.common.out;
+    const std::filesystem::path out = options.common.out;
     std::filesystem::create_directories(out);
     write_csv_atomically(out / "paths.csv", table, provenance);
     const auto figures = render_figure(out,
@@ -239,7 +239,7 @@ std::function<void()> setup_paths(CLI::App& command) {
     options->network.tokens = 8;
     add_network_options(*check, *options, 12, 16);
     check->add_flag("--biases", options->network.biases, "Random biases in every projection");
-    add_common_options(*check, options->common, false, {"json"});
+    add_common_options(*check, options->common, OutFolder::optional(), {"json"});
     check->callback([options, action] { *action = [options] { run_check(*options); }; });
 
     CLI::App* count = command.add_subcommand("count", "Number and share of paths of each length (built-in table without --layers)");
@@ -249,7 +249,7 @@ std::function<void()> setup_paths(CLI::App& command) {
     count->add_option("--alpha", options->alpha, "Skip ratio per layer, a_1,...,a_L (one per layer, each in [0, 1])")
         ->delimiter(',')
         ->check(RealRange(0, 1));
-    add_common_options(*count, options->common, false, {"csv", "json"});
+    add_common_options(*count, options->common, OutFolder::optional(), {"csv", "json"});
     count->callback([options, action, count_layers, count] {
         if (count_layers->count() == 0) {
             for (const char* flag : {"--heads", "--alpha"})
@@ -272,7 +272,7 @@ std::function<void()> setup_paths(CLI::App& command) {
                        "Recorded run (.safetensors with blocks.{l}.attn.hook_pattern, and attention_mask [B, n] if the batch "
                        "was padded: padded tokens are left out, as in `model`) instead of a random SAN")
         ->check(ReadableFile());
-    add_common_options(*sample, options->common, false);
+    add_common_options(*sample, options->common, OutFolder::defaults_to("out/paths"));
     sample->callback([options, action, sample] {
         // A recorded run has its own depth, heads and tokens: a flag for the random SAN would be silently ignored.
         if (!options->patterns_file.empty())

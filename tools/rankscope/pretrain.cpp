@@ -83,7 +83,7 @@ std::function<void()> setup_pretrain(CLI::App& command) {
         ->check(ReadableFile());
     command.add_option("--stop-after", s.stop_after, "Stop after this many steps, as if killed (run again to resume)")
         ->check(IntRange(0, 10000000));
-    add_common_options(command, options->common, true);
+    add_common_options(command, options->common, OutFolder::required());
     return [options] { run_pretrain(*options); };
 }
 

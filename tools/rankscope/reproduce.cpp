@@ -192,7 +192,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
                          {"dynamics_residual.csv", "dynamics_paths.csv", "dynamics_attention.csv"}});
     }
     // E3–E5: trained models, sharing one checkpoint folder so a re-run with other cells reuses them.
-    const std::string checkpoints = (std::filesystem::path(options.common.out.empty() ? "out/reproduce" : options.common.out) /
+    const std::string checkpoints = (std::filesystem::path(options.common.out) /
                                      "checkpoints").string();
     auto task_cell = [&](const std::string& task, std::vector<std::string> quick_args, std::vector<std::string> full_args) {
         std::vector<std::string> arguments = {"task", task, "--seed", seed, "--checkpoints", checkpoints};
@@ -755,7 +755,7 @@ void write_state(const std::filesystem::path& out, const std::vector<Cell>& cell
 
 void run_reproduce(const ReproduceOptions& options) {
     Provenance provenance = start_run(options.common);
-    const std::filesystem::path out = options.common.out.empty() ? "out/reproduce" : options.common.out;
+    const std::filesystem::path out = options.common.out;
     std::filesystem::create_directories(out);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     auto cells = plan(options);
@@ -863,7 +863,7 @@ std::function<void()> setup_reproduce(CLI::App& command) {
                        "Folder of `rankscope pretrain` runs (<run>/final): the full run adds their E1/E2 and dynamics")
         ->capture_default_str()
         ->check(NonEmptyFolder("the folder of `rankscope pretrain` runs"));
-    add_common_options(command, options->common, false);
+    add_common_options(command, options->common, OutFolder::defaults_to("out/reproduce"));
     add_device_option(command, options->common);
     return [options] { run_reproduce(*options); };
 }

@@ -285,7 +285,7 @@ std::function<void()> setup_task(CLI::App& command) {
     command.add_option("task", options->task, "circle, sort, hull or memorize")
         ->required()
         ->check(CLI::IsMember({"circle", "sort", "hull", "memorize"}));
-    add_common_options(command, options->common, true);
+    add_common_options(command, options->common, OutFolder::required());
     add_device_option(command, options->common);
     auto flags = std::make_shared<TaskSettingFlags>(command, std::vector<std::string>{"sort", "hull", "memorize", "circle"});
     command.add_option("--checkpoints", options->checkpoints, "Checkpoint folder (default OUT/checkpoints)")->check(FolderOrNew());

@@ -34,7 +34,7 @@ struct TheoryOptions {
 
 void run_theory_command(TheoryOptions options) {
     Provenance provenance = start_run(options.common);
-    const std::filesystem::path out = options.common.out.empty() ? "out/theory" : options.common.out;
+    const std::filesystem::path out = options.common.out;
     TheorySettings settings;
     settings.network = options.network;
     settings.heads = options.heads;
@@ -136,7 +136,7 @@ std::function<void()> setup_theory(CLI::App& command) {
     command.add_option("--input", options->input,
                        "Input X (n x d matrix: .npy, .csv, .safetensors:name) instead of random; its shape sets n and d (--tokens, --d-model if given must agree)")
         ->check(ReadableFile(true));
-    add_common_options(command, options->common, false);
+    add_common_options(command, options->common, OutFolder::defaults_to("out/theory"));
     add_device_option(command, options->common);
     return [options, tokens, d_model] {
         options->tokens_given = tokens->count() > 0;

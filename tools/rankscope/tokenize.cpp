@@ -72,7 +72,7 @@ std::function<void()> setup_tokenize(CLI::App& command) {
     command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line)")
         ->required()
         ->check(ReadableFile());
-    add_common_options(command, options->common, false, {"json"});
+    add_common_options(command, options->common, OutFolder::optional(), {"json"});
     return [options] { run_tokenize(*options); };
 }
 

@@ -89,7 +89,7 @@ std::function<void()> setup_trainability(CLI::App& command) {
     command.add_option("--tokens", s.tokens, "Tokens n of the random input")->capture_default_str()->transform(IntRange(2, 1024));
     command.add_option("--samples", s.samples, "Input samples per seed")->capture_default_str()->transform(IntRange(1, 1024));
     add_seed_count_option(command, s.seeds, "per configuration", 1000)->capture_default_str();
-    add_common_options(command, options->common, false, {"csv", "json"});
+    add_common_options(command, options->common, OutFolder::optional(), {"csv", "json"});
     return [options] {
         const auto& s = options->settings;
         const double depth = *std::max_element(s.depths.begin(), s.depths.end());

@@ -93,7 +93,7 @@ std::function<void()> setup_width_depth(CLI::App& command) {
     auto options = std::make_shared<WidthDepthOptions>();
     // --task first, as `rankscope task`'s positional: the first missing requirement is the one said.
     command.add_option("--task", options->task, "sort or hull")->required()->check(CLI::IsMember({"sort", "hull"}));
-    add_common_options(command, options->common, true);
+    add_common_options(command, options->common, OutFolder::required());
     add_device_option(command, options->common);
     command.add_option("--depths", options->layers,
                        "Layer counts to compare; each gets the width whose parameter count is closest to the base model's")
