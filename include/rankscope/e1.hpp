@@ -60,6 +60,11 @@ struct IterateRow {
 enum class Streaming { Auto, On, Off };
 // "auto", "on", "off"
 Streaming parse_streaming(const std::string& text);
+// Auto's rule: "" when weights of `needed` bytes (float32) fit in 3/4 of `available` (or `available` is unknown, < 0),
+// else the warning that says so ("<model>: its weights take 9.0 GB in float32, more than 3/4 of the 8.0 GB available:
+// reading them one layer at a time (stream off to load them whole)"), which make_model gives through warn() (a
+// RankscopeWarning in Python; it went to stderr, which a notebook does not show).
+std::string automatic_streaming_warning(const std::string& model, std::int64_t needed, std::int64_t available);
 
 // Settings of one E1/E2 run on one model.
 struct RealModelSettings {

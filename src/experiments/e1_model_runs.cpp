@@ -112,15 +112,21 @@ bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained)
         return pretrained;
     }
     if (!can_stream || !pretrained) return false;
-    const std::int64_t needed = hf_model_float32_bytes(source.directory), available = available_memory_bytes();
-    if (available < 0 || needed <= available / 4 * 3) return false;
-    fmt::print(stderr, "{}: its weights take {:.1f} GB in float32, more than 3/4 of the {:.1f} GB available: reading "
-                       "them one layer at a time (--stream off to load them whole)\n",
-               source.argument, needed / 1e9, available / 1e9);
+    const std::string warning =
+        automatic_streaming_warning(source.argument, hf_model_float32_bytes(source.directory), available_memory_bytes());
+    if (warning.empty()) return false;
+    warn(warning);
     return true;
 }
 
 }  // namespace
+
+std::string automatic_streaming_warning(const std::string& model, std::int64_t needed, std::int64_t available) {
+    if (available < 0 || needed <= available / 4 * 3) return {};
+    return fmt::format("{}: its weights take {:.1f} GB in float32, more than 3/4 of the {:.1f} GB available: reading them "
+                       "one layer at a time (stream off to load them whole)",
+                       model, needed / 1e9, available / 1e9);
+}
 
 std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed,
                                          Streaming stream) {

@@ -212,6 +212,16 @@ TEST(StreamedDecoder, StreamingChoiceAndFloat32Size) {
     EXPECT_THROW(parse_streaming("yes"), Error);
 }
 
+// Auto streams above 3/4 of the memory available and says so as a warning (a Python warning; it was a plain stderr
+// line that no notebook showed and no test reached, since it needs a model larger than the test machine's memory).
+TEST(StreamedDecoder, AutomaticStreamingIsAWarningAboveThreeQuartersOfMemory) {
+    EXPECT_EQ(automatic_streaming_warning("m", 6'000'000'000, 8'000'000'000), "");   // exactly 3/4: fits
+    EXPECT_EQ(automatic_streaming_warning("m", 9'000'000'000, -1), "");              // memory unknown: whole
+    EXPECT_EQ(automatic_streaming_warning("big", 6'000'000'004, 8'000'000'000),
+              "big: its weights take 6.0 GB in float32, more than 3/4 of the 8.0 GB available: reading them one layer "
+              "at a time (stream off to load them whole)");
+}
+
 TEST(WeightKinds, AutoIsEveryKindTheModelHas) {
     // The default "both" failed on every built-in configuration ("has no pretrained weights"); "auto" takes what the
     // model has, and asking a built-in for pretrained weights is still refused, naming the setting.
