@@ -42,6 +42,9 @@ std::string inline_svg(const std::string& svg_text, const std::string& id_prefix
 // container that scrolls, e.g. <div style="overflow-x:auto"><div style="min-width:NNNpx">SVG</div></div>. 0 when the
 // SVG has no viewBox.
 int svg_min_display_width(const std::string& svg_text);
+// The figure's title as render_figure writes it into the SVG's <title> (entities decoded), or "" when the SVG has
+// gnuplot's own "Gnuplot" or no title.
+std::string svg_title(const std::string& svg_text);
 // `text` as a gnuplot single-quoted string literal, quotes included: ' doubled, control characters (a newline would end
 // the command and start another, e.g. system(...)) replaced by spaces. Every piece of user text in a figure body (a
 // model folder's name, a label) goes through it.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -100,23 +101,36 @@ std::string provenance_text(const std::string& comment) {
     return text;
 }
 
+// XML text: & < > escaped (quotes stay as written, as gnuplot writes its own text).
+std::string xml_text(const std::string& text) {
+    std::string escaped;
+    for (char c : text) {
+        if (c == '&') escaped += "&amp;";
+        else if (c == '<') escaped += "&lt;";
+        else if (c == '>') escaped += "&gt;";
+        else escaped += c;
+    }
+    return escaped;
+}
+
+constexpr const char* kGnuplotSvgTitle = "<title>Gnuplot</title>";
+
 // The run's provenance inside the figure itself, so that a figure copied into a paper's folder still says which command,
 // seed and version drew it: the SVG's <desc> (gnuplot's "Produced by GNUPLOT ..." kept after it), a PNG iTXt chunk
-// "Comment" (UTF-8) after IHDR, and the PDF's document information (pdf_information.hpp).
-void stamp_provenance(const std::filesystem::path& file, const std::string& extension, const std::string& text) {
-    if (text.empty()) return;
+// "Comment" (UTF-8) after IHDR, and the PDF's document information (pdf_information.hpp). The SVG's <title> (gnuplot
+// writes "Gnuplot") becomes the figure's title: a browser's tooltip and a screen reader's name for it, and the
+// report's caption (svg_title).
+void stamp_provenance(const std::filesystem::path& file, const std::string& extension, const std::string& text,
+                      const std::string& title) {
+    if (text.empty() && (extension != "svg" || title.empty())) return;
     std::string bytes = read_file_limited(file.string(), kNoSizeLimit, "figure");
     if (extension == "svg") {
-        std::string escaped;  // XML text: & < > (quotes stay as written, as gnuplot writes its own text)
-        for (char c : text) {
-            if (c == '&') escaped += "&amp;";
-            else if (c == '<') escaped += "&lt;";
-            else if (c == '>') escaped += "&gt;";
-            else escaped += c;
-        }
+        const std::size_t gnuplot_title = bytes.find(kGnuplotSvgTitle);
+        if (!title.empty() && gnuplot_title != std::string::npos)
+            bytes.replace(gnuplot_title, std::string(kGnuplotSvgTitle).size(),
+                          "<title>" + xml_text(control_characters_as_spaces(title)) + "</title>");
         const std::size_t desc = bytes.find("<desc>");
-        if (desc == std::string::npos) return;
-        bytes.insert(desc + 6, escaped + "\n");
+        if (!text.empty() && desc != std::string::npos) bytes.insert(desc + 6, xml_text(text) + "\n");
     } else if (extension == "png") {
         constexpr std::size_t kSignature = 8, kIhdrEnd = 8 + 8 + 13 + 4;
         if (bytes.size() < kIhdrEnd || bytes.compare(kSignature + 4, 4, "IHDR") != 0) return;
@@ -228,7 +242,7 @@ std::vector<std::string> render_figure(const std::filesystem::path& directory, c
             warn(fmt::format("gnuplot wrote no {} for {}", output.extension, figure.stem));
             continue;
         }
-        stamp_provenance(temporary, output.extension, provenance_text(provenance_comment));
+        stamp_provenance(temporary, output.extension, provenance_text(provenance_comment), figure.title);
         std::filesystem::rename(temporary, final_name, ec);
         if (ec) throw Error("cannot rename into place: " + ec.message(), final_name.string());
         produced.push_back(figure.stem + "." + output.extension);
@@ -251,6 +265,29 @@ std::string prefix_urls(const std::string& value, const std::string& prefix) {
 }
 
 }  // namespace
+
+std::string svg_title(const std::string& svg_text) {
+    const std::size_t start = svg_text.find("<title>"), svg = svg_text.find("<svg");
+    if (start == std::string::npos || svg == std::string::npos || start < svg) return {};
+    const std::size_t end = svg_text.find("</title>", start);
+    if (end == std::string::npos) return {};
+    const std::string escaped = svg_text.substr(start + 7, end - start - 7);
+    if (escaped == "Gnuplot") return {};  // gnuplot's own: a figure drawn before titles were written
+    std::string text;
+    for (std::size_t i = 0; i < escaped.size();) {
+        bool replaced = false;
+        for (const auto& [entity, character] : {std::pair{"&amp;", '&'}, std::pair{"&lt;", '<'}, std::pair{"&gt;", '>'},
+                                                std::pair{"&quot;", '"'}, std::pair{"&apos;", '\''}})
+            if (escaped.compare(i, std::strlen(entity), entity) == 0) {
+                text += character;
+                i += std::strlen(entity);
+                replaced = true;
+                break;
+            }
+        if (!replaced) text += escaped[i++];
+    }
+    return text;
+}
 
 int svg_min_display_width(const std::string& svg_text) {
     const std::size_t at = svg_text.find("viewBox=");

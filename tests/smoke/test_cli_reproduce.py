@@ -114,6 +114,17 @@ class Reproduce(unittest.TestCase):
         # 9, residual + paths of the two llama-gqa cells, and the two beyond-the-paper cells' figures
         self.assertEqual(html.count("<svg"), 15)
         self.assertIn("measured here", html)  # the tables of key numbers
+        # Every figure numbered in order (a reader can cite "Figure 7"; #figure-7 links to it), its caption the
+        # figure's own title as its SVG <title> holds it (gnuplot wrote "Gnuplot" there).
+        import html as html_module
+        figures = re.findall(r'<figure class="figure" id="figure-(\d+)">(.*?)</figure>', html, re.S)
+        self.assertEqual([int(number) for number, _ in figures], list(range(1, 16)))
+        for number, body in figures:
+            caption = re.search(r'<figcaption class="meta"><a href="#figure-(\d+)">Figure \1</a>\. (.*?)\. <a', body, re.S)
+            self.assertEqual(caption.group(1), number)
+            title = re.search(r"<title>(.*?)</title>", body).group(1)
+            self.assertNotEqual(title, "Gnuplot")
+            self.assertEqual(html_module.unescape(caption.group(2)), html_module.unescape(title))
 
     def test_report_words_come_from_the_findings(self):
         import html as html_module

@@ -372,11 +372,19 @@ TEST(Figures, PermutedCsvColumnsDrawTheSameFigure) {
 TEST(Figures, SvgAndPngCarryTheProvenance) {
     const fs::path folder = residual_folder("residual-provenance");
     const std::string comment = "# produced by: rankscope 9.9\n# command: rankscope model --model 'a&b<c>'\n# seed: 7\n";
-    ASSERT_EQ(render_figure(folder, two_variant_residual_figure("m"), comment).size(), 3u);
+    const Figure figure = two_variant_residual_figure("a&b<c>");
+    ASSERT_EQ(render_figure(folder, figure, comment).size(), 3u);
     const std::string svg = read_all(folder / "residual.svg");
     EXPECT_NE(svg.find("<desc>produced by: rankscope 9.9\ncommand: rankscope model --model 'a&amp;b&lt;c&gt;'\nseed: 7\n"
                        "Produced by GNUPLOT"),
               std::string::npos);
+    // Its <title> is the figure's (gnuplot writes "Gnuplot"), escaped, and read back whole for the report's caption.
+    ASSERT_NE(figure.title.find("a&b<c>"), std::string::npos);
+    EXPECT_EQ(svg.find("<title>Gnuplot</title>"), std::string::npos);
+    EXPECT_NE(svg.find("a&amp;b&lt;c&gt;</title>"), std::string::npos);
+    EXPECT_EQ(svg_title(svg), figure.title);
+    EXPECT_EQ(svg_title("<svg><title>Gnuplot</title></svg>"), "");
+    EXPECT_EQ(svg_title("<svg><g/></svg>"), "");
     const std::string png = read_all(folder / "residual.png");
     auto big_endian = [&](std::size_t at) {
         return (std::uint32_t(std::uint8_t(png[at])) << 24) | (std::uint32_t(std::uint8_t(png[at + 1])) << 16) |

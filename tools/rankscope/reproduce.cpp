@@ -544,26 +544,31 @@ std::string checks_table(const std::vector<std::pair<std::string, Check>>& check
     return html + "</table></div>\n";
 }
 
-// The figure as inline SVG (element ids made unique per figure) with links to its PNG, PDF and gnuplot script.
-std::string figure_html(const std::filesystem::path& directory, const std::string& cell, const std::string& figure) {
+// The figure as inline SVG (element ids made unique per figure), numbered with its title as caption ("Figure 3.
+// <title>": a reader can cite it, and #figure-3 links to it) and links to its PNG, PDF and gnuplot script.
+std::string figure_html(const std::filesystem::path& directory, const std::string& cell, const std::string& figure,
+                        int number) {
     const auto path = directory / figure;
     if (!std::filesystem::exists(path)) return "";
     const std::string stem = std::filesystem::path(figure).stem().string();
-    std::string svg;
+    std::string svg, title;
     try {
         const std::string text = read_text(path);
+        title = svg_title(text);
         // Wide figures keep a legible size on a narrow screen and scroll sideways instead of shrinking.
         svg = fmt::format("<div style=\"min-width:{}px\">{}</div>", svg_min_display_width(text),
                           inline_svg(text, cell + "-" + stem + "-"));
     } catch (const Error& error) {
         svg = "<p class=\"incomplete\">" + html_escape(figure + ": " + error.one_line()) + "</p>";
     }
-    std::string html = "<div class=\"figure\"><div class=\"scroll\">" + svg + "</div>";
-    html += "<p class=\"meta\">";
-    for (const std::string extension : {".png", ".pdf", ".gp"})
+    std::string html = fmt::format("<figure class=\"figure\" id=\"figure-{}\"><div class=\"scroll\">{}</div>", number, svg);
+    html += fmt::format("<figcaption class=\"meta\"><a href=\"#figure-{0}\">Figure {0}</a>. {1}", number,
+                        title.empty() ? "" : html_escape(title) + ". ");
+    std::vector<std::string> files;
+    for (const std::string extension : {".svg", ".png", ".pdf", ".gp"})
         if (std::filesystem::exists(directory / (stem + extension)))
-            html += fmt::format("<a href=\"{0}/{1}{2}\">{1}{2}</a> ", cell, stem, extension);
-    return html + "</p></div>\n";
+            files.push_back(fmt::format("<a href=\"{0}/{1}{2}\">{1}{2}</a>", cell, stem, extension));
+    return html + fmt::format("{}</figcaption></figure>\n", fmt::join(files, " · "));
 }
 
 void write_report(const std::filesystem::path& out, const std::vector<Cell>& cells, const std::vector<CellState>& states,
@@ -578,7 +583,7 @@ h1,h2{font-family:'Helvetica Neue',Helvetica,Arial,sans-serif;font-weight:600}
 h1{font-size:1.9rem;margin-bottom:.2rem} h2{font-size:1.3rem;margin-top:2.4rem;border-bottom:1px solid #ddd}
 .meta{color:#555;font-size:.9rem} code{background:#f4f4f4;padding:0 .25em;border-radius:3px;font-size:.88em;overflow-wrap:anywhere}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
-.figure svg{width:100%;height:auto;border:1px solid #eee;margin:.6rem 0}
+.figure{margin:0 0 1rem}.figure svg{width:100%;height:auto;border:1px solid #eee;margin:.6rem 0 .2rem}
 .incomplete,.reduced{background:#fff3e0;border-left:3px solid #D55E00;padding:.4rem .8rem}
 .paper{background:#f7f7fb;border-left:3px solid #0072B2;padding:.4rem .8rem;font-size:.93rem}
 table{border-collapse:collapse;font-size:.88rem;margin:.6rem 0} td,th{padding:.2rem .6rem;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
@@ -660,6 +665,7 @@ a{color:#1b6e9e}
                             state.note.empty() ? "" : " (" + html_escape(state.note) + ")");
     html += "</table>\n";
     bool beyond_heading = false;
+    int figures_shown = 0;  // numbered in the order they appear
     for (std::size_t c = 0; c < cells.size(); ++c) {
         const Cell& cell = cells[c];
         const bool has_results = c < states.size() && (states[c].status == "ran" || states[c].status == "reused");
@@ -708,7 +714,11 @@ a{color:#1b6e9e}
                 html += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", html_escape(what), html_escape(value));
             html += "</table></div>\n";
         }
-        for (const auto& figure : cell.figures) html += figure_html(out / cell.name, cell.name, figure);
+        for (const auto& figure : cell.figures) {
+            const std::string shown = figure_html(out / cell.name, cell.name, figure, figures_shown + 1);
+            figures_shown += shown.empty() ? 0 : 1;
+            html += shown;
+        }
         html += "<p class=\"meta\">Data: ";
         for (const auto& file : cell.data)
             html += fmt::format("<a href=\"{0}/{1}\">{1}</a> · ", cell.name, file);
