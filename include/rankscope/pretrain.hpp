@@ -131,6 +131,7 @@ struct PretrainResult {
     std::vector<PretrainLogRow> log;
     double unigram_loss = 0, unigram_accuracy = 0;   // baselines on the same held-out masked tokens
     long train_tokens = 0, heldout_tokens = 0;       // after tokenisation, in packed samples
+    long step = 0;                                   // the step reached (= settings.steps when finished)
     bool finished = false;                           // false when stopped by stop_after
     bool resumed = false;
 };

@@ -201,10 +201,12 @@ double learning_rate_at(const PretrainSettings& s, long step) {
 
 void write_log_csv(const fs::path& path, const std::vector<PretrainLogRow>& log, const std::string& header) {
     std::string text = header + "step,learning_rate,train_loss,heldout_loss,heldout_accuracy,tokens_per_second,seconds\n";
+    // Step 0 has no training loss and no rate: values that do not exist, an empty cell (README), not "nan".
+    auto existing = [](double value) { return std::isnan(value) ? std::string() : format_number(value); };
     for (const auto& r : log)
-        text += fmt::format("{},{},{},{},{},{},{}\n", r.step, format_number(r.learning_rate), format_number(r.train_loss),
+        text += fmt::format("{},{},{},{},{},{},{}\n", r.step, format_number(r.learning_rate), existing(r.train_loss),
                             format_number(r.heldout_loss), format_number(r.heldout_accuracy),
-                            format_number(r.tokens_per_second), format_number(r.seconds));
+                            existing(r.tokens_per_second), format_number(r.seconds));
     write_file_atomically(path.string(), text);
 }
 
@@ -451,7 +453,9 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
         write_checkpoint(0);
         save_state();
     }
-    const std::string csv_header = "# " + version_string() + ", settings " + key + "\n";
+    // The command, seed and version, as every CSV's (it had the version and settings key only).
+    const std::string csv_header =
+        (provenance ? csv_provenance_lines(*provenance) : "# produced by: " + version_string() + "\n") + "# settings key: " + key + "\n";
     while (state.step < s.steps) {
         if (s.stop_after >= 0 && state.step >= s.stop_after) break;
         const auto step_start = Clock::now();
@@ -497,6 +501,7 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
     }
     write_log_csv(directory / "log.csv", state.log, csv_header);
     result.log = state.log;
+    result.step = state.step;
     result.finished = state.step >= s.steps;
     for (long step : checkpoint_at)
         if (step <= state.step && fs::exists(checkpoint_path(step))) result.checkpoints.push_back(checkpoint_path(step));
@@ -506,6 +511,8 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
         fs::create_directory_symlink(fs::path("checkpoints") / checkpoint_path(s.steps).filename(), link);
         nlohmann::json summary = {{"settings", s.to_json()}, {"key", key}, {"steps", state.step},
                                   {"train_seconds", state.seconds}, {"train_tokens", result.train_tokens},
+                                  // train_tokens is the training set's size; the tokens the model was trained on:
+                                  {"tokens_seen", state.step * static_cast<long>(s.batch) * s.tokens},
                                   {"heldout_tokens", result.heldout_tokens}, {"vocab_size", vocab_size},
                                   {"parameters", 0}, {"unigram_loss", result.unigram_loss},
                                   {"unigram_accuracy", result.unigram_accuracy}, {"corpus", corpus_summary}};

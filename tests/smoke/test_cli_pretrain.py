@@ -66,6 +66,35 @@ class PretrainCommand(unittest.TestCase):
         # No half-written folder is left where a checkpoint belongs.
         self.assertEqual([n for n in os.listdir(os.path.join(killed, "checkpoints")) if not n.startswith("step-") or "." in n], [])
 
+    def test_stop_after_then_resume(self):
+        # --stop-after N stops at step N, leaves no manifest (written last, for a finished run: it listed the missing
+        # pretrain.json), and says how to go on: the same command stopped at once again, and it said "run the same
+        # command again to resume".
+        out = os.path.join(self.out, "stopped")
+        command = ["pretrain", "--arch", "bert", *TINY, "--steps", "12", "--out", out]
+        for _ in range(2):
+            stopped = run(*command, "--stop-after", "7")
+            self.assertIn("stopped at step 7 of 12 (--stop-after 7); run the command again without --stop-after, or with "
+                          "a later step, to resume", stopped.stdout)
+            self.assertFalse(os.path.exists(os.path.join(out, "manifest.json")))
+        self.assertIn("resumed", run(*command).stdout)
+        with open(os.path.join(out, "manifest.json")) as f:
+            for name in json.load(f)["outputs"]:
+                self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+        with open(os.path.join(out, "pretrain.json")) as f:
+            summary = json.load(f)
+        self.assertEqual(summary["tokens_seen"], 12 * 8 * 32)  # steps x batch x tokens
+        # log.csv: the command, seed and version as every CSV; step 0's loss and rate do not exist (empty, not nan).
+        with open(os.path.join(out, "log.csv")) as f:
+            lines = f.read().splitlines()
+        self.assertTrue(lines[0].startswith("# produced by: rankscope"), lines[0])
+        self.assertTrue(lines[1].startswith("# command: ") and lines[1].endswith("--out " + out), lines[1])
+        header = [line for line in lines if not line.startswith("#")]
+        columns = header[0].split(",")
+        step0 = dict(zip(columns, header[1].split(",")))
+        self.assertEqual((step0["step"], step0["train_loss"], step0["tokens_per_second"]), ("0", "", ""))
+        self.assertNotIn("nan", "\n".join(header))
+
     def test_errors_are_one_line(self):
         self.assert_one_line_error(run("pretrain", "--arch", "gpt2", "--out", self.out, check=False), "architecture", "gpt2")
         self.assert_one_line_error(run("pretrain", "--corpus", os.path.join(self.out, "missing.txt"), "--out", self.out,

@@ -46,13 +46,17 @@ void run_pretrain(PretrainOptions& options) {
     const std::filesystem::path out = options.common.out;
     const PretrainResult result = pretrain(s, corpus, out, progress, &provenance);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    write_manifest(out, provenance, {{"inputs", s.corpus_files}, {"settings", s.to_json()},
-                                     {"outputs", {"config.json", "log.csv", "pretrain.json", "checkpoints", "tokenizer", "corpus"}}});
     if (!result.finished) {
-        fmt::print("pretrain {}: stopped at step {} of {} (--stop-after); run the same command again to resume\n", s.arch,
-                   result.log.empty() ? 0 : result.log.back().step, s.steps);
+        // No manifest: it is written last, for a finished run (README); a stopped run has no pretrain.json, which
+        // the manifest listed. The same --stop-after again would stop at once, so the message says how to go on.
+        std::filesystem::remove(out / "manifest.json");
+        fmt::print("pretrain {}: stopped at step {} of {} (--stop-after {}); run the command again without --stop-after, "
+                   "or with a later step, to resume\n",
+                   s.arch, result.step, s.steps, s.stop_after);
         return;
     }
+    write_manifest(out, provenance, {{"inputs", s.corpus_files}, {"settings", s.to_json()},
+                                     {"outputs", {"config.json", "log.csv", "pretrain.json", "checkpoints", "tokenizer", "corpus"}}});
     const auto& last = result.log.back();
     fmt::print("pretrain {}: {} steps, {:.0f} s training ({:.0f} s in this run{}), {} checkpoints in {}\n", s.arch, s.steps,
                last.seconds, wall, result.resumed ? ", resumed" : "", result.checkpoints.size(), (out / "checkpoints").string());
