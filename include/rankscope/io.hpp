@@ -190,6 +190,10 @@ void write_file_atomically(const std::string& path, const std::string& contents)
 // (other than the manifest itself) removes a manifest.json an earlier run left there, so that a run interrupted
 // part-way never leaves its new files beside an old run's manifest. Only that folder's own manifest.json: the
 // manifests of sweep's and reproduce's cells (each written by its own process) are left to them. Empty: none.
-void set_results_directory(const std::string& directory);
+// When that manifest was written by the same `subcommand` ("model", "paths sample"; its provenance says), the files it
+// lists directly in the folder go with it (outputs, figures with their gnuplot scripts, a --dump): a re-run with other
+// settings left an earlier run's paths.csv or sink_rate.csv beside its own, unlisted but read as its results. Another
+// command's files (a `dynamics --out` into a pretrain run's folder) are left alone.
+void set_results_directory(const std::string& directory, const std::string& subcommand = "");
 
 }  // namespace rankscope

@@ -23,6 +23,7 @@ struct Provenance {
     int threads = 1;
     std::string device = "cpu";  // where the models ran (--device)
     std::string working_directory;  // where relative paths in argv were resolved
+    std::string subcommand;         // "model", "paths sample": which command wrote the folder (set_results_directory)
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 

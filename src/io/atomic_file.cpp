@@ -8,6 +8,9 @@
 #include <fstream>
 #include <mutex>
 
+#include <nlohmann/json.hpp>
+#include <vector>
+
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 
@@ -18,6 +21,7 @@ namespace {
 struct ResultsDirectory {
     std::mutex mutex;
     std::filesystem::path folder;  // weakly canonical; empty: none
+    std::string subcommand;        // of this run: an earlier manifest of the same one takes its files with it
     bool touched = false;          // this process has written into it
 };
 ResultsDirectory& results_directory() {
@@ -29,6 +33,47 @@ std::filesystem::path comparable(const std::filesystem::path& path) {
     std::error_code ec;
     const auto canonical = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
     return ec ? path.lexically_normal() : canonical;
+}
+
+// The regular files directly in `folder` that an earlier run's manifest lists, when that run was `subcommand`'s:
+// "outputs", "figures" (each with its <stem>.gp), "dump". Names with a folder part, and folders (pretrain's
+// checkpoints/), are not listed. A manifest that cannot be read lists nothing.
+std::vector<std::filesystem::path> earlier_run_files(const std::filesystem::path& folder, const std::string& subcommand) {
+    std::vector<std::filesystem::path> files;
+    if (subcommand.empty()) return files;
+    nlohmann::json manifest;
+    try {
+        std::ifstream in(folder / "manifest.json", std::ios::binary);
+        if (!in) return files;
+        manifest = nlohmann::json::parse(in);
+    } catch (const std::exception&) {
+        return files;
+    }
+    if (!manifest.is_object() || !manifest.contains("subcommand") || manifest["subcommand"] != subcommand) return files;
+    auto add = [&](const nlohmann::json& name) {
+        if (!name.is_string()) return;
+        const std::filesystem::path file(name.get<std::string>());
+        if (file.empty() || file.has_parent_path() || file.filename() != file || file == "." || file == ".." ||
+            file == "manifest.json")
+            return;
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(std::filesystem::symlink_status(folder / file, ec))) files.push_back(folder / file);
+    };
+    for (const char* key : {"outputs", "figures"})
+        if (manifest.contains(key) && manifest[key].is_array())
+            for (const auto& name : manifest[key]) {
+                add(name);
+                if (std::string(key) == "figures" && name.is_string())
+                    add(std::filesystem::path(name.get<std::string>()).replace_extension(".gp").string());
+            }
+    // --dump: a path; only a file named as lying in this folder goes.
+    if (manifest.contains("dump") && manifest["dump"].is_string() && !manifest["dump"].get<std::string>().empty()) {
+        const auto dump = comparable(manifest["dump"].get<std::string>());
+        if (dump.parent_path() == folder) add(dump.filename().string());
+    }
+    std::sort(files.begin(), files.end());
+    files.erase(std::unique(files.begin(), files.end()), files.end());
+    return files;
 }
 
 // Before the first write into the results folder: an earlier run's manifest goes (see io.hpp).
@@ -44,15 +89,17 @@ void before_writing(const std::string& path) {
     state.touched = true;
     if (target.filename() == "manifest.json" && parent == state.folder) return;  // it replaces the old one
     std::error_code ec;
+    for (const auto& file : earlier_run_files(state.folder, state.subcommand)) std::filesystem::remove(file, ec);
     std::filesystem::remove(state.folder / "manifest.json", ec);
 }
 
 }  // namespace
 
-void set_results_directory(const std::string& directory) {
+void set_results_directory(const std::string& directory, const std::string& subcommand) {
     ResultsDirectory& state = results_directory();
     std::lock_guard<std::mutex> lock(state.mutex);
     state.folder = directory.empty() ? std::filesystem::path() : comparable(directory);
+    state.subcommand = subcommand;
     state.touched = false;
 }
 

@@ -65,7 +65,7 @@ Provenance make_provenance(int argc, const char* const* argv, std::uint64_t seed
 nlohmann::json provenance_json(const Provenance& p) {
     return {{"command", p.command}, {"argv", p.argv},       {"seed", p.seed},         {"version", p.version},
             {"git_sha", p.git_sha}, {"started_at", p.started_at}, {"threads", p.threads},
-            {"device", p.device}, {"working_directory", p.working_directory}};
+            {"device", p.device}, {"working_directory", p.working_directory}, {"subcommand", p.subcommand}};
 }
 
 std::string csv_provenance_lines(const Provenance& p) {

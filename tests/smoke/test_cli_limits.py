@@ -207,6 +207,30 @@ class Limits(unittest.TestCase):
         with open(os.path.join(out, "theory.csv")) as f:  # the new run's first file is there, with its own seed
             self.assertIn("--seed 5", f.read())
 
+    def test_a_rerun_takes_the_earlier_runs_files_with_its_manifest(self):
+        # A re-run of the same command into a folder removes what the earlier manifest lists: `model --draws 0` after
+        # a run with E2 left its paths.csv and paths figures beside the new tables, unlisted but read as results.
+        # Another command's files stay (a `dynamics --out` in a pretraining run's folder), and so do the user's own.
+        out = os.path.join(self.directory, "rerun")
+        bert = os.path.join(FIXTURES, "bert-tiny")
+        model = ["model", "--model", bert, "--inputs", os.path.join(bert, "expected-transformer.safetensors"),
+                 "--weights", "pretrained", "--threads", "1", "--out", out]
+        run(*model, "--draws", "3")
+        for name in ("paths.csv", "paths.svg", "paths.gp"):
+            self.assertTrue(os.path.isfile(os.path.join(out, name)), name)
+        with open(os.path.join(out, "notes.txt"), "w") as f:
+            f.write("mine\n")
+        run(*model, "--draws", "0")
+        left = set(os.listdir(out))
+        self.assertTrue({"residual.csv", "residual.svg", "residual.gp", "manifest.json", "notes.txt"} <= left, left)
+        self.assertEqual({"paths.csv", "paths.svg", "paths.png", "paths.pdf", "paths.gp"} & left, set())
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["subcommand"], "model")
+        run("paths", "sample", "--layers", "2", "--heads", "2", "--draws", "2", "--tokens", "6", "--d-model", "6",
+            "--out", out)
+        left = set(os.listdir(out))
+        self.assertTrue({"residual.csv", "residual.svg", "notes.txt", "paths.csv"} <= left, left)
+
     def test_an_unwritable_out_is_refused_before_computing(self):
         # It was found after the computation, naming a temporary file and no reason. Run as an unprivileged user
         # (root writes anywhere): setpriv when the tests run as root.

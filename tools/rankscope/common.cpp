@@ -29,6 +29,7 @@
 namespace rankscope::cli {
 namespace {
 std::vector<std::string> command_line;
+std::string subcommand_name;
 
 std::string number_text(double value) {
     if (value == std::floor(value) && std::fabs(value) < 1e15) return fmt::format("{}", static_cast<long long>(value));
@@ -37,6 +38,7 @@ std::string number_text(double value) {
 }  // namespace
 
 void remember_command_line(int argc, const char* const* argv) { command_line.assign(argv, argv + argc); }
+void remember_subcommand(const std::string& subcommand) { subcommand_name = subcommand; }
 
 CLI::Validator IntRange(long long low, long long high) {
     return CLI::Validator(
@@ -386,13 +388,14 @@ Provenance start_run(const CommonOptions& options) {
             ::rmdir(probe.c_str());
         }
     }
-    set_results_directory(options.out);
+    set_results_directory(options.out, subcommand_name);
     const at::Device device = parse_device(options.device);  // an unusable device is an error before any work
     const int threads = use_threads(options.threads);
     std::vector<const char*> argv;
     for (const auto& word : command_line) argv.push_back(word.c_str());
     Provenance provenance = make_provenance(static_cast<int>(argv.size()), argv.data(), options.seed, threads);
     provenance.device = device.str();
+    provenance.subcommand = subcommand_name;
     return provenance;
 }
 

@@ -116,8 +116,9 @@ nlohmann::json table_records(const Table& table);
 // Fills the provenance once the command line has been parsed.
 Provenance start_run(const CommonOptions& options);
 
-// Remembered by main() for provenance.
+// Remembered by main() for provenance: the words, and the command parsed ("model", "paths sample").
 void remember_command_line(int argc, const char* const* argv);
+void remember_subcommand(const std::string& subcommand);
 
 // One subcommand: `setup` registers options on its CLI::App and returns the function that runs it.
 struct Subcommand {

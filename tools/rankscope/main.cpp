@@ -178,6 +178,12 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
         rankscope::cli::check_lists_name_values_once(app);
+        std::string parsed;  // "paths sample"
+        for (const CLI::App* command = &app; !command->get_subcommands().empty();) {
+            command = command->get_subcommands().front();
+            parsed += (parsed.empty() ? "" : " ") + command->get_name();
+        }
+        rankscope::cli::remember_subcommand(parsed);
     } catch (const CLI::ParseError& error) {
         if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
         const bool missing_subcommand = std::string(error.what()).find("subcommand is required") != std::string::npos;

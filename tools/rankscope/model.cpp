@@ -166,6 +166,7 @@ void run_model(const ModelOptions& options) {
     std::vector<std::string> outputs = {"residual.csv", "skip_ratio.csv", "findings.json", "verdicts.csv"};
     if (sampled_paths) outputs.insert(outputs.begin() + 1, "paths.csv");
     if (decoder) outputs.insert(outputs.end(), {"attention_heads.csv", "sink_rate.csv"});
+    if (source.kind == ModelSource::BuiltIn && !from_ids) outputs.push_back("tokenizer");  // trained on the text (folder)
     if (use_lite && options.iterate_steps > 0) {
         write_csv_atomically(out / "iterate.csv", iterate_table(result).to_csv(), provenance);
         outputs.push_back("iterate.csv");
