@@ -151,7 +151,15 @@ def text_batch(model: ModelArgument, text: TextArgument = None, samples: int = 3
     check_count(samples, 1, 4096, "samples")
     check_count(tokens, 4, 4096, "tokens")
     with tempfile.TemporaryDirectory(prefix="rankscope-tokenizer-") as scratch:
-        return _rankscope.text_batch(source, _text_path(text, scratch), samples, tokens, tokenizer_dir or scratch)
+        path = _text_path(text, scratch)
+        try:
+            return _rankscope.text_batch(source, path, samples, tokens, tokenizer_dir or scratch)
+        except _rankscope.Error as failure:
+            # Sentences given as a list are written to a scratch file: the error names them, not that file.
+            if isinstance(text, (list, tuple)) and getattr(failure, "where", "") == path:
+                message = str(failure)
+                raise error(message[:-len(f" ({path})")] if message.endswith(f" ({path})") else message, "text") from None
+            raise
 
 
 _BATCH_KEYS = ("input_ids", "attention_mask", "token_type_ids")

@@ -228,9 +228,11 @@ def test_inputs_in_memory_any_mapping_or_the_ids_alone_and_text_as_sentences(tmp
         np.testing.assert_array_equal(from_list[key], from_file[key])
     for bad, message in (([], r"^no sentences given \(text\)$"), (["a b", " "], r"^sentence 2 is empty \(text\)$"),
                          (["one\ntwo"], r"^sentence 1 has a line break"), ([3], r"^sentence 1 is int, not text"),
-                         ("", r"^an empty path: give a text file or a list of sentences \(text\)$")):
+                         ("", r"^an empty path: give a text file or a list of sentences \(text\)$"),
+                         # (it named the scratch file the sentences were written to, and said "1 samples")
+                         (["a b c d e f g h"], r"^text too short: it fills 1 sample of 8 tokens, 2 were asked for \(text\)$")):
         with pytest.raises(rs.Error, match=message):
-            rs.run_model(fixture("bert-tiny"), text=bad, samples=1, tokens=8)
+            rs.run_model(fixture("bert-tiny"), text=bad, samples=2, tokens=8)
 
 
 def test_builtin_configuration_trains_its_tokenizer_as_the_command_does(tmp_path):

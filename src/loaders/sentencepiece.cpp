@@ -276,7 +276,8 @@ ModelBatch pack_text(const Tokenizer& tokenizer, const std::vector<std::string>&
             stream.insert(stream.end(), ids.begin(), ids.end());
         }
         if (static_cast<int>(stream.size()) < content)
-            throw Error(fmt::format("text too short: it fills {} samples of {} tokens, {} were asked for", s, tokens, samples),
+            throw Error(fmt::format("text too short: it fills {} sample{} of {} tokens, {} were asked for", s, s == 1 ? "" : "s",
+                                    tokens, samples),
                         text_path);
         ids.insert(ids.end(), prefix.begin(), prefix.end());
         ids.insert(ids.end(), stream.begin(), stream.begin() + content);
