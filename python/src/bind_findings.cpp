@@ -1,4 +1,6 @@
 // Findings: each experiment's checks against the paper with computed verdicts (findings.hpp), read-only.
+#include <tuple>
+
 #include "bindings.hpp"
 #include "rankscope/findings.hpp"
 #include "rankscope/provenance.hpp"
@@ -33,7 +35,12 @@ void bind_findings(py::module_& m) {
         .def_readonly("settings", &Check::settings)
         .def_readonly("basis", &Check::basis, "measurement, computation (rankscope's own arithmetic or a closed form) or "
                                               "hypothesis (rankscope's reading, not a stated claim)")
-        .def("__repr__", [](const Check& c) { return "Check(" + c.claim + ": " + verdict_name(c.verdict) + ")"; });
+        .def("__repr__", [](const Check& c) { return "Check(" + c.claim + ": " + verdict_name(c.verdict) + ")"; })
+        // By value (the README said so; it was identity): every field. Unhashable, as a mutable-looking value.
+        .def("__eq__", [](const Check& a, const Check& b) {
+            return std::tie(a.experiment, a.claim, a.paper, a.measured, a.criterion, a.verdict, a.settings, a.basis) ==
+                   std::tie(b.experiment, b.claim, b.paper, b.measured, b.criterion, b.verdict, b.settings, b.basis);
+        }, py::is_operator());
 
     py::class_<Findings>(m, "Findings", "What an experiment found, compared with what the paper claims (findings.json).")
         .def_readonly("experiment", &Findings::experiment)
@@ -53,7 +60,10 @@ void bind_findings(py::module_& m) {
                         [](const std::string& text) { return parse_findings_json(text, "a pickled Findings"); }))
         .def("__repr__", [](const Findings& f) {
             return "Findings(" + f.experiment + ", " + f.subject + ", " + std::to_string(f.checks.size()) + " checks)";
-        });
+        })
+        // By value, as findings.json holds them (read twice, pickled or copied: equal; it compared identity).
+        .def("__eq__", [](const Findings& a, const Findings& b) { return findings_json_text(a) == findings_json_text(b); },
+             py::is_operator());
 
     m.def(
         "read_findings", [](const std::string& path) { return read_findings(path); }, "path"_a, "A findings.json written by any rankscope command or reproduce cell.");

@@ -62,6 +62,16 @@ def test_findings_pickle_and_write_as_findings_json(tmp_path):
     (tmp_path / "findings.json").write_text(findings.to_json())
     read = rs.read_findings(tmp_path / "findings.json")
     assert read.to_json() == findings.to_json() and json.loads(findings.to_json())["experiment"] == "E6"
+    # They compare by value, as the README says (it was identity: the same file read twice was unequal), and so do
+    # their checks; another run's findings differ.
+    import copy
+    assert read == findings and again == findings and copy.deepcopy(findings) == findings
+    assert rs.read_findings(tmp_path / "findings.json") == read and read.checks == findings.checks
+    other = rs.path_counts(layers=3, heads=2).findings
+    assert (other is None or other != findings) and rs.run_theory(layers=2, seeds=1, tokens=4, d_model=4).findings != findings
+    assert findings != "findings" and not (findings.checks[0] != findings.checks[0])
+    with pytest.raises(TypeError):
+        hash(findings)
     # One findings is a list of one; anything else is named (None reached pybind11, which printed the whole list).
     assert list(rs.verdicts(findings)["claim"]) == list(rs.verdicts([findings])["claim"])
     with pytest.raises(rs.Error, match=r"^entry 2 is NoneType, not Findings \(findings\)$"):
