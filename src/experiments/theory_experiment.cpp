@@ -282,7 +282,21 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
                                             settings.input_label);
     // Doubly exponential collapse needs a few layers above round-off to be fitted: 3 or more.
     const bool deep_enough = L >= 3;
+    // An input already at rank 1 (a given --input whose relative residual is at round-off in every seed) tests none of
+    // the claims: "keeps its rank" read "not reproduced" and "does not stop the collapse" "reproduced" on it.
+    double input_residual = 0;
+    for (const auto& l : result.layers)
+        if (l.layer == 0) input_residual = std::max(input_residual, l.relative_residual_mean);
+    const bool input_collapsed = !result.layers.empty() && input_residual <= kRoundOffLevel;
+    const std::string collapsed_words =
+        input_collapsed ? fmt::format("; not judged: the input is already rank 1 (relative residual {} at layer 0)",
+                                      quote_number(input_residual))
+                        : "";
     std::string reading;
+    if (input_collapsed)
+        f.notes.push_back(fmt::format("The input X is already rank 1 (relative residual {} at layer 0, at float64 round-off): "
+                                      "no claim about how depth removes rank can be judged on it.",
+                                      quote_number(input_residual)));
     for (const std::string& suffix : {std::string(), "/H=" + std::to_string(settings.heads)}) {
         if (!suffix.empty() && settings.heads == 1) break;
         const auto* san = find_variant(result, "SAN" + suffix);
@@ -297,11 +311,11 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
                              "bound, fitted per seed over its ≥ {} collapsing steps): {}; relative residual after layer L, "
                              "r_L = {}",
                              kStepsToFit, step_exponent_words(fit), final_residual_words(*san)),
-                 fmt::format("median exponent ≥ {} and r_L ≤ {} in every seed (float64 round-off){}", kDoublyExponential,
-                             quote_number(kRoundOffLevel), kTooShallowWords),
+                 fmt::format("median exponent ≥ {} and r_L ≤ {} in every seed (float64 round-off){}{}", kDoublyExponential,
+                             quote_number(kRoundOffLevel), kTooShallowWords, collapsed_words),
                  // Not fitted: too fast to fit (at round-off) or still falling is not comparable; not collapsing in a
                  // network deep enough to show it contradicts the claim.
-                 judge(deep_enough && !collapse.too_shallow && (fitted || !collapse.reached),
+                 judge(!input_collapsed && deep_enough && !collapse.too_shallow && (fitted || !collapse.reached),
                        fitted && fit.median >= kDoublyExponential && collapse.reached),
                  setting});
         f.key("SAN" + suffix + ": step exponent, median over seeds (3 = the theorems' cubic step)", fit.median);
@@ -339,10 +353,11 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
         f.check({"theory", claim, paper,
                  fmt::format("{}: r_L = {}{}", variant, final_residual_words(*v),
                              keeps ? mean_decay_words(result, variant) : round_off_words(variant)),
-                 keeps ? fmt::format("r_L > {} in every seed; judged where SAN has reached round-off by layer L", kKeepsRank)
-                       : fmt::format("r_L ≤ {} in every seed{}{}", quote_number(kRoundOffLevel), condition, kTooShallowWords),
-                 keeps ? judge(deep_enough && pure_collapsed, v->final_relative_residual_min > kKeepsRank)
-                       : judge(deep_enough && !collapse.too_shallow, collapse.reached),
+                 (keeps ? fmt::format("r_L > {} in every seed; judged where SAN has reached round-off by layer L", kKeepsRank)
+                        : fmt::format("r_L ≤ {} in every seed{}{}", quote_number(kRoundOffLevel), condition, kTooShallowWords)) +
+                     collapsed_words,
+                 keeps ? judge(!input_collapsed && deep_enough && pure_collapsed, v->final_relative_residual_min > kKeepsRank)
+                       : judge(!input_collapsed && deep_enough && !collapse.too_shallow, collapse.reached),
                  setting});
     };
     // SPEC: "collapse is not forced" — a slow decay (×0.9 per layer) passes; the measured words give its rate.
@@ -387,8 +402,10 @@ Findings theory_findings(const TheoryResult& result, const TheorySettings& setti
                                layers);
     }
     reading += mlp_against_san_words(result);
-    reading += fmt::format("The measured residual exceeds the per-layer bound in {} of {} checked rows.", result.bound_violations,
-                           result.bound_rows_checked);
+    reading += result.bound_rows_checked > 0
+                   ? fmt::format("The measured residual exceeds the per-layer bound in {} of {} checked rows.",
+                                 result.bound_violations, result.bound_rows_checked)
+                   : std::string("No row has a bound above round-off: the per-layer bound was not checked.");
     f.reading = reading;
     return f;
 }

@@ -149,6 +149,21 @@ class TheoryAndPaths(unittest.TestCase):
             self.assertIn(words, result.stderr)
             self.assertIn("x.npy", result.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.directory, "never")))
+        # An input already rank 1 tests none of the claims: every verdict is not comparable, and says why ("keeps its
+        # rank" read "not reproduced", "does not stop the collapse" "reproduced"; the screen said "0 violations" of 0).
+        rank1 = os.path.join(self.directory, "rank1.npy")
+        np.save(rank1, np.outer(np.ones(10), np.random.default_rng(4).normal(size=8)))
+        collapsed = os.path.join(self.directory, "collapsed")
+        shown = run("theory", "--layers", "4", "--seeds", "2", "--input", rank1, "--out", collapsed).stdout
+        self.assertIn("bound violations: 0 of 0 rows", shown)
+        verdicts = read_csv(os.path.join(collapsed, "verdicts.csv"))
+        self.assertGreater(len(verdicts), 4)
+        self.assertEqual({v["verdict"] for v in verdicts}, {"not comparable at these settings"})
+        for v in verdicts:
+            if v["basis"] == "measurement":
+                self.assertIn("not judged: the input is already rank 1", v["criterion"])
+        with open(os.path.join(collapsed, "findings.json")) as f:
+            self.assertTrue(any("already rank 1" in note for note in json.load(f)["notes"]))
         nan = x.copy()
         nan[2, 3] = np.nan
         np.save(path, nan)

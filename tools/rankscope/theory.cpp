@@ -102,9 +102,9 @@ void run_theory_command(TheoryOptions options) {
                    number_or_dash(v["fitted_exponent"]), number_or_dash(v["bound_over_measured_log10_mean"]));
     fmt::print("log 3 = 1.10 is the theorems' doubly exponential slope; the step exponent (each seed fitted on its own, median over "
                "seeds) is 3 for their cubic step.\n"
-               "bound violations: {} (rows with a bound, above round-off)\nwrote {}/theory.csv, theory_summary.csv, theory.json, "
-               "findings.json, verdicts.csv, manifest.json{}\n",
-               violations, out.string(), figures.empty() ? "" : fmt::format(", {} (each with its gnuplot script .gp)", fmt::join(figures, ", ")));
+               "bound violations: {} of {} rows with a bound, above round-off\nwrote {}/theory.csv, theory_summary.csv, "
+               "theory.json, findings.json, verdicts.csv, manifest.json{}\n",
+               violations, result.bound_rows_checked, out.string(), figures.empty() ? "" : fmt::format(", {} (each with its gnuplot script .gp)", fmt::join(figures, ", ")));
 }
 
 }  // namespace
