@@ -157,6 +157,9 @@ std::string model_display_name(const std::string& folder);
 // `stream` decides how pretrained decoder weights are read (Streaming; On for anything else is an Error).
 std::unique_ptr<EncoderModel> make_model(const ModelSource& source, const std::string& weights, std::uint64_t seed,
                                          Streaming stream = Streaming::Off);
+// The Error make_model throws for `stream` On on a model that is not a decoder folder, raised before any work (the
+// command line read and tokenised the text first).
+void check_streaming(const ModelSource& source, Streaming stream);
 // "auto" → every kind the model has ({"init"} for a built-in configuration, else {"init", "pretrained"}); "both" →
 // {"init", "pretrained"}; "init" / "pretrained" → itself; a built-in configuration with "both" or "pretrained" is the
 // Error make_model would throw, raised before any work.

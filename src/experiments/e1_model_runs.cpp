@@ -45,6 +45,15 @@ ModelSource resolve_model_source(const std::string& argument) {
         // A file named as the model: said (it read as "cannot open config file: Not a directory (FILE/config.json)").
         if (!std::filesystem::is_directory(argument, error))
             throw Error("a file, not a model folder: name the folder that holds config.json and the weights", argument);
+        // A `rankscope pretrain` run folder holds a config.json but no weights or tokenizer beside it: it failed on
+        // "no tokenizer" with a hint at --inputs, where the user meant one of its checkpoints.
+        const std::filesystem::path folder(argument);
+        if (std::filesystem::is_directory(folder / "checkpoints", error) && std::filesystem::exists(folder / "settings.json", error) &&
+            !std::filesystem::exists(folder / "model.safetensors", error))
+            throw Error(fmt::format("a pretraining run's folder, not a model: its checkpoints are {0}/final (the last) and "
+                                    "{0}/checkpoints/step-NNNNNN (`rankscope dynamics --checkpoints {0}` reads them all)",
+                                    argument),
+                        argument);
     }
     if (!is_builtin_hf_config(argument) && is_use_lite(argument)) {
         source.kind = ModelSource::UseLite;
@@ -103,12 +112,7 @@ bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained)
     const bool can_stream = source.kind == ModelSource::HuggingFace && is_decoder(source.config);
     if (stream == Streaming::Off) return false;
     if (stream == Streaming::On) {
-        if (!can_stream)
-            throw Error("streaming reads a decoder checkpoint's layers one at a time (gpt2, llama, mistral, qwen2 "
-                        "folders); " + source.name + " is " +
-                            (source.kind == ModelSource::HuggingFace ? "a " + source.config.model_type + " model"
-                                                                     : std::string("not a Hugging Face folder")),
-                        "--stream on");
+        check_streaming(source, stream);
         return pretrained;
     }
     if (!can_stream || !pretrained) return false;
@@ -120,6 +124,15 @@ bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained)
 }
 
 }  // namespace
+
+void check_streaming(const ModelSource& source, Streaming stream) {
+    if (stream != Streaming::On || (source.kind == ModelSource::HuggingFace && is_decoder(source.config))) return;
+    throw Error("streaming reads a decoder checkpoint's layers one at a time (gpt2, llama, mistral, qwen2 folders); " +
+                    source.name + " is " +
+                    (source.kind == ModelSource::HuggingFace ? "a " + source.config.model_type + " model"
+                                                             : std::string("not a Hugging Face folder")),
+                "--stream on");
+}
 
 std::string automatic_streaming_warning(const std::string& model, std::int64_t needed, std::int64_t available) {
     if (available < 0 || needed <= available / 4 * 3) return {};

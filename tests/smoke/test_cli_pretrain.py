@@ -94,6 +94,11 @@ class PretrainCommand(unittest.TestCase):
         step0 = dict(zip(columns, header[1].split(",")))
         self.assertEqual((step0["step"], step0["train_loss"], step0["tokens_per_second"]), ("0", "", ""))
         self.assertNotIn("nan", "\n".join(header))
+        # The run folder given to `model` is named as such, with its checkpoints (it said "no tokenizer ... --inputs").
+        self.assert_one_line_error(run("model", "--model", out, "--out", os.path.join(self.out, "m"), check=False),
+                                   "a pretraining run's folder, not a model", out + "/final")
+        run("model", "--model", os.path.join(out, "final"), "--samples", "2", "--tokens", "16", "--draws", "0",
+            "--out", os.path.join(self.out, "m"))
 
     def test_errors_are_one_line(self):
         self.assert_one_line_error(run("pretrain", "--arch", "gpt2", "--out", self.out, check=False), "architecture", "gpt2")

@@ -90,6 +90,7 @@ void run_model(const ModelOptions& options) {
     }
     const ModelSource source = resolve_model_source(options.model);
     const std::vector<std::string> kinds = weight_kinds(source, options.weights);
+    check_streaming(source, parse_streaming(options.stream));
     const bool use_lite = source.kind == ModelSource::UseLite;
     if (options.compat == "official" && (use_lite || source.config.model_type != "albert"))
         throw Error("--compat official reproduces the official code's ALBERT no-MLP defect; " + source.name + " is " +
