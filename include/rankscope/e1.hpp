@@ -14,6 +14,8 @@
 
 namespace rankscope {
 
+class Tokenizer;  // tokenizer.hpp
+
 // E1's thresholds read off the paper's figures (SPEC.md: ±0.03), shared by the findings of one model (e1_findings.cpp),
 // of a pretraining run's checkpoints (dynamics.cpp) and of the mask comparison (mask_comparison.cpp).
 inline constexpr double kCollapsedResidual = 0.05;    // "≈ 0"
@@ -170,6 +172,10 @@ std::vector<std::string> weight_kinds(const ModelSource& source, const std::stri
 // its vocabulary.
 ModelBatch text_batch(const ModelSource& source, const std::string& text_path, int samples, int tokens,
                       const std::string& tokenizer_directory);
+// The warning text_batch gives when at least half of the text's `content` tokens (special tokens left out) are the
+// tokenizer's unknown token: the samples would measure that one embedding, not the text. `tokenize` gives it too.
+void warn_if_mostly_unknown(const Tokenizer& tokenizer, std::int64_t unknowns, std::int64_t content,
+                            const std::string& text_path);
 // Every weights kind in turn on the same batch (E1, E2, α, and for USE lite the iterate experiment). `dump`
 // (optional) receives the unmodified model's activations of the LAST kind. `interrupt` is polled at every hook point.
 RealModelResult run_real_model_experiment(const ModelSource& source, const ModelBatch& batch,

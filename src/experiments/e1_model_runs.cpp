@@ -171,14 +171,19 @@ void warn_if_mostly_unknown(const Tokenizer& tokenizer, const ModelBatch& batch,
         batch.input_ids.size(0) * static_cast<std::int64_t>(tokenizer.prefix().size() + tokenizer.suffix().size());
     const std::int64_t content = real.sum().item<std::int64_t>() - special;
     const std::int64_t unknowns = (batch.input_ids.eq(unknown) & real).sum().item<std::int64_t>();
+    warn_if_mostly_unknown(tokenizer, unknowns, content, text_path);
+}
+
+}  // namespace
+
+void warn_if_mostly_unknown(const Tokenizer& tokenizer, std::int64_t unknowns, std::int64_t content,
+                            const std::string& text_path) {
     if (content <= 0 || 2 * unknowns < content) return;
     warn(fmt::format("{} of the {} text tokens ({:.0f}%) are the unknown token of {}: the samples measure its "
                      "embedding, not the text of {} (a vocabulary that does not fit the text?)",
                      unknowns, content, 100.0 * static_cast<double>(unknowns) / static_cast<double>(content),
                      printable(tokenizer.source(), 1000), printable(text_path, 1000)));
 }
-
-}  // namespace
 
 ModelBatch text_batch(const ModelSource& source, const std::string& text_path, int samples, int tokens,
                       const std::string& tokenizer_directory) {

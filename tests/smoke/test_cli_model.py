@@ -109,6 +109,10 @@ class ModelCommand(unittest.TestCase):
         result = run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", own, "--samples", "2",
                      "--tokens", "16", "--weights", "pretrained", "--draws", "0", "--out", os.path.join(self.directory, "own"))
         self.assertNotIn("unknown token", result.stderr)
+        # tokenize says the same of the same text (it showed the [UNK] ids without a word), and nothing of its own.
+        said = run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE).stderr
+        self.assertRegex(said, r"rankscope: warning: \d+ of the \d+ text tokens \(100%\) are the unknown token of")
+        self.assertNotIn("unknown token", run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", own).stderr)
 
     def test_draws_zero_skips_e2(self):
         # --draws 0: E1 and the skip ratio as usual, no path products, no paths.csv, no E2 figure, no E2 verdict.
