@@ -1,6 +1,7 @@
 """`rankscope model` end to end on small random checkpoints in the Hugging Face layout, with a SentencePiece model
 trained on RTE text (ALBERT, XLNet) and the fixture's WordPiece list (BERT)."""
 import json
+import struct
 import os
 import shutil
 import subprocess
@@ -161,6 +162,16 @@ class ModelCommand(unittest.TestCase):
         with open(os.path.join(inputs_out, "manifest.json")) as f:
             manifest = json.load(f)
         self.assertEqual((manifest["samples"], manifest["tokens"], manifest["dump"]), (2, 6, dump))
+        # Its metadata says which weights the activations are of: the last kind run (with both, pretrained; it did
+        # not say).
+        def dump_weights(path):
+            with open(path, "rb") as f:
+                (length,) = struct.unpack("<Q", f.read(8))
+                return json.loads(f.read(length))["__metadata__"]["weights"]
+        self.assertEqual(dump_weights(dump), "pretrained")
+        run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--inputs", ids, "--weights", "init",
+            "--draws", "0", "--dump", dump, "--out", inputs_out)
+        self.assertEqual(dump_weights(dump), "init")
 
     def test_manifest_records_peak_memory_and_malloc(self):
         # The reference for manifest.json's peak resident memory is the child's ru_maxrss as the parent reads it

@@ -101,6 +101,9 @@ class PretrainCommand(unittest.TestCase):
             "--out", os.path.join(self.out, "m"))
 
     def test_errors_are_one_line(self):
+        # BERT's embeddings are d_model wide: --embedding-size was silently ignored for it.
+        self.assert_one_line_error(run("pretrain", "--embedding-size", "16", "--out", self.out, check=False),
+                                   "--arch bert has embeddings d_model wide (--embedding-size)")
         self.assert_one_line_error(run("pretrain", "--arch", "gpt2", "--out", self.out, check=False), "architecture", "gpt2")
         self.assert_one_line_error(run("pretrain", "--corpus", os.path.join(self.out, "missing.txt"), "--out", self.out,
                                        check=False), "missing.txt")

