@@ -59,5 +59,9 @@ void install_interrupt_handlers();
 // pending_interrupt() at safe points and stops cleanly.
 void defer_interrupts(bool deferred);
 int pending_interrupt();  // the signal received, or 0
+// When a signal ends the process (default mode), one line on stderr first: "rankscope: interrupted by SIGINT" and this
+// note (it ended without a word). pretrain sets "; the training state is saved at step 100: run the same command
+// again to resume" at each save. At most 400 bytes kept; safe to call from any thread while a signal arrives.
+void set_interrupt_note(const std::string& note);
 
 }  // namespace rankscope

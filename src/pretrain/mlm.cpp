@@ -20,6 +20,7 @@
 #include "rankscope/io.hpp"
 #include "rankscope/models.hpp"
 #include "rankscope/pretrain.hpp"
+#include "rankscope/process.hpp"
 #include "rankscope/provenance.hpp"
 #include "rankscope/tensor_file.hpp"
 #include "rankscope/tokenizer.hpp"
@@ -376,6 +377,10 @@ PretrainResult pretrain(const PretrainSettings& s, const Corpus& corpus, const f
             write_file_atomically((dir / "state.json").string(),
                                   nlohmann::json{{"key", key}, {"step", state.step}, {"seconds", state.seconds}, {"log", log}}.dump() + "\n");
         });
+        // What Ctrl-C leaves (process.hpp): it ended the run without a word.
+        set_interrupt_note(fmt::format("; the training state is saved at step {}: run the same command again to resume "
+                                       "from there",
+                                       state.step));
     };
 
     // Held-out evaluation: the first eval_samples samples, masked once with a fixed seed.

@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 extern char** environ;
@@ -26,6 +28,11 @@ constexpr int kMaxChildren = 256;
 std::atomic<pid_t> g_children[kMaxChildren];
 volatile sig_atomic_t g_signal = 0;
 std::atomic<bool> g_deferred{false};
+// set_interrupt_note's text, double-buffered: the handler reads the buffer `g_note_current` names, which the writer
+// switches only after filling the other one.
+char g_notes[2][401] = {{0}, {0}};
+std::atomic<int> g_note_current{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler reads the note index");
 static_assert(std::atomic<pid_t>::is_always_lock_free, "the signal handler reads the child pid");
 
 // A free slot for a child about to start (throws when kMaxChildren run at once); released by ChildSlot's destructor.
@@ -61,6 +68,11 @@ void on_interrupt(int signal_number) {
     }
     if (forwarded) return;
     if (!g_deferred.load()) {
+        // Async-signal-safe: write only. The default action then ends the process (status 128 + signal).
+        const char* name = signal_number == SIGINT ? "SIGINT" : signal_number == SIGTERM ? "SIGTERM" : "a signal";
+        const char* note = g_notes[g_note_current.load()];
+        for (const char* part : {"\nrankscope: interrupted by ", name, note, "\n"})
+            [[maybe_unused]] const auto written = ::write(STDERR_FILENO, part, std::strlen(part));
         ::signal(signal_number, SIG_DFL);
         ::raise(signal_number);
     }
@@ -139,6 +151,16 @@ void install_interrupt_handlers() {
 }
 
 void defer_interrupts(bool deferred) { g_deferred.store(deferred); }
+
+void set_interrupt_note(const std::string& note) {
+    static std::mutex writers;
+    std::lock_guard<std::mutex> lock(writers);
+    const int next = 1 - g_note_current.load();
+    const std::size_t length = std::min<std::size_t>(note.size(), sizeof g_notes[next] - 1);
+    std::memcpy(g_notes[next], note.data(), length);
+    g_notes[next][length] = '\0';
+    g_note_current.store(next);
+}
 
 int pending_interrupt() { return g_signal; }
 

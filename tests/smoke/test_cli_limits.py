@@ -427,6 +427,17 @@ class Limits(unittest.TestCase):
         self.assertEqual(stderr.strip().split("\n")[-1], "rankscope: error: an input file mapped into memory (a checkpoint) "
                          "was truncated or replaced while this run read it (SIGBUS); run again when it is stable")
 
+    def test_ctrl_c_is_said(self):
+        # SIGINT ends a run as the default action does (status 128 + 2), with one line that says so (it said nothing).
+        process = subprocess.Popen([BINARY, "theory", "--layers", "24", "--seeds", "20", "--tokens", "64", "--d-model",
+                                    "64", "--out", os.path.join(self.directory, "interrupted")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, -signal.SIGINT, stderr)
+        self.assertEqual(stderr.strip().splitlines()[-1], "rankscope: interrupted by SIGINT")
+
     def test_error_lines_show_control_characters_escaped(self):
         # A file name holding ESC reached the terminal raw in the error line.
         result = run("measure", os.path.join(self.directory, "no\x1b[2Jsuch.npy"), check=False)

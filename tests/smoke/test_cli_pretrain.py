@@ -2,6 +2,7 @@
 again ends with the same weights as an uninterrupted one, and the errors a user meets first are one line, exit 2."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -65,6 +66,24 @@ class PretrainCommand(unittest.TestCase):
                 self.assertEqual(provenance["seed"], 0, name)
         # No half-written folder is left where a checkpoint belongs.
         self.assertEqual([n for n in os.listdir(os.path.join(killed, "checkpoints")) if not n.startswith("step-") or "." in n], [])
+
+    def test_ctrl_c_says_where_the_run_resumes(self):
+        # SIGINT ended the run without a word; it now says so, and from which saved step the same command resumes.
+        out = os.path.join(self.out, "interrupted")
+        process = subprocess.Popen([BINARY, "pretrain", "--arch", "bert", *TINY, "--steps", "100000", "--out", out],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and not os.path.exists(os.path.join(out, "checkpoints", "step-000020")):
+            time.sleep(0.05)
+        time.sleep(0.5)  # past the save of step 20's state
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, -signal.SIGINT, stderr)
+        last = stderr.strip().splitlines()[-1]
+        self.assertRegex(last, r"^rankscope: interrupted by SIGINT; the training state is saved at step (\d+): run the "
+                               r"same command again to resume from there$")
+        with open(os.path.join(out, "state", "state.json")) as f:
+            self.assertEqual(int(re.search(r"step (\d+)", last).group(1)), json.load(f)["step"])
 
     def test_stop_after_then_resume(self):
         # --stop-after N stops at step N, leaves no manifest (written last, for a finished run: it listed the missing
