@@ -44,7 +44,7 @@ void FailureModesSettings::validate() const {
     within(tokens, 2, 1024, "tokens");
     within(samples, 1, 1024, "samples");
     within(seeds, 1, 1000, "seeds");
-    check_consecutive_seeds(seed, seeds, "seeds");
+    check_consecutive_seeds(seed, seeds, "--seeds");  // (Python: seeds)
     if (!(entropy_collapse_below > 0 && entropy_collapse_below <= 1)) throw Error("must lie in (0, 1]", "entropy threshold");
     if (!(rank_collapse_below > 0 && rank_collapse_below <= 1)) throw Error("must lie in (0, 1]", "rank threshold");
 }

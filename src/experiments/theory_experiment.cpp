@@ -20,7 +20,7 @@ namespace rankscope {
 
 TheoryResult run_theory_experiment(const TheorySettings& settings, const at::Tensor* input,
                                    const InterruptPoll& interrupt) {
-    check_consecutive_seeds(settings.seed, settings.seeds, "seeds");
+    check_consecutive_seeds(settings.seed, settings.seeds, "--seeds");  // (Python: seeds)
     const auto variants = theory_variants(settings.network, settings.heads);
     const std::size_t jobs = variants.size() * static_cast<std::size_t>(settings.seeds);
     std::vector<std::vector<TheoryRow>> results(jobs);

@@ -53,7 +53,7 @@ void TrainabilitySettings::validate() const {
     if (tokens < 2 || tokens > 1024) throw Error(fmt::format("{} is outside [2, 1024]", tokens), "tokens");
     positive(samples, 1024, "samples");
     positive(seeds, 1000, "seeds");
-    check_consecutive_seeds(seed, seeds, "seeds");
+    check_consecutive_seeds(seed, seeds, "--seeds");  // (Python: seeds)
 }
 
 SanConfig trainability_network(const TrainabilitySettings& settings, int depth, LayerNormKind layer_norm,

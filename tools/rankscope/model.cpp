@@ -194,7 +194,7 @@ void run_model(const ModelOptions& options) {
         for (const auto& variant : options.variants) {
             std::string line;
             for (const auto& r : rows)
-                if (r.weights == kind && r.variant == variant_label(variant)) line += fmt::format(" {:.3f}", r.mean);
+                if (r.weights == kind && r.variant == variant_label(variant)) line += fmt::format(" {:.3g}", r.mean);  // 6e-4 and 1e-7 read 0.001 and 0.000 in {:.3f}
             fmt::print("{:<10} {:<12}{}\n", kind, variant, line);
         }
     for (const auto& run : result.runs) {

@@ -58,7 +58,7 @@ void run_pretrain(PretrainOptions& options) {
     write_manifest(out, provenance, {{"inputs", s.corpus_files}, {"settings", s.to_json()},
                                      {"outputs", {"config.json", "log.csv", "pretrain.json", "checkpoints", "tokenizer", "corpus"}}});
     const auto& last = result.log.back();
-    fmt::print("pretrain {}: {} steps, {:.0f} s training ({:.0f} s in this run{}), {} checkpoints in {}\n", s.arch, s.steps,
+    fmt::print("pretrain {}: {} step{}, {:.0f} s training ({:.0f} s in this run{}), {} checkpoints in {}\n", s.arch, s.steps, s.steps == 1 ? "" : "s",
                last.seconds, wall, result.resumed ? ", resumed" : "", result.checkpoints.size(), (out / "checkpoints").string());
     fmt::print("held-out masked tokens: loss {:.3f} nats, accuracy {:.3f}; unigram baseline: loss {:.3f}, accuracy {:.3f}\n",
                last.heldout_loss, last.heldout_accuracy, result.unigram_loss, result.unigram_accuracy);
