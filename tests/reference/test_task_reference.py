@@ -1,5 +1,6 @@
 """`rankscope task sort` against an independent numpy re-implementation of the trained model read from its checkpoint:
-whole-model accuracy, majority level, the all-skip (k = 0) ensembles, and the residual per layer."""
+whole-model accuracy, majority level, the all-skip (k = 0) ensembles, the through-every-head (k = L) ensembles of a
+one-head model, and the residual per layer."""
 import os
 import shutil
 import sys
@@ -48,6 +49,17 @@ class Model:
             out += pattern @ v @ p["attn.W_O"][h]
         out += p["attn.b_O"]
         return layer_norm(x + out, p["ln1.w"], p["ln1.b"])
+
+    def head_layer(self, l, x, sub_path):
+        """A layer restricted to its (only) head, as the paper's path evaluation: LN(head(x)) without affine
+        parameters (no_sub_path), or the layer's own skip and LayerNorm, LN1(x + head(x)) (sub_path)."""
+        p = {k[len(f"blocks.{l}."):]: v for k, v in self.t.items() if k.startswith(f"blocks.{l}.")}
+        assert p["attn.W_Q"].shape[0] == 1
+        q = x @ p["attn.W_Q"][0] + p["attn.b_Q"][0]
+        k = x @ p["attn.W_K"][0] + p["attn.b_K"][0]
+        v = x @ p["attn.W_V"][0] + p["attn.b_V"][0]
+        head = softmax(q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])) @ v @ p["attn.W_O"][0] + p["attn.b_O"]
+        return layer_norm(x + head, p["ln1.w"], p["ln1.b"]) if sub_path else layer_norm(head)
 
     def hidden_states(self, ids):
         states = [self.embed(ids)]
@@ -160,6 +172,38 @@ class TaskReference(unittest.TestCase):
             self.assertEqual(both["seeds"][0]["whole_model_accuracy"], summary["whole_model_accuracy"])
             self.assertAlmostEqual(both["whole_model_accuracy"], np.mean(accuracies), places=6)
             self.assertNotEqual(both["seeds"][0]["checkpoint"], both["seeds"][1]["checkpoint"])
+        finally:
+            shutil.rmtree(out)
+
+    def test_sort_head_paths_of_a_one_head_model_match_numpy_reference(self):
+        """E4's head-restricted layers, independently: with one head per layer, every path of length k = L goes through
+        that head in every layer, so any draw of n such paths is LN(n · path(x)) and its accuracy is fixed. Checked for
+        both path evaluations (the paper's LN(head(x)), and the layer's own skip and LayerNorm kept). The k = 0 rows
+        above check the skip side; this one the head side (a reviewer suspected E4's low sort ensembles of a defect)."""
+        out = tempfile.mkdtemp(prefix="rankscope-task-heads-")
+        try:
+            run("task", "sort", "--out", out, "--seed", "2", "--layers", "2", "--heads", "1", "--d-model", "16",
+                "--epochs", "6", "--train-count", "150", "--eval-count", "40", "--repeats", "2", "--paths", "5,20",
+                "--sub-path", "both")
+            summary = load_json(os.path.join(out, "task.json"))
+            model = Model(dict(read_safetensors(summary["checkpoint"])), 2)
+            data = dict(read_safetensors(os.path.join(out, "eval_data.safetensors")))
+            ids, targets = data["inputs"], data["targets"]
+            rows = read_csv(os.path.join(out, "paths_effectiveness.csv"))
+            skip_only = model.unembed(layer_norm(model.embed(ids))).argmax(-1)
+            for sub_path in (False, True):
+                h = model.embed(ids)
+                for l in range(2):
+                    h = model.head_layer(l, h, sub_path)
+                # (a head ignored, taken as the skip, would give the k = 0 predictions: they must differ)
+                self.assertTrue((model.unembed(layer_norm(h)).argmax(-1) != skip_only).any())
+                for n in (5, 20):
+                    expected = (model.unembed(layer_norm(n * h)).argmax(-1) == targets).mean()
+                    got = [float(r["value"]) for r in rows if r["metric"] == "token_accuracy" and r["k"] == "2"
+                           and r["n_paths"] == str(n) and r["sub_path"] == ("yes" if sub_path else "no")]
+                    self.assertEqual(len(got), 2)  # 2 repeats
+                    for value in got:
+                        self.assertAlmostEqual(value, expected, places=6, msg=(sub_path, n))
         finally:
             shutil.rmtree(out)
 
