@@ -11,6 +11,7 @@ sample is the same and the E1 std is 0.)
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from ._arrays import (attention_mask_ids, check_count, check_range, error, flag,
                       to_engine)
 from ._progress import shown as progress_shown
 from ._tables import as_table
-from ._warnings import warn
+from ._warnings import naming, warn
 from .findings import Findings
 
 ModelSource = _rankscope.ModelSource
@@ -152,11 +153,13 @@ def text_batch(model: ModelArgument, text: TextArgument = None, samples: int = 3
     check_count(tokens, 4, 4096, "tokens")
     with tempfile.TemporaryDirectory(prefix="rankscope-tokenizer-") as scratch:
         path = _text_path(text, scratch)
+        listed = isinstance(text, (list, tuple))
         try:
-            return _rankscope.text_batch(source, path, samples, tokens, tokenizer_dir or scratch)
+            with naming(path, "the sentences given") if listed else contextlib.nullcontext():
+                return _rankscope.text_batch(source, path, samples, tokens, tokenizer_dir or scratch)
         except _rankscope.Error as failure:
             # Sentences given as a list are written to a scratch file: the error names them, not that file.
-            if isinstance(text, (list, tuple)) and getattr(failure, "where", "") == path:
+            if listed and getattr(failure, "where", "") == path:
                 message = str(failure)
                 raise error(message[:-len(f" ({path})")] if message.endswith(f" ({path})") else message, "text") from None
             raise

@@ -222,7 +222,10 @@ def test_inputs_in_memory_any_mapping_or_the_ids_alone_and_text_as_sentences(tmp
     # Sentences in a list are the text file with one sentence per line (text= was a path only).
     sentences = ["The cat sat on the mat.", "A dog ran in the park today.", "It rained all day long."] * 4
     (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n")
-    from_list = rs.text_batch(fixture("bert-tiny"), text=sentences, samples=2, tokens=8)
+    with pytest.warns(rs.RankscopeWarning) as said:  # (the fixture's 64 pieces spell no English word)
+        from_list = rs.text_batch(fixture("bert-tiny"), text=sentences, samples=2, tokens=8)
+    # The warning names the sentences, not the scratch file they were written to.
+    assert [str(w.message).split("not the text of ")[1].split(" (")[0] for w in said] == ["the sentences given"]
     from_file = rs.text_batch(fixture("bert-tiny"), text=tmp_path / "sentences.txt", samples=2, tokens=8)
     for key in from_file:
         np.testing.assert_array_equal(from_list[key], from_file[key])
