@@ -18,6 +18,7 @@ namespace {
 // Thresholds, read off the paper's figures (SPEC.md: ±0.03).
 constexpr double kTransformerLow = 0.3 - 0.03;  // "stays around 0.3–0.5"
 constexpr double kTransformerHigh = 0.5 + 0.03;
+constexpr int kPaperSamples = 32, kPaperTokens = 128;  // Fig. 2: 32 sequences of exactly 128 real tokens
 constexpr int kPaperModelLayers = 12;            // BERT-base, ALBERT-base, XLNet-base (Fig. 2): that level's depth
 constexpr int kInitFloorDepth = 4;              // E2: "init reaches the float32 floor (~1e-6) by depth 4"
 constexpr double kFloatFloor = 1e-5;            // an order above float32 round-off (~1e-6 of the paper's plot)
@@ -117,6 +118,12 @@ Findings real_model_findings(const RealModelResult& result) {
         f.notes.push_back("LayerNorm surgery '" + to_string(result.settings.layer_norm) +
                           "' applied to every variant: the paper keeps LayerNorm in every ablation, so its numbers "
                           "are not directly comparable.");
+    // Fewer or shorter samples than the paper's: the verdicts say what these show, on a smaller sample of text (said,
+    // since only the settings column showed it).
+    if (result.samples < kPaperSamples || result.tokens < kPaperTokens)
+        f.notes.push_back(fmt::format("Measured on {} samples × {} tokens, fewer or shorter than the paper's {} × {}: the "
+                                      "verdicts judge these samples, and means over fewer samples vary more.",
+                                      result.samples, result.tokens, kPaperSamples, kPaperTokens));
     std::string reading;
     for (const auto& run : result.runs) {
         const bool init = run.weights == "init";

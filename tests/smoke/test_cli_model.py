@@ -97,6 +97,15 @@ class ModelCommand(unittest.TestCase):
         result = run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--samples", "3",
                      "--tokens", "16", "--weights", "pretrained", "--variants", "SAN,transformer", "--out", out)
         self.assertEqual(len(read_csv(os.path.join(out, "residual.csv"))), 2 * 4)
+        # Fewer or shorter samples than the paper's 32 x 128 are said in the findings (only the settings column showed
+        # it); at the paper's size nothing is said.
+        with open(os.path.join(out, "findings.json")) as f:
+            self.assertIn("Measured on 3 samples × 16 tokens, fewer or shorter than the paper's 32 × 128", json.load(f)["notes"][0])
+        full = os.path.join(self.directory, "bert-full")
+        run("model", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--weights", "pretrained", "--draws",
+            "0", "--variants", "SAN", "--out", full)
+        with open(os.path.join(full, "findings.json")) as f:
+            self.assertFalse(any("fewer or shorter" in note for note in json.load(f)["notes"]))
         # The fixture's 64 pieces (tok5, tok6, ...) spell no English word: every text token is [UNK], the samples are
         # identical, and a warning says so (nothing did).
         warnings = [line for line in result.stderr.splitlines() if line.startswith("rankscope: warning: ")]
