@@ -126,6 +126,14 @@ bool remove_if_empty_tree(const std::filesystem::path& directory) {
     return !error && empty && std::filesystem::remove(directory, error);
 }
 
+// The commands parsed, outermost first, down to a nested one: {paths, sample}.
+std::vector<const CLI::App*> parsed_commands(const CLI::App& app) {
+    std::vector<const CLI::App*> chain;
+    for (const CLI::App* command = &app; !command->get_subcommands().empty();)
+        chain.push_back(command = command->get_subcommands().front());
+    return chain;
+}
+
 // The outermost folder that the chosen subcommand's --out (or the default folder its --help shows) would create (`a`
 // for a new `a/b/out`), or "" when there is none or it exists already.
 std::filesystem::path new_out_folder(const CLI::App& app) {
@@ -133,10 +141,8 @@ std::filesystem::path new_out_folder(const CLI::App& app) {
         std::error_code error;
         return !std::filesystem::exists(std::filesystem::symlink_status(path, error));
     };
-    // The command parsed, down to a nested one (`paths sample`).
-    const CLI::App* command = &app;
-    while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
-    const CLI::Option* out = command->get_option_no_throw("--out");
+    const std::vector<const CLI::App*> chain = parsed_commands(app);
+    const CLI::Option* out = chain.empty() ? nullptr : chain.back()->get_option_no_throw("--out");
     if (out == nullptr) return {};
     const std::string given = out->count() > 0 ? out->as<std::string>() : out->get_default_str();
     if (given.empty()) return {};
@@ -179,10 +185,7 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         rankscope::cli::check_lists_name_values_once(app);
         std::string parsed;  // "paths sample"
-        for (const CLI::App* command = &app; !command->get_subcommands().empty();) {
-            command = command->get_subcommands().front();
-            parsed += (parsed.empty() ? "" : " ") + command->get_name();
-        }
+        for (const CLI::App* command : parsed_commands(app)) parsed += (parsed.empty() ? "" : " ") + command->get_name();
         rankscope::cli::remember_subcommand(parsed);
     } catch (const CLI::ParseError& error) {
         if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
