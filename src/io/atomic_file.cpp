@@ -37,7 +37,8 @@ std::filesystem::path comparable(const std::filesystem::path& path) {
 
 // The regular files directly in `folder` that an earlier run's manifest lists, when that run was `subcommand`'s:
 // "outputs", "figures" (each with its <stem>.gp), "dump". Names with a folder part, and folders (pretrain's
-// checkpoints/), are not listed. A manifest that cannot be read lists nothing.
+// checkpoints/), are not listed, nor a file this run has read (an earlier --dump given as this run's --inputs). A
+// manifest that cannot be read lists nothing.
 std::vector<std::filesystem::path> earlier_run_files(const std::filesystem::path& folder, const std::string& subcommand) {
     std::vector<std::filesystem::path> files;
     if (subcommand.empty()) return files;
@@ -50,6 +51,7 @@ std::vector<std::filesystem::path> earlier_run_files(const std::filesystem::path
         return files;
     }
     if (!manifest.is_object() || !manifest.contains("subcommand") || manifest["subcommand"] != subcommand) return files;
+    const std::vector<FileRead> inputs = files_read();
     auto add = [&](const nlohmann::json& name) {
         if (!name.is_string()) return;
         const std::filesystem::path file(name.get<std::string>());
@@ -57,7 +59,10 @@ std::vector<std::filesystem::path> earlier_run_files(const std::filesystem::path
             file == "manifest.json")
             return;
         std::error_code ec;
-        if (std::filesystem::is_regular_file(std::filesystem::symlink_status(folder / file, ec))) files.push_back(folder / file);
+        if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(folder / file, ec))) return;
+        for (const FileRead& input : inputs)
+            if (std::filesystem::equivalent(folder / file, input.path, ec)) return;
+        files.push_back(folder / file);
     };
     for (const char* key : {"outputs", "figures"})
         if (manifest.contains(key) && manifest[key].is_array())

@@ -215,16 +215,18 @@ class Limits(unittest.TestCase):
         # Another command's files stay (a `dynamics --out` in a pretraining run's folder), and so do the user's own.
         out = os.path.join(self.directory, "rerun")
         bert = os.path.join(FIXTURES, "bert-tiny")
-        model = ["model", "--model", bert, "--inputs", os.path.join(bert, "expected-transformer.safetensors"),
-                 "--weights", "pretrained", "--threads", "1", "--out", out]
-        run(*model, "--draws", "3")
+        model = ["model", "--model", bert, "--weights", "pretrained", "--threads", "1", "--out", out]
+        dump = os.path.join(out, "acts.safetensors")
+        run(*model, "--inputs", os.path.join(bert, "expected-transformer.safetensors"), "--draws", "3", "--dump", dump)
         for name in ("paths.csv", "paths.svg", "paths.gp"):
             self.assertTrue(os.path.isfile(os.path.join(out, name)), name)
         with open(os.path.join(out, "notes.txt"), "w") as f:
             f.write("mine\n")
-        run(*model, "--draws", "0")
+        # The earlier run's --dump, read by this one as its --inputs, stays.
+        run(*model, "--inputs", dump, "--draws", "0")
         left = set(os.listdir(out))
-        self.assertTrue({"residual.csv", "residual.svg", "residual.gp", "manifest.json", "notes.txt"} <= left, left)
+        self.assertTrue({"residual.csv", "residual.svg", "residual.gp", "manifest.json", "notes.txt", "acts.safetensors"} <= left,
+                        left)
         self.assertEqual({"paths.csv", "paths.svg", "paths.png", "paths.pdf", "paths.gp"} & left, set())
         with open(os.path.join(out, "manifest.json")) as f:
             self.assertEqual(json.load(f)["subcommand"], "model")
