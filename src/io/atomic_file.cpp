@@ -53,7 +53,7 @@ std::vector<std::filesystem::path> earlier_run_files(const std::filesystem::path
     if (!manifest.is_object() || !manifest.contains("subcommand") || manifest["subcommand"] != subcommand) return files;
     const std::vector<FileRead> inputs = files_read();
     auto add = [&](const nlohmann::json& name) {
-        if (!name.is_string()) return;
+        if (!name.is_string() || name.get<std::string>().find('\0') != std::string::npos) return;  // "a.txt\0x" is a.txt
         const std::filesystem::path file(name.get<std::string>());
         if (file.empty() || file.has_parent_path() || file.filename() != file || file == "." || file == ".." ||
             file == "manifest.json")
@@ -71,10 +71,19 @@ std::vector<std::filesystem::path> earlier_run_files(const std::filesystem::path
                 if (std::string(key) == "figures" && name.is_string())
                     add(std::filesystem::path(name.get<std::string>()).replace_extension(".gp").string());
             }
-    // --dump: a path; only a file named as lying in this folder goes.
+    // --dump: a path as given, relative to the earlier run's working directory (not this one's); only a file it names
+    // in this folder goes. The folder part's links are resolved, the file's own name is not followed (a link there
+    // could name any file of this folder).
     if (manifest.contains("dump") && manifest["dump"].is_string() && !manifest["dump"].get<std::string>().empty()) {
-        const auto dump = comparable(manifest["dump"].get<std::string>());
-        if (dump.parent_path() == folder) add(dump.filename().string());
+        std::filesystem::path dump(manifest["dump"].get<std::string>());
+        if (dump.is_relative()) {
+            const auto directory = manifest.find("working_directory");
+            if (directory == manifest.end() || !directory->is_string() || directory->get<std::string>().empty())
+                return files;  // an older manifest: where it was is unknown
+            dump = std::filesystem::path(directory->get<std::string>()) / dump;
+        }
+        dump = dump.lexically_normal();
+        if (!dump.filename().empty() && comparable(dump.parent_path()) == folder) add(dump.filename().string());
     }
     std::sort(files.begin(), files.end());
     files.erase(std::unique(files.begin(), files.end()), files.end());

@@ -78,7 +78,13 @@ void run_model(const ModelOptions& options) {
                         "--dump " + options.dump);
         std::filesystem::path folder = std::filesystem::path(options.dump).parent_path();
         if (folder.empty()) folder = ".";
-        const bool in_out = std::filesystem::weakly_canonical(folder) == std::filesystem::weakly_canonical(out_dir);
+        // The same folder however spelt: absolute or relative, with a trailing '/' (weakly_canonical of a relative
+        // path that does not exist yet stays relative, and "m3/" differs from "m3").
+        const auto spelt_out = [](const std::filesystem::path& path) {
+            std::filesystem::path absolute = std::filesystem::weakly_canonical(std::filesystem::absolute(path));
+            return absolute.filename().empty() ? absolute.parent_path() : absolute;
+        };
+        const bool in_out = spelt_out(folder) == spelt_out(out_dir);
         if (!in_out && !std::filesystem::is_directory(folder))  // --out is made by the run
             throw Error("folder " + folder.string() + " does not exist", "--dump " + options.dump);
         if (!in_out && ::access(folder.c_str(), W_OK) != 0)
@@ -181,7 +187,8 @@ void run_model(const ModelOptions& options) {
                    {{"inputs", {options.model, from_ids ? options.inputs : text_path}},
                     {"outputs", outputs},
                     {"figures", figures},
-                    {"dump", options.dump},  // "" without --dump
+                    // "" without --dump; absolute, so that a re-run from another directory finds it (io.hpp)
+                    {"dump", options.dump.empty() ? std::string() : std::filesystem::absolute(options.dump).lexically_normal().string()},
                     {"mask", decoder ? (settings.bidirectional ? "bidirectional" : "causal") : "bidirectional"},
                     {"layer_norm", to_string(settings.layer_norm)},
                     {"compat", options.compat},
