@@ -116,7 +116,8 @@ nlohmann::json table_records(const Table& table);
 // Fills the provenance once the command line has been parsed.
 Provenance start_run(const CommonOptions& options);
 
-// Remembered by main() for provenance: the words, and the command parsed ("model", "paths sample").
+// Remembered by main() for provenance: the words, and the command parsed ("model", "paths sample", "task": a task
+// run after another in one folder takes the other's files, as a re-run of the same command does).
 void remember_command_line(int argc, const char* const* argv);
 void remember_subcommand(const std::string& subcommand);
 

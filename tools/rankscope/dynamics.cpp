@@ -35,11 +35,12 @@ void run_dynamics_command(DynamicsOptions& options) {
     const auto& variants = options.settings.model.variants;
     std::vector<std::string> outputs = {"dynamics_residual.csv", "dynamics_paths.csv", "dynamics_attention.csv",
                                         "findings.json", "verdicts.csv"};
+    std::vector<std::string> figures;  // (listed under "figures", as every command's: a re-run takes their .gp too)
     for (const Figure& figure : {dynamics_heatmap_figure(result.model, variants, result.steps, result.layers),
                                  dynamics_curves_figure(result.model, variants, select_steps(result.steps, 6)),
                                  dynamics_attention_figure(result.model, result.steps, result.layers)})
-        for (const auto& file : render_figure(out, figure, csv_provenance_lines(provenance))) outputs.push_back(file);
-    write_manifest(out, provenance, {{"inputs", {options.checkpoints, result.text}}, {"outputs", outputs}});
+        for (const auto& file : render_figure(out, figure, csv_provenance_lines(provenance))) figures.push_back(file);
+    write_manifest(out, provenance, {{"inputs", {options.checkpoints, result.text}}, {"outputs", outputs}, {"figures", figures}});
     fmt::print("dynamics {}: {} checkpoints (steps {}–{}), {} × {} tokens of {}\n{}\n", result.model, result.steps.size(),
                result.steps.front(), result.steps.back(), result.samples, result.tokens, result.text, findings.reading);
 }

@@ -60,8 +60,14 @@ void write_eval_data(const std::filesystem::path& path, const TaskBatch& batch, 
     write_tensors(path.string(), tensors, {{"command", provenance.command}, {"version", version_string()}});
 }
 
+// What a task run wrote into --out, for its manifest (a re-run removes what the last one listed: task.cpp listed
+// nothing, and sort's files stayed beside a later circle run's).
+struct TaskFiles {
+    std::vector<std::string> outputs, figures;
+};
+
 // E3: the experiment unit trains and rolls out every variant × seed; here its result is written and drawn.
-void run_circle(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
+TaskFiles run_circle(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
     CircleSettings settings;
     settings.variants = options.circle_variants;
     settings.seeds = options.seeds;
@@ -144,13 +150,18 @@ void run_circle(const TaskOptions& options, const Provenance& provenance, const 
     // Figure: one panel per variant; the first seed drawn with points, the other seeds faint.
     const std::uint64_t first = settings.seeds.front();
     const CirclePanelText text = circle_panel_text(result, settings.variants);
-    render_figure(out, circle_figure(settings.variants, text.titles, text.notes, first, settings.steps, settings.seeds.size() > 1),
-                  csv_provenance_lines(provenance));
+    return {{"circle_trajectories.csv", "circle_summary.csv", "training.csv", "task.json", "findings.json", "verdicts.csv"},
+            render_figure(out, circle_figure(settings.variants, text.titles, text.notes, first, settings.steps,
+                                             settings.seeds.size() > 1),
+                          csv_provenance_lines(provenance))};
 }
 
 // E4: train (or reuse) one model per seed, measure whole-model, majority and per-position majority accuracy, and the path
 // ensembles.
-void run_classification_task(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
+TaskFiles run_classification_task(const TaskOptions& options, const Provenance& provenance, const std::filesystem::path& out) {
+    TaskFiles files;
+    files.outputs = {"paths_effectiveness.csv", "residual.csv", "training.csv", "task.json", "findings.json", "verdicts.csv",
+                     "paths_effectiveness_summary.csv"};
     const TaskSettings& settings = options.settings;
     PathEffectivenessSettings experiment;
     experiment.task = settings;
@@ -214,6 +225,7 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
     for (const auto& s : result.seeds) {
         const std::string eval_file = one_seed ? "eval_data.safetensors" : fmt::format("eval_data_seed{}.safetensors", s.seed);
         write_eval_data(out / eval_file, s.eval, provenance);
+        files.outputs.push_back(eval_file);
         reused_all = reused_all && s.trained.reused;
         seeds.push_back({{"seed", s.seed},
                          {"checkpoint", s.trained.checkpoint},
@@ -272,8 +284,9 @@ void run_classification_task(const TaskOptions& options, const Provenance& prove
     std::vector<std::pair<std::string, int>> series;
     for (bool mode : modes)
         for (int n : options.n_paths) series.emplace_back(mode ? "yes" : "no", n);
-    render_figure(out, paths_effectiveness_figure(settings.task, series, static_cast<int>(result.seeds.size())),
-                  csv_provenance_lines(provenance));
+    files.figures = render_figure(out, paths_effectiveness_figure(settings.task, series, static_cast<int>(result.seeds.size())),
+                                  csv_provenance_lines(provenance));
+    return files;
 }
 
 }  // namespace
@@ -326,9 +339,10 @@ std::function<void()> setup_task(CLI::App& command) {
         const Provenance provenance = start_run(options->common);
         const std::filesystem::path out = options->common.out;
         std::filesystem::create_directories(out);
-        if (s.task == "circle") run_circle(*options, provenance, out);
-        else run_classification_task(*options, provenance, out);
-        write_manifest(out, provenance, {{"subcommand", "task"}, {"task", s.task}, {"settings", s.to_json()}});
+        const TaskFiles files =
+            s.task == "circle" ? run_circle(*options, provenance, out) : run_classification_task(*options, provenance, out);
+        write_manifest(out, provenance, {{"task", s.task}, {"settings", s.to_json()}, {"outputs", files.outputs},
+                                         {"figures", files.figures}});
     };
 }
 

@@ -83,8 +83,13 @@ void run_width_depth(const WidthDepthOptions& options, const TaskSettings& base)
     for (std::size_t i = 0; i < options.layers.size(); ++i)
         depths.emplace_back(options.layers[i], fmt::format("L={} (d={}), accuracy {:.3f}", options.layers[i], models.rows[i][3],
                                                            std::stod(models.rows[i][5])));
-    render_figure(out, width_depth_figure(base.task, depths), csv_provenance_lines(provenance));
-    write_manifest(out, provenance, {{"subcommand", "width-depth"}, {"task", base.task}});
+    const std::vector<std::string> figures =
+        render_figure(out, width_depth_figure(base.task, depths), csv_provenance_lines(provenance));
+    write_manifest(out, provenance,
+                   {{"task", base.task},
+                    {"outputs", {"findings.json", "verdicts.csv", "width_depth.csv", "width_depth_residual.csv",
+                                 "width_depth_paths.csv", "width_depth.json"}},
+                    {"figures", figures}});
 }
 
 }  // namespace
