@@ -235,6 +235,57 @@ class Limits(unittest.TestCase):
         left = set(os.listdir(out))
         self.assertTrue({"residual.csv", "residual.svg", "notes.txt", "paths.csv"} <= left, left)
 
+    def test_a_rerun_finds_the_earlier_dump_where_it_was_written(self):
+        # A reviewer's cases. The manifest held --dump as typed: a relative dump written from another directory, or a
+        # dump path later made a link into --out, named a file of the user's there, and it was removed; a dump written
+        # into --out from one directory stayed when the re-run started in another.
+        bert = os.path.join(FIXTURES, "bert-tiny")
+        model = [BINARY, "model", "--model", bert, "--inputs", os.path.join(bert, "expected-transformer.safetensors"),
+                 "--weights", "pretrained", "--draws", "0", "--threads", "1"]
+        a, b = os.path.join(self.directory, "A"), os.path.join(self.directory, "B")
+        os.makedirs(a)
+        subprocess.run([*model, "--dump", "acts.safetensors", "--out", "../B"], cwd=a, check=True, capture_output=True)
+        self.assertTrue(os.path.isfile(os.path.join(a, "acts.safetensors")))
+        with open(os.path.join(b, "acts.safetensors"), "w") as f:
+            f.write("the user's\n")
+        subprocess.run([*model, "--out", "."], cwd=b, check=True, capture_output=True)
+        with open(os.path.join(b, "acts.safetensors")) as f:
+            self.assertEqual(f.read(), "the user's\n")
+        # A link where the dump was, to a file in --out.
+        d, b2 = os.path.join(self.directory, "D"), os.path.join(self.directory, "B2")
+        os.makedirs(d)
+        subprocess.run([*model, "--dump", os.path.join(d, "acts.safetensors"), "--out", b2], check=True, capture_output=True)
+        with open(os.path.join(b2, "important.safetensors"), "w") as f:
+            f.write("keep\n")
+        os.remove(os.path.join(d, "acts.safetensors"))
+        os.symlink(os.path.join(b2, "important.safetensors"), os.path.join(d, "acts.safetensors"))
+        subprocess.run([*model, "--out", b2], check=True, capture_output=True)
+        self.assertTrue(os.path.isfile(os.path.join(b2, "important.safetensors")))
+        # A dump in --out, typed relative (and --out with a trailing '/', which the check once refused), re-run from
+        # elsewhere with another spelling of the folder: it goes.
+        subprocess.run([*model, "--dump", "m/acts.safetensors", "--out", "m/"], cwd=self.directory, check=True,
+                       capture_output=True)
+        m = os.path.join(self.directory, "m")
+        self.assertTrue(os.path.isfile(os.path.join(m, "acts.safetensors")))
+        subprocess.run([*model, "--out", m], cwd="/", check=True, capture_output=True)
+        self.assertFalse(os.path.exists(os.path.join(m, "acts.safetensors")))
+
+    def test_a_task_run_after_another_takes_its_files(self):
+        # task and width-depth listed no outputs in their manifests: a circle run after a sort run into one folder left
+        # sort's paths_effectiveness files beside circle's manifest.
+        out = os.path.join(self.directory, "tasks")
+        run("task", "sort", "--layers", "2", "--d-model", "8", "--epochs", "1", "--train-count", "50", "--eval-count",
+            "10", "--paths", "2", "--repeats", "1", "--threads", "1", "--out", out)
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = json.load(f)
+        for name in manifest["outputs"] + manifest["figures"]:
+            self.assertTrue(os.path.isfile(os.path.join(out, name)), name)
+        self.assertIn("eval_data.safetensors", manifest["outputs"])
+        run("task", "circle", "--epochs", "1", "--train-count", "50", "--seeds", "1", "--threads", "1", "--out", out)
+        left = set(os.listdir(out))
+        self.assertEqual({n for n in left if n.startswith("paths_effectiveness") or n.startswith("eval_data")}, set(), left)
+        self.assertIn("circle.svg", left)
+
     def test_an_unwritable_out_is_refused_before_computing(self):
         # It was found after the computation, naming a temporary file and no reason. Run as an unprivileged user
         # (root writes anywhere): setpriv when the tests run as root.
