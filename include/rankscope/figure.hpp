@@ -36,6 +36,9 @@ const std::string& figure_palette_colour(int i);
 // inlined in one HTML page have unique element ids. `id_prefix` must be a valid start of an XML name
 // ([A-Za-z_][A-Za-z0-9_-]*); throws rankscope::Error otherwise, or when `svg_text` has no <svg element.
 std::string inline_svg(const std::string& svg_text, const std::string& id_prefix);
+// `text` as XML/HTML text: & < > escaped, and with `quotes` also " and ' (for attribute values and HTML; without,
+// quotes stay as written, as gnuplot writes its own SVG text).
+std::string xml_escape(const std::string& text, bool quotes);
 
 // The narrowest width in CSS px at which the figure's text stays legible (kFigureFontSize units shown at >= 9.6 px):
 // 9.6 / kFigureFontSize x the viewBox width. A one-panel figure (800 units) needs 480 px; wider ones should sit in a

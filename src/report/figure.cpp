@@ -101,18 +101,6 @@ std::string provenance_text(const std::string& comment) {
     return text;
 }
 
-// XML text: & < > escaped (quotes stay as written, as gnuplot writes its own text).
-std::string xml_text(const std::string& text) {
-    std::string escaped;
-    for (char c : text) {
-        if (c == '&') escaped += "&amp;";
-        else if (c == '<') escaped += "&lt;";
-        else if (c == '>') escaped += "&gt;";
-        else escaped += c;
-    }
-    return escaped;
-}
-
 constexpr const char* kGnuplotSvgTitle = "<title>Gnuplot</title>";
 
 // The run's provenance inside the figure itself, so that a figure copied into a paper's folder still says which command,
@@ -128,9 +116,9 @@ void stamp_provenance(const std::filesystem::path& file, const std::string& exte
         const std::size_t gnuplot_title = bytes.find(kGnuplotSvgTitle);
         if (!title.empty() && gnuplot_title != std::string::npos)
             bytes.replace(gnuplot_title, std::string(kGnuplotSvgTitle).size(),
-                          "<title>" + xml_text(control_characters_as_spaces(title)) + "</title>");
+                          "<title>" + xml_escape(control_characters_as_spaces(title), false) + "</title>");
         const std::size_t desc = bytes.find("<desc>");
-        if (!text.empty() && desc != std::string::npos) bytes.insert(desc + 6, xml_text(text) + "\n");
+        if (!text.empty() && desc != std::string::npos) bytes.insert(desc + 6, xml_escape(text, false) + "\n");
     } else if (extension == "png") {
         constexpr std::size_t kSignature = 8, kIhdrEnd = 8 + 8 + 13 + 4;
         if (bytes.size() < kIhdrEnd || bytes.compare(kSignature + 4, 4, "IHDR") != 0) return;
@@ -265,6 +253,19 @@ std::string prefix_urls(const std::string& value, const std::string& prefix) {
 }
 
 }  // namespace
+
+std::string xml_escape(const std::string& text, bool quotes) {
+    std::string escaped;
+    for (char c : text) {
+        if (c == '&') escaped += "&amp;";
+        else if (c == '<') escaped += "&lt;";
+        else if (c == '>') escaped += "&gt;";
+        else if (quotes && c == '"') escaped += "&quot;";
+        else if (quotes && c == '\'') escaped += "&#x27;";
+        else escaped += c;
+    }
+    return escaped;
+}
 
 std::string svg_title(const std::string& svg_text) {
     const std::size_t start = svg_text.find("<title>"), svg = svg_text.find("<svg");

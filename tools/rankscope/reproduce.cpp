@@ -64,18 +64,7 @@ std::string read_text(const std::filesystem::path& path) {
     return read_file_if_present(path.string(), kNoSizeLimit, "reproduction file");
 }
 
-std::string html_escape(const std::string& text) {
-    std::string out;
-    for (char c : text) {
-        if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
-        else if (c == '&') out += "&amp;";
-        else if (c == '"') out += "&quot;";
-        else if (c == '\'') out += "&#x27;";
-        else out += c;
-    }
-    return out;
-}
+std::string html_escape(const std::string& text) { return xml_escape(text, true); }
 
 // A built-in decoder configuration, or a folder whose config.json names a decoder.
 bool is_decoder_model(const std::string& model) {
