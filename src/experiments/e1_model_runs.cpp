@@ -106,16 +106,18 @@ std::int64_t available_memory_bytes() {
     return -1;
 }
 
+// A decoder's Hugging Face folder: the one source whose layers can be read one at a time.
+bool can_stream(const ModelSource& source) { return source.kind == ModelSource::HuggingFace && is_decoder(source.config); }
+
 // Whether `source`'s weights are read layer by layer (never for init weights; On is checked for them too, so a wrong
 // --stream on fails before any work, but the checkpoint is not opened).
 bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained) {
-    const bool can_stream = source.kind == ModelSource::HuggingFace && is_decoder(source.config);
     if (stream == Streaming::Off) return false;
     if (stream == Streaming::On) {
         check_streaming(source, stream);
         return pretrained;
     }
-    if (!can_stream || !pretrained) return false;
+    if (!can_stream(source) || !pretrained) return false;
     const std::string warning =
         automatic_streaming_warning(source.argument, hf_model_float32_bytes(source.directory), available_memory_bytes());
     if (warning.empty()) return false;
@@ -126,7 +128,7 @@ bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained)
 }  // namespace
 
 void check_streaming(const ModelSource& source, Streaming stream) {
-    if (stream != Streaming::On || (source.kind == ModelSource::HuggingFace && is_decoder(source.config))) return;
+    if (stream != Streaming::On || can_stream(source)) return;
     throw Error("streaming reads a decoder checkpoint's layers one at a time (gpt2, llama, mistral, qwen2 folders); " +
                     source.name + " is " +
                     (source.kind == ModelSource::HuggingFace ? "a " + source.config.model_type + " model"

@@ -47,9 +47,9 @@ void run_pretrain(PretrainOptions& options) {
     const PretrainResult result = pretrain(s, corpus, out, progress, &provenance);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!result.finished) {
-        // No manifest: it is written last, for a finished run (README); a stopped run has no pretrain.json, which
-        // the manifest listed. The same --stop-after again would stop at once, so the message says how to go on.
-        std::filesystem::remove(out / "manifest.json");
+        // No manifest: it is written last, for a finished run (README; this run's first write removed an earlier one);
+        // a stopped run has no pretrain.json, which the manifest listed. The same --stop-after again would stop at
+        // once, so the message says how to go on.
         fmt::print("pretrain {}: stopped at step {} of {} (--stop-after {}); run the command again without --stop-after, "
                    "or with a later step, to resume\n",
                    s.arch, result.step, s.steps, s.stop_after);
