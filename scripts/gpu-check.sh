@@ -17,7 +17,7 @@
 #     libopenblas-dev libglpk-dev libglpk40 libamd2 libcolamd2 libsuitesparseconfig5 libltdl7 libutf8proc-dev \
 #     libutf8proc2 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libsentencepiece-dev \
 #     libsentencepiece0 libprotobuf-lite32 nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 libtomlplusplus-dev \
-#     libtomlplusplus3 zlib1g-dev libgfortran5 libgmp10)
+#     libtomlplusplus3 zlib1g-dev libgfortran5 libgmp10 libboost1.74-dev)
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_17_x86_64 -d .whl transformers==4.57.6 tokenizers==0.22.2 huggingface_hub==0.36.2
 # Run (OUT: where logs go): OUT=/tmp/gpu bash scripts/gpu-check.sh

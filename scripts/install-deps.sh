@@ -10,7 +10,7 @@ set -euo pipefail
 
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
-  libtorch-dev libopenblas-dev libeigen3-dev
+  libtorch-dev libopenblas-dev libeigen3-dev libboost-dev
   libglpk-dev libutf8proc-dev libpcre2-dev
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev

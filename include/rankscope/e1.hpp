@@ -22,9 +22,14 @@ inline constexpr double kCollapsedResidual = 0.05;    // "≈ 0"
 inline constexpr int kPretrainedCollapseDepth = 5;    // "after 3–5 layers pretrained"
 // The pretrained SAN's shape in Fig. 2: ≈0 by layer kPretrainedCollapseDepth, and not already after layer 1 (that is
 // the figure's init shape; init weights would pass a check of layer 5 alone). A threshold on the curve, not a
-// comparison with a measured init run.
-inline bool pretrained_san_shape(double after_first_layer, double after_collapse_depth) {
-    return after_collapse_depth <= kCollapsedResidual && after_first_layer > kCollapsedResidual;
+// comparison with a measured init run. Judged over the intervals of the two means (judge_interval): the shape holds
+// over both whole intervals, or nowhere (≈0 nowhere in the first, or above 0.05 over the whole of the second).
+struct IntervalTest {
+    bool holds_everywhere = false, holds_nowhere = false;
+};
+inline IntervalTest pretrained_san_shape(const Interval& after_first_layer, const Interval& after_collapse_depth) {
+    return {after_collapse_depth.high <= kCollapsedResidual && after_first_layer.low > kCollapsedResidual,
+            after_collapse_depth.low > kCollapsedResidual || after_first_layer.high <= kCollapsedResidual};
 }
 inline constexpr const char* kPretrainedSanClaim =
     "Without skip connections (SAN) the pretrained representation collapses to rank 1 after 3–5 layers, not after 1 "
@@ -39,6 +44,9 @@ struct ResidualRow {
     double mean = 0, std = 0, min = 0, max = 0;  // relative residual (composite, mean centre) over samples
     int n = 0;
 };
+// The 95% interval (kVerdictLevel) of a row's mean over its n samples (Student t; undefined for one sample), on which
+// the E1 verdicts are judged.
+Interval residual_interval(const ResidualRow& row);
 
 // Runs each variant on the batch and summarises every layer; `recorder` (optional) receives the activations of the
 // LAST variant run. `layer_norm` applies the LayerNorm surgery (keep, remove, freeze) to every variant.
@@ -113,6 +121,8 @@ struct WeightsRun {
     std::vector<HeadAttentionStats> heads;  // per layer, of the unmodified model (attention sinks, entropy)
 };
 // Runs the variants, E2 and α on `model`; `recorder` (optional) receives the unmodified model's activations.
+// The E1 row of `variant` (its label) at `layer` in `run`; null when not run.
+const ResidualRow* row_at(const WeightsRun& run, const std::string& variant, int layer);
 WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                           const std::string& weights, const RealModelSettings& settings, Recorder* recorder = nullptr,
                           const InterruptPoll& interrupt = {});

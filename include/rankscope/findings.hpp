@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "rankscope/provenance.hpp"
+#include "rankscope/summary.hpp"
 
 namespace rankscope {
 
@@ -29,6 +30,14 @@ Verdict judge(bool comparable, bool agrees);
 // For claims about a trained model's level (accuracy): met → reproduced; not met at reduced settings (fewer epochs or
 // data than the paper) → not comparable; not met at the paper's settings → not reproduced.
 Verdict judge_at_scale(bool paper_scale, bool agrees);
+// For a claim about a statistic known only to within an interval (summary.hpp: mean_interval, median_interval):
+// reproduced when the criterion holds over the whole interval, not reproduced when it holds nowhere in it, and not
+// comparable otherwise: the interval straddles the criterion's edge (these samples cannot decide) or is undefined
+// (its NaN bounds make both comparisons false).
+Verdict judge_interval(bool comparable, bool holds_everywhere, bool holds_nowhere);
+inline constexpr double kVerdictLevel = 0.95;  // the level of every interval a verdict is judged on
+// "0.0123 (95% interval 0.0110–0.0136)"; "0.0123 (1 value: no interval)" when `interval` is undefined.
+std::string quote_with_interval(double value, const Interval& interval, int values);
 
 struct Check {
     std::string experiment;  // "theory", "E1", ... "E6"

@@ -33,12 +33,6 @@ long step_of(const std::string& name) {
     return step;
 }
 
-const ResidualRow* row_at(const WeightsRun& run, const std::string& variant, int layer) {
-    for (const auto& r : run.residual)
-        if (r.variant == variant && r.layer == layer) return &r;
-    return nullptr;
-}
-
 std::string step_tics(const std::vector<long>& steps) {
     std::vector<std::string> tics;
     const std::size_t stride = std::max<std::size_t>(1, (steps.size() + 7) / 8);
@@ -298,19 +292,25 @@ Findings dynamics_findings(const DynamicsResult& result) {
     }
     const ResidualRow* san_last = row_at(last, "SAN", depth);
     const ResidualRow* san_last_first = row_at(last, "SAN", 1);
-    if (san_last && san_last_first)
+    if (san_last && san_last_first) {
+        // Judged over the 95% intervals of the two means (e1.hpp), as `model` judges the claim.
+        const IntervalTest shape = pretrained_san_shape(residual_interval(*san_last_first), residual_interval(*san_last));
         f.check({"dynamics", std::string(kPretrainedSanClaim) + " (E1, final checkpoint)",
                  "≈0 after 3–5 layers pretrained (Fig. 2)",
-                 fmt::format("SAN at step {} after layer 1: {:.3g}; after layer {}: {:.3g}", result.steps.back(),
-                             san_last_first->mean, depth, san_last->mean),
+                 fmt::format("SAN at step {} after layer 1: {}; after layer {}: {}", result.steps.back(),
+                             quote_with_interval(san_last_first->mean, residual_interval(*san_last_first), san_last_first->n),
+                             depth, quote_with_interval(san_last->mean, residual_interval(*san_last), san_last->n)),
                  // The claim's depth, whatever this model's: a 1-layer model read "≤ 0.05 after layer 1, and above it
                  // after layer 1" (it is judged not comparable).
-                 L >= kPretrainedCollapseDepth
-                     ? fmt::format("≤ {} after layer {}, and above it after layer 1", kCollapsedResidual, depth)
-                     : fmt::format("≤ {} after layer {}, and above it after layer 1 (needs {} layers; this model has {})",
-                                   kCollapsedResidual, kPretrainedCollapseDepth, kPretrainedCollapseDepth, L),
-                 judge(L >= kPretrainedCollapseDepth, pretrained_san_shape(san_last_first->mean, san_last->mean)),
+                 fmt::format("≤ {} after layer {}, and above it after layer 1, over the whole 95% interval of each mean "
+                             "over samples{}",
+                             kCollapsedResidual, L >= kPretrainedCollapseDepth ? depth : kPretrainedCollapseDepth,
+                             L >= kPretrainedCollapseDepth
+                                 ? ""
+                                 : fmt::format(" (needs {} layers; this model has {})", kPretrainedCollapseDepth, L)),
+                 judge_interval(L >= kPretrainedCollapseDepth, shape.holds_everywhere, shape.holds_nowhere),
                  "final checkpoint"});
+    }
     std::string reading = fmt::format("Relative residual after the last layer ({}), from step {} to step {}: {}.",
                                       L, result.steps.front(), result.steps.back(), fmt::join(sentences, "; "));
     reading += collapsed_from >= 0

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <optional>
 
 #include "rankscope/e1.hpp"
 #include "rankscope/paths.hpp"
@@ -23,13 +22,10 @@ constexpr int kPaperModelLayers = 12;            // BERT-base, ALBERT-base, XLNe
 constexpr int kInitFloorDepth = 4;              // E2: "init reaches the float32 floor (~1e-6) by depth 4"
 constexpr double kFloatFloor = 1e-5;            // an order above float32 round-off (~1e-6 of the paper's plot)
 constexpr double kPathDecay = 1e-2;             // E2 pretrained: 0.35 → 5e-5, more than two orders of magnitude
+constexpr const char* kWholeInterval = "the whole 95% interval of the mean over samples";
 
-// Mean relative residual of `variant` at `layer` (nullopt when not run).
-std::optional<double> value_at(const WeightsRun& run, const std::string& variant, int layer) {
-    for (const auto& r : run.residual)
-        if (r.variant == variant && r.layer == layer) return r.mean;
-    return std::nullopt;
-}
+// A row's mean quoted with its interval.
+std::string quoted(const ResidualRow& r) { return quote_with_interval(r.mean, residual_interval(r), r.n); }
 
 std::vector<double> trajectory(const WeightsRun& run, const std::string& variant) {
     std::vector<double> values;
@@ -46,6 +42,7 @@ std::string arrows(const std::vector<double>& values) {
 
 struct PathMedians {
     double composite = NAN, frobenius = NAN, composite_max = NAN;
+    Interval frobenius_interval;  // of the Frobenius median (distribution-free, over the draws)
     int above_one = 0, n = 0;
 };
 std::map<int, PathMedians> path_medians(const WeightsRun& run) {
@@ -59,6 +56,7 @@ std::map<int, PathMedians> path_medians(const WeightsRun& run) {
         PathMedians m;
         m.composite = median(values);
         m.frobenius = median(frobenius[k]);
+        m.frobenius_interval = median_interval(frobenius[k], kVerdictLevel);
         m.composite_max = *std::max_element(values.begin(), values.end());
         m.above_one = static_cast<int>(std::count_if(values.begin(), values.end(), [](double v) { return v > 1; }));
         m.n = static_cast<int>(values.size());
@@ -100,6 +98,16 @@ std::string sink_reading(const WeightsRun& run, const RealModelResult& result, F
 
 }  // namespace
 
+const ResidualRow* row_at(const WeightsRun& run, const std::string& variant, int layer) {
+    for (const auto& r : run.residual)
+        if (r.variant == variant && r.layer == layer) return &r;
+    return nullptr;
+}
+
+Interval residual_interval(const ResidualRow& row) {
+    return mean_interval(Summary{row.mean, row.std, row.min, row.max, row.n}, kVerdictLevel);
+}
+
 Findings real_model_findings(const RealModelResult& result) {
     Findings f;
     f.experiment = "E1";
@@ -122,8 +130,20 @@ Findings real_model_findings(const RealModelResult& result) {
     // since only the settings column showed it).
     if (result.samples < kPaperSamples || result.tokens < kPaperTokens)
         f.notes.push_back(fmt::format("Measured on {} samples × {} tokens, fewer or shorter than the paper's {} × {}: the "
-                                      "verdicts judge these samples, and means over fewer samples vary more.",
+                                      "intervals the verdicts are judged on are wider with fewer samples, and a shorter "
+                                      "sequence is another setting than the paper's (its relative residual is of an "
+                                      "n × d matrix with smaller n).",
                                       result.samples, result.tokens, kPaperSamples, kPaperTokens));
+    // Every verdict is judged on an interval (judge_interval); those it leaves undecided are counted for a note.
+    int undecided = 0;
+    const auto decide = [&](bool comparable, bool holds_everywhere, bool holds_nowhere) {
+        if (comparable && holds_everywhere == holds_nowhere) ++undecided;
+        return judge_interval(comparable, holds_everywhere, holds_nowhere);
+    };
+    // "the statistic ≤ threshold" over the whole interval, nowhere in it, or undecided.
+    const auto decide_at_most = [&](bool comparable, const Interval& interval, double threshold) {
+        return decide(comparable, interval.high <= threshold, interval.low > threshold);
+    };
     std::string reading;
     for (const auto& run : result.runs) {
         const bool init = run.weights == "init";
@@ -152,8 +172,8 @@ Findings real_model_findings(const RealModelResult& result) {
                                    "√(‖·‖₁‖·‖_∞). ",
                                    highest->variant, highest->layer, quote_number(highest->mean));
         for (const auto& variant : result.settings.variants) {
-            const auto final_value = value_at(run, label(variant), L);
-            if (final_value) f.key(fmt::format("{}, {}: relative residual after layer {}", run.weights, variant, L), *final_value);
+            if (const ResidualRow* last = row_at(run, label(variant), L))
+                f.key(fmt::format("{}, {}: relative residual after layer {}", run.weights, variant, L), last->mean);
         }
         const int depth = init ? 1 : kPretrainedCollapseDepth;
         const bool deep_enough = L >= depth && result.settings.layer_norm == LayerNormSurgery::Keep;
@@ -163,65 +183,93 @@ Findings real_model_findings(const RealModelResult& result) {
         const bool bidirectional = !decoder || result.settings.bidirectional;
         const std::string causal_note = bidirectional ? "" : "; not judged under a causal mask (the paper's encoders are "
                                                              "bidirectional)";
-        if (const auto san = value_at(run, label("SAN"), std::min(depth, L))) {
-            const auto san_first = value_at(run, label("SAN"), 1);
+        // Every E1 verdict below is judged on the 95% interval of the mean over samples (Student t), not on the mean
+        // alone: where the interval straddles a threshold, these samples cannot decide (not comparable).
+        if (const ResidualRow* san = row_at(run, label("SAN"), std::min(depth, L))) {
+            const ResidualRow* san_first = row_at(run, label("SAN"), 1);
             const bool pretrained_shape = !init && san_first;
+            const Interval at_depth = residual_interval(*san);
+            Verdict verdict = decide_at_most(deep_enough && bidirectional, at_depth, kCollapsedResidual);
+            if (pretrained_shape) {
+                const IntervalTest shape = pretrained_san_shape(residual_interval(*san_first), at_depth);
+                verdict = decide(deep_enough && bidirectional, shape.holds_everywhere, shape.holds_nowhere);
+            }
             f.check({"E1",
                      init ? "Without skip connections (SAN) the representation collapses to rank 1" : kPretrainedSanClaim,
                      init ? "≈0 after 1 layer at init (Fig. 2)" : "≈0 after 3–5 layers pretrained (Fig. 2)",
-                     pretrained_shape ? fmt::format("SAN after layer 1: {}; after layer {}: {}", quote_number(*san_first),
-                                                    std::min(depth, L), quote_number(*san))
-                                      : fmt::format("SAN after layer {}: {}", std::min(depth, L), quote_number(*san)),
-                     fmt::format("≤ {} after layer {}{}{}{}", kCollapsedResidual, depth,
+                     pretrained_shape ? fmt::format("SAN after layer 1: {}; after layer {}: {}", quoted(*san_first),
+                                                    std::min(depth, L), quoted(*san))
+                                      : fmt::format("SAN after layer {}: {}", std::min(depth, L), quoted(*san)),
+                     fmt::format("{} ≤ {} after layer {}{}{}{}", kWholeInterval, kCollapsedResidual, depth,
                                  init ? "" : ", and above it after layer 1",
                                  L < depth ? fmt::format(" (needs ≥ {} layers; this model has {})", depth, L) : "",
                                  causal_note),
-                     judge(deep_enough && bidirectional,
-                           pretrained_shape ? pretrained_san_shape(*san_first, *san) : *san <= kCollapsedResidual),
-                     settings});
+                     verdict, settings});
         }
-        if (const auto san_mlp = value_at(run, label("SAN+MLP"), L)) {
+        if (const ResidualRow* san_mlp = row_at(run, label("SAN+MLP"), L)) {
             f.check({"E1", "An MLP alone does not stop the collapse (SAN+MLP)",
                      init ? "≈0 after 1 layer at init (Fig. 2)" : "≈0 after 3–5 layers pretrained (Fig. 2)",
-                     fmt::format("SAN+MLP after layer {}: {}", L, quote_number(*san_mlp)),
-                     fmt::format("≤ {} after the last layer (≥ {} layers){}", kCollapsedResidual, depth, causal_note),
-                     judge(deep_enough && bidirectional, *san_mlp <= kCollapsedResidual), settings});
+                     fmt::format("SAN+MLP after layer {}: {}", L, quoted(*san_mlp)),
+                     fmt::format("{} ≤ {} after the last layer (≥ {} layers){}", kWholeInterval, kCollapsedResidual, depth,
+                                 causal_note),
+                     decide_at_most(deep_enough && bidirectional, residual_interval(*san_mlp), kCollapsedResidual), settings});
         }
         if (!init) {
-            const auto values = trajectory(run, label("transformer"));
-            if (values.size() > 1) {
-                double mean = 0;
-                for (std::size_t l = 1; l < values.size(); ++l) mean += values[l] / static_cast<double>(values.size() - 1);
+            std::vector<const ResidualRow*> layers;  // the transformer's layers 1..L
+            for (int l = 1; l <= L; ++l)
+                if (const ResidualRow* r = row_at(run, label("transformer"), l)) layers.push_back(r);
+            if (!layers.empty()) {
+                double mean = 0, half_width = 0, lowest = INFINITY, highest = -INFINITY;
+                bool every_low_above = true, some_high_below = false;  // over each layer's interval
+                for (const ResidualRow* r : layers) {
+                    const Interval interval = residual_interval(*r);
+                    mean += r->mean / static_cast<double>(layers.size());
+                    // The layers share their samples, so the mean over layers has no independent interval; the mean
+                    // of the layers' half-widths bounds its own (the standard deviation of a mean of correlated
+                    // values is at most the mean of their standard deviations). NaN when any layer has none.
+                    half_width += (interval.high - interval.low) / 2 / static_cast<double>(layers.size());
+                    lowest = std::min(lowest, r->mean);
+                    highest = std::max(highest, r->mean);
+                    every_low_above = every_low_above && interval.low >= kTransformerLow;
+                    some_high_below = some_high_below || interval.high < kTransformerLow;
+                }
+                const Interval over_layers{mean - half_width, mean + half_width};
                 // The lowest layer too: a curve falling 0.9 → 0.05 has a mean of 0.43 and keeps nothing.
-                const double lowest = *std::min_element(values.begin() + 1, values.end());
                 // Two claims, judged apart: the rank is kept (no layer falls), and it is kept at the paper's level. A
                 // model that stays at 0.8 keeps its rank but not at BERT-base's 0.3–0.5 (all-MiniLM-L6-v2: 0.66–0.90).
-                const std::string measured =
-                    fmt::format("transformer, mean over layers 1–{}: {} (range {}–{})", L, quote_number(mean),
-                                quote_number(lowest), quote_number(*std::max_element(values.begin() + 1, values.end())));
+                const int n = layers.front()->n;
+                const std::string measured = fmt::format(
+                    "transformer, mean over layers 1–{}: {} (range of layer means {}–{}; {} samples)", L,
+                    over_layers.defined() ? quote_with_interval(mean, over_layers, n) : quote_number(mean),
+                    quote_number(lowest), quote_number(highest), n);
                 f.check({"E1", "The full pretrained transformer keeps its rank",
                          "relative residual around 0.3–0.5 across layers (Fig. 2)", measured,
-                         fmt::format("no layer below {:.2f} (≥ {} layers)", kTransformerLow, kPretrainedCollapseDepth),
-                         judge(deep_enough, lowest >= kTransformerLow), settings});
+                         fmt::format("no layer below {:.2f}, over every layer's 95% interval of the mean (≥ {} layers)",
+                                     kTransformerLow, kPretrainedCollapseDepth),
+                         decide(deep_enough, every_low_above, some_high_below), settings});
                 // The level is that of the paper's 12-layer base models: another depth (all-MiniLM-L6-v2, 6 layers,
                 // distilled) is not comparable with it (it read "not reproduced", the run's one failure).
                 const bool paper_depth = L == kPaperModelLayers;
                 f.check({"E1", "The full pretrained transformer stays at the paper's level, around 0.3–0.5",
                          "relative residual around 0.3–0.5 across layers (Fig. 2, BERT-base)", measured,
-                         fmt::format("mean over layers in [{0:.2f}, {1:.2f}] and no layer below {0:.2f}, judged on a "
+                         fmt::format("mean over layers in [{0:.2f}, {1:.2f}] over its 95% interval (bounded by the mean "
+                                     "of the layers' half-widths) and no layer below {0:.2f} over its own, judged on a "
                                      "{2}-layer model as the paper's{3}",
                                      kTransformerLow, kTransformerHigh, kPaperModelLayers,
                                      paper_depth ? "" : fmt::format(" (this one has {})", L)),
-                         judge(deep_enough && paper_depth,
-                               mean >= kTransformerLow && mean <= kTransformerHigh && lowest >= kTransformerLow),
+                         decide(deep_enough && paper_depth,
+                                        over_layers.low >= kTransformerLow && over_layers.high <= kTransformerHigh &&
+                                            every_low_above,
+                                        over_layers.high < kTransformerLow || over_layers.low > kTransformerHigh ||
+                                            some_high_below),
                          settings});
             }
             if (result.model_type == "albert")
-                if (const auto skip_only = value_at(run, label("SAN+skip"), L))
+                if (const ResidualRow* skip_only = row_at(run, label("SAN+skip"), L))
                     f.check({"E1", "Pretrained ALBERT with skips but no MLP still collapses", "≈0 (Fig. 2)",
-                             fmt::format("SAN+skip after layer {}: {}", L, quote_number(*skip_only)),
-                             fmt::format("≤ {} after the last layer", kCollapsedResidual), judge(deep_enough, *skip_only <= kCollapsedResidual),
-                             settings});
+                             fmt::format("SAN+skip after layer {}: {}", L, quoted(*skip_only)),
+                             fmt::format("{} ≤ {} after the last layer", kWholeInterval, kCollapsedResidual),
+                             decide_at_most(deep_enough, residual_interval(*skip_only), kCollapsedResidual), settings});
         }
         // ---- E2 ----
         const auto medians = path_medians(run);
@@ -229,31 +277,41 @@ Findings real_model_findings(const RealModelResult& result) {
             const auto& first = medians.begin()->second;
             const auto& last = medians.rbegin()->second;
             const int k_last = medians.rbegin()->first;
+            // Judged on the distribution-free 95% interval of each median over its draws (order statistics): with
+            // 5 draws or fewer a length has none, and its verdict is not comparable.
+            const auto frobenius = [](const PathMedians& m) { return quote_with_interval(m.frobenius, m.frobenius_interval, m.n); };
             std::string measured;
             if (init) {
                 const auto at = medians.find(kInitFloorDepth);
                 measured = at == medians.end()
                                ? fmt::format("paths reach length {} only", k_last)
-                               : fmt::format("median at k = {}: {} (Frobenius), {} (composite)", kInitFloorDepth,
-                                             quote_number(at->second.frobenius), quote_number(at->second.composite));
+                               : fmt::format("median at k = {} over {} draws: {}, Frobenius; {}, composite", kInitFloorDepth,
+                                             at->second.n, frobenius(at->second), quote_number(at->second.composite));
                 const bool comparable = at != medians.end();
+                const Interval interval = comparable ? at->second.frobenius_interval : Interval{};
                 f.check({"E2", "Products of attention matrices along a path lose rank with its length (init)",
                          "init reaches the float32 floor (~1e-6) by depth 4", measured,
-                         fmt::format("median rank-1 relative residual (Frobenius) ≤ {} at k = {}", quote_number(kFloatFloor),
-                                     kInitFloorDepth),
-                         judge(comparable, comparable && at->second.frobenius <= kFloatFloor), settings});
+                         fmt::format("median rank-1 relative residual (Frobenius) ≤ {} at k = {}, over the median's whole "
+                                     "95% interval (order statistics of the draws)",
+                                     quote_number(kFloatFloor), kInitFloorDepth),
+                         decide_at_most(comparable, interval, kFloatFloor), settings});
             } else {
-                measured = fmt::format("median at k = 1: {} (Frobenius), {} (composite); at k = {}: {} (Frobenius), {} (composite)",
-                                       quote_number(first.frobenius), quote_number(first.composite), k_last,
-                                       quote_number(last.frobenius), quote_number(last.composite));
+                measured = fmt::format("median over {} draws a length, at k = 1: {}, Frobenius; {}, composite; at k = {}: "
+                                       "{}, Frobenius; {}, composite",
+                                       last.n, frobenius(first), quote_number(first.composite), k_last, frobenius(last),
+                                       quote_number(last.composite));
                 // A product already rank-1 at k = 1 (saturated attention, e.g. LayerNorm removed) has no rank to lose:
                 // the decay is not measurable, not absent.
+                const Interval& from = first.frobenius_interval;
+                const Interval& to = last.frobenius_interval;
                 f.check({"E2", "Products of attention matrices along a path lose rank with its length (pretrained)",
                          "median falls from ~0.35 (k = 1) to ~5e-5 (k = 12)", measured,
-                         fmt::format("median (Frobenius) at the longest path ≤ {} × the median at k = 1 (≥ 6 layers; the "
-                                     "median at k = 1 above {}, else already collapsed)",
+                         fmt::format("median (Frobenius) at the longest path ≤ {} × the median at k = 1, over both medians' "
+                                     "95% intervals (order statistics of the draws) (≥ 6 layers; the median at k = 1 "
+                                     "above {}, else already collapsed)",
                                      quote_number(kPathDecay), quote_number(kFloatFloor)),
-                         judge(L >= 6 && first.frobenius > kFloatFloor, last.frobenius <= kPathDecay * first.frobenius),
+                         decide(L >= 6 && first.frobenius > kFloatFloor, to.high <= kPathDecay * from.low,
+                                        to.low > kPathDecay * from.high),
                          settings});
             }
             f.key(fmt::format("{}, E2 median rank-1 relative residual at k = 1 / k = {} (Frobenius)", run.weights, k_last),
@@ -327,6 +385,12 @@ Findings real_model_findings(const RealModelResult& result) {
         f.notes.push_back(fmt::format("{} has {} layers: claims about collapse over 3–5 pretrained layers are not comparable "
                                       "here; the values are in residual.csv.",
                                       result.model, L));
+    if (undecided > 0)
+        f.notes.push_back(fmt::format(
+            "{} verdict{} not comparable because the 95% interval {} judged on straddles the criterion's threshold, or "
+            "is undefined (one sample, or 5 draws or fewer a path length): more samples (--samples) or draws (--draws) "
+            "would decide.",
+            undecided, undecided == 1 ? " reads" : "s read", undecided == 1 ? "it is" : "they are"));
     f.reading = reading;
     // Trailing space off.
     while (!f.reading.empty() && f.reading.back() == ' ') f.reading.pop_back();

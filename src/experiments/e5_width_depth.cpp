@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "rankscope/e4_path_effectiveness.hpp"
+#include "rankscope/warnings.hpp"
 
 namespace rankscope {
 
@@ -24,6 +25,27 @@ int matching_width(TaskSettings settings, const TaskSplits& data, int layers, st
     }
     return best;
 }
+
+namespace {
+
+// E5 compares models of equal size: a depth whose nearest width (a multiple of the head count, at least one
+// dimension a head) misses the target by more than kSizeTolerance is said so (48 layers of 64 heads: 806794
+// parameters against 102538, presented without a word).
+constexpr double kSizeTolerance = 0.1;
+std::vector<std::string> unequal_size_notes(const WidthDepthResult& result) {
+    std::vector<std::string> notes;
+    for (const auto& m : result.models) {
+        const double ratio = static_cast<double>(m.parameters) / static_cast<double>(result.target_parameters);
+        if (std::fabs(ratio - 1) > kSizeTolerance)
+            notes.push_back(fmt::format("L = {} (d = {}) has {} parameters, {}× the target {}: no width that is a multiple "
+                                        "of the {} heads comes within {}% of it, so this depth is not compared at equal size.",
+                                        m.settings.layers, m.settings.d_model, m.parameters, quote_number(ratio),
+                                        result.target_parameters, m.settings.heads, std::lround(100 * kSizeTolerance)));
+    }
+    return notes;
+}
+
+}  // namespace
 
 WidthDepthResult run_width_depth_experiment(const WidthDepthSettings& settings) {
     const TaskSplits data = make_task_data(settings.base, settings.work_dir);
@@ -47,6 +69,7 @@ WidthDepthResult run_width_depth_experiment(const WidthDepthSettings& settings) 
         m.checkpoint = trained.checkpoint;
         result.models.push_back(std::move(m));
     }
+    for (const std::string& note : unequal_size_notes(result)) warn(note);
     return result;
 }
 
@@ -63,8 +86,8 @@ Findings width_depth_findings(const WidthDepthResult& result, const WidthDepthSe
         fewest == most && most == result.target_parameters ? fmt::format("{} parameters", most)
         : fewest == most ? fmt::format("{} parameters (target {})", most, result.target_parameters)
                          : fmt::format("{}–{} parameters (target {})", fewest, most, result.target_parameters);
-    f.subject = fmt::format("width vs depth at {}, {}, {} epochs on {} items{}", sizes, settings.base.task,
-                            settings.base.epochs, settings.base.train_count,
+    f.subject = fmt::format("width vs depth at {}, {}, {} epoch{} on {} items{}", sizes, settings.base.task,
+                            settings.base.epochs, settings.base.epochs == 1 ? "" : "s", settings.base.train_count,
                             at_paper_scale(settings.base) ? "" : " (below paper scale)");
     std::vector<std::string> parts;
     const WidthDepthModel *best = nullptr, *runner_up = nullptr;
@@ -87,6 +110,7 @@ Findings width_depth_findings(const WidthDepthResult& result, const WidthDepthSe
                                  "the spread between seeds is not measured.",
                                  best->settings.layers, best->settings.d_model,
                                  quote_number(best->accuracy - runner_up->accuracy), runner_up->settings.layers);
+    for (const std::string& note : unequal_size_notes(result)) f.notes.push_back(note);
     f.notes.push_back("The paper gives no number for E5's accuracies; they are reported, not judged. The mean path length is "
                       "the count's L·H/(H+1) (Binomial(L, H/(H+1)), as E6), not measured on the trained models: it grows "
                       "with L by construction, so it is reported, not judged either.");

@@ -35,6 +35,18 @@ Verdict judge_at_scale(bool paper_scale, bool agrees) {
     return paper_scale ? Verdict::NotReproduced : Verdict::NotComparable;
 }
 
+Verdict judge_interval(bool comparable, bool holds_everywhere, bool holds_nowhere) {
+    if (!comparable || holds_everywhere == holds_nowhere) return Verdict::NotComparable;
+    return holds_everywhere ? Verdict::Reproduced : Verdict::NotReproduced;
+}
+
+std::string quote_with_interval(double value, const Interval& interval, int values) {
+    if (!interval.defined())
+        return fmt::format("{} ({} value{}: no interval)", quote_number(value), values, values == 1 ? "" : "s");
+    return fmt::format("{} ({:g}% interval {})", quote_number(value), 100 * kVerdictLevel,
+                       quote_range(interval.low, interval.high));
+}
+
 std::string quote_range(double low, double high, int significant) {
     if (low == high) return quote_number(low, significant);
     int digits = significant;

@@ -164,6 +164,21 @@ TEST(Findings, WidthDepthStatesSizesAndMargin) {
     result.models = {target_model};  // one depth: nothing to rank
     EXPECT_EQ(width_depth_findings(result, settings).reading.find("most accurate"), std::string::npos);
     EXPECT_NE(width_depth_findings(result, settings).subject.find("at 58474 parameters, sort"), std::string::npos);
+    // Within 10% of the target (57246 is 2.1% under 58474): no note. A depth far from it is said so.
+    const auto size_notes = [](const Findings& findings) {
+        return std::count_if(findings.notes.begin(), findings.notes.end(),
+                             [](const std::string& n) { return n.find("not compared at equal size") != std::string::npos; });
+    };
+    EXPECT_EQ(size_notes(width_depth_findings(result, settings)), 0);
+    WidthDepthModel huge = target_model;
+    huge.settings.layers = 48, huge.settings.heads = 64, huge.settings.d_model = 64, huge.parameters = 462352;
+    result.models.push_back(huge);
+    const Findings unequal = width_depth_findings(result, settings);
+    ASSERT_EQ(size_notes(unequal), 1);
+    EXPECT_NE(unequal.notes.front().find("L = 48 (d = 64) has 462352 parameters, 7.91× the target 58474: no width that is "
+                                         "a multiple of the 64 heads comes within 10% of it"),
+              std::string::npos)
+        << unequal.notes.front();
 }
 
 // ---- E1 -----------------------------------------------------------------------------------------------------------
@@ -185,7 +200,7 @@ RealModelResult synthetic_e1(int layers, const std::string& weights, double san_
             run.residual.push_back({"synthetic", weights, variant, l, value, 0.01, value, value, 4});
         }
     for (int k = 1; k <= layers; ++k)
-        for (int draw = 0; draw < 3; ++draw) {
+        for (int draw = 0; draw < 8; ++draw) {  // 8 draws: the median's 95% interval is [min, max]
             PathProductSample s;
             s.length = k;
             s.relative_residual = std::pow(0.1, k) * (k == 1 ? 12 : 1);  // composite: above 1 at k = 1
@@ -232,7 +247,8 @@ TEST(FindingsE1, TwoPretrainedLayersAreNotComparable) {
     EXPECT_EQ(find_check(f, "Without skip connections").verdict, Verdict::NotComparable);
     EXPECT_EQ(find_check(f, "keeps its rank").verdict, Verdict::NotComparable);
     EXPECT_EQ(find_check(f, "paper's level").verdict, Verdict::NotComparable);
-    const Findings deep = real_model_findings(synthetic_e1(12, "pretrained", 0.2, 0.4));  // 0.2/l: 0.04 at layer 5
+    // 0.15/l: 0.03 at layer 5, whose 95% interval over 4 samples of std 0.01 (± 0.016) stays below 0.05.
+    const Findings deep = real_model_findings(synthetic_e1(12, "pretrained", 0.15, 0.4));
     EXPECT_EQ(find_check(deep, "Without skip connections").verdict, Verdict::Reproduced);
     EXPECT_EQ(find_check(deep, "keeps its rank").verdict, Verdict::Reproduced);
     EXPECT_EQ(find_check(deep, "paper's level").verdict, Verdict::Reproduced);
@@ -260,6 +276,83 @@ TEST(FindingsE1, TwoPretrainedLayersAreNotComparable) {
     EXPECT_EQ(six.verdict, Verdict::NotComparable);
     EXPECT_NE(six.criterion.find("judged on a 12-layer model as the paper's (this one has 6)"), std::string::npos)
         << six.criterion;
+}
+
+// Verdicts weigh the sample size: each is judged on the 95% interval of its mean over samples (Student t) or of its
+// median over draws (order statistics). A mean within a threshold by less than the interval's half-width is undecided.
+TEST(FindingsE1, VerdictsAreJudgedOnTheIntervalOfTheMean) {
+    // SAN 0.04 after layer 1, std 0.01: over 4 samples ± 3.18 · 0.01/2 = ± 0.016 straddles 0.05; over 32, ± 0.0036 not.
+    RealModelResult few = synthetic_e1(4, "init", 0.04, 0.4);
+    const Findings undecided = real_model_findings(few);
+    const Check& c = find_check(undecided, "Without skip connections");
+    EXPECT_EQ(c.verdict, Verdict::NotComparable);
+    EXPECT_NE(c.measured.find("SAN after layer 1: 0.0400 (95% interval 0.0241–0.0559)"), std::string::npos) << c.measured;
+    EXPECT_NE(c.criterion.find("the whole 95% interval of the mean over samples ≤ 0.05"), std::string::npos) << c.criterion;
+    EXPECT_EQ(find_check(undecided, "An MLP alone").verdict, Verdict::Reproduced);  // 0.01 ± 0.016 < 0.05
+    const auto has_note = [](const Findings& f, const std::string& part) {
+        return std::any_of(f.notes.begin(), f.notes.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
+    };
+    EXPECT_TRUE(has_note(undecided, "1 verdict reads not comparable because the 95% interval it is judged on straddles"));
+    RealModelResult many = few;
+    many.samples = 32;
+    for (auto& row : many.runs[0].residual) row.n = 32;
+    const Findings decided = real_model_findings(many);
+    EXPECT_EQ(find_check(decided, "Without skip connections").verdict, Verdict::Reproduced);
+    EXPECT_FALSE(has_note(decided, "straddles"));
+    // Above the threshold over the whole interval: not reproduced (0.07 ± 0.0036).
+    for (auto& row : many.runs[0].residual)
+        if (row.variant == "SAN" && row.layer == 1) row.mean = 0.07;
+    EXPECT_EQ(find_check(real_model_findings(many), "Without skip connections").verdict, Verdict::NotReproduced);
+    // One sample has no interval: nothing is decided, and the row says why.
+    RealModelResult one = synthetic_e1(4, "init", 0.001, 0.4);
+    one.samples = 1;
+    for (auto& row : one.runs[0].residual) row.n = 1, row.std = NAN;
+    const Findings single = real_model_findings(one);
+    EXPECT_EQ(find_check(single, "Without skip connections").verdict, Verdict::NotComparable);
+    EXPECT_NE(find_check(single, "Without skip connections").measured.find("0.00100 (1 value: no interval)"),
+              std::string::npos);
+    EXPECT_TRUE(has_note(single, "undefined (one sample"));
+}
+
+TEST(FindingsE1, PretrainedLevelAndPathsWeighTheirIntervals) {
+    // Every transformer layer at 0.28 with std 0.05 over 4 samples (± 0.080): 0.27 lies inside each layer's interval.
+    RealModelResult level = synthetic_e1(12, "pretrained", 0.2, 0.28);
+    for (auto& row : level.runs[0].residual)
+        if (row.variant == "transformer") row.std = 0.05;
+    const Findings f = real_model_findings(level);
+    EXPECT_EQ(find_check(f, "keeps its rank").verdict, Verdict::NotComparable);
+    EXPECT_EQ(find_check(f, "paper's level").verdict, Verdict::NotComparable);
+    EXPECT_NE(find_check(f, "paper's level").measured.find("mean over layers 1–12: 0.280 (95% interval 0.200–0.360)"),
+              std::string::npos) << find_check(f, "paper's level").measured;
+    // At 0.1 ± 0.080 every layer is below 0.27 over its whole interval.
+    for (auto& row : level.runs[0].residual)
+        if (row.variant == "transformer" && row.layer > 0) row.mean = 0.1;
+    EXPECT_EQ(find_check(real_model_findings(level), "keeps its rank").verdict, Verdict::NotReproduced);
+    // SAN 0.2 → 0.04 after layer 5, the pretrained shape, but 0.04 ± 0.016 (std 0.01, 4 samples) reaches 0.056.
+    RealModelResult shape = synthetic_e1(12, "pretrained", 0.2, 0.4);
+    for (auto& row : shape.runs[0].residual)
+        if (row.variant == "SAN" && row.layer == 5) row.mean = 0.045;
+    EXPECT_EQ(find_check(real_model_findings(shape), "Without skip connections").verdict, Verdict::NotComparable);
+    // E2 with 5 draws a length: no 95% interval of a median, so no verdict.
+    RealModelResult five = synthetic_e1(12, "pretrained", 0.2, 0.4);
+    std::vector<PathProductSample> kept;
+    std::map<int, int> per_length;
+    for (const auto& p : five.runs[0].paths)
+        if (per_length[p.length]++ < 5) kept.push_back(p);
+    five.runs[0].paths = kept;
+    const Check paths = find_check(real_model_findings(five), "lose rank with its length (pretrained)");
+    EXPECT_EQ(paths.verdict, Verdict::NotComparable);
+    EXPECT_NE(paths.measured.find("(5 values: no interval)"), std::string::npos) << paths.measured;
+    // Init, k = 4: the median's interval must lie below 1e-5; 8 draws of 1e-6 (interval [1e-6, 1e-6]) hold, half of
+    // them at 1e-3 put the interval across it.
+    RealModelResult init = synthetic_e1(6, "init", 0.01, 0.4);
+    for (auto& p : init.runs[0].paths)
+        if (p.length == 4) p.relative_residual_frobenius = 1e-6;
+    EXPECT_EQ(find_check(real_model_findings(init), "lose rank with its length (init)").verdict, Verdict::Reproduced);
+    int n = 0;
+    for (auto& p : init.runs[0].paths)
+        if (p.length == 4 && n++ % 2) p.relative_residual_frobenius = 1e-3;
+    EXPECT_EQ(find_check(real_model_findings(init), "lose rank with its length (init)").verdict, Verdict::NotComparable);
 }
 
 TEST(FindingsE1, PathProductsExplainCompositeAboveOne) {

@@ -304,6 +304,7 @@ DynamicsResult hand_made_dynamics(double final_san_at_5) {
                 row.variant = variant;
                 row.layer = layer;
                 row.mean = variant == "SAN" && layer >= 5 ? (step == 0 ? 1e-9 : final_san_at_5) : 0.4;
+                row.std = 0.001, row.n = 2;  // the verdict's interval: ± t_{0.975,1} · 0.001/√2 = ± 0.009
                 run.residual.push_back(row);
             }
         HeadAttentionStats heads;
@@ -336,9 +337,18 @@ TEST(Dynamics, FindingsFollowTheNumbers) {
     shallow.layers = 1;
     const Findings one = dynamics_findings(shallow);
     EXPECT_EQ(one.checks[0].verdict, Verdict::NotComparable);
-    EXPECT_EQ(one.checks[0].criterion, "≤ 0.05 after layer 5, and above it after layer 1 (needs 5 layers; this model has 1)");
+    EXPECT_EQ(one.checks[0].criterion, "≤ 0.05 after layer 5, and above it after layer 1, over the whole 95% interval of "
+                                       "each mean over samples (needs 5 layers; this model has 1)");
     EXPECT_NE(one.subject.find("(bert, 1 layer)"), std::string::npos) << one.subject;
-    EXPECT_EQ(collapsed.checks[0].criterion, "≤ 0.05 after layer 5, and above it after layer 1");
+    EXPECT_EQ(collapsed.checks[0].criterion,
+              "≤ 0.05 after layer 5, and above it after layer 1, over the whole 95% interval of each mean over samples");
+    EXPECT_NE(collapsed.checks[0].measured.find("after layer 5: 0.0100 (95% interval 0.00102–0.0190)"), std::string::npos)
+        << collapsed.checks[0].measured;
+    // One sample a checkpoint gives no interval: no verdict either way.
+    DynamicsResult single = hand_made_dynamics(0.01);
+    for (auto& run : single.runs)
+        for (auto& row : run.residual) row.std = NAN, row.n = 1;
+    EXPECT_EQ(dynamics_findings(single).checks[0].verdict, Verdict::NotComparable);
     const Table attention = dynamics_attention_table(hand_made_dynamics(0.01));
     ASSERT_EQ(attention.rows(), 12u);
     EXPECT_DOUBLE_EQ(attention.column("entropy_mean").reals[6], 1.5);
