@@ -216,17 +216,26 @@ Findings failure_modes_findings(const FailureModesResult& result, const FailureM
     }
     // 2. Large s: near one-hot attention with the signal kept — a statement about blocks with skips and LayerNorm, so
     // judged on the transformer variant (pure attention: check 2b). "Kept": the last layer's tokens not aligned
-    // (mean cosine below 0.9), not merely a residual above the rank threshold.
+    // (mean cosine below 0.9), not merely a residual above the rank threshold. Kept is a contrast with the low-variance
+    // regime, so it shows only where the smallest scale's tokens align: where nothing aligns even there (a shallow
+    // network: 2 layers read "reproduced" at any s, and s = 100 against itself), there is nothing to keep.
     for (const auto& variant : settings.variants) {
         if (variant == "SAN") continue;
         const Cell* deep = cell(variant, s_max, L);
         const Cell* small_deep = cell(variant, s_min, L);
         const Cell* layer1 = cell(variant, s_max, 1);
-        const bool agrees = deep && layer1 && layer1->entropy < settings.entropy_collapse_below && deep->cosine < 0.9;
-        // Tokens aligned at the smallest scale too: depth aligns them whatever s (post-LN blocks at residual strength
-        // 1), so this network cannot show the signal kept at large s; Giorlandino & Goldt's outcome depends on the
-        // residual strength, which is not varied here.
-        const bool aligned_anyway = small_deep && small_deep->cosine >= 0.9;
+        const bool entropy_collapsed = layer1 && layer1->entropy < settings.entropy_collapse_below;
+        const bool kept = deep && deep->cosine < 0.9;
+        const bool small_aligned = small_deep && small_deep->cosine >= 0.9;
+        Verdict verdict = Verdict::NotComparable;
+        if (s_max >= 2 * s_c && s_min < s_max && deep && small_deep && layer1) {
+            if (!entropy_collapsed) verdict = Verdict::NotReproduced;
+            else if (kept && small_aligned) verdict = Verdict::Reproduced;
+            else if (!kept && !small_aligned) verdict = Verdict::NotReproduced;  // aligned at the largest scale only
+            // Aligned at both scales: depth aligns them whatever s (post-LN blocks at residual strength 1), and
+            // Giorlandino & Goldt's outcome depends on the residual strength, which is not varied here. Aligned at
+            // neither: nothing to keep. Both not comparable.
+        }
         f.check({"failure modes", fmt::format("Large query/key weights: entropy collapse with the signal kept ({})", variant),
                  "Giorlandino & Goldt 2025: the high-variance regime preserves the signal but attention entropy collapses; "
                  "Zhai et al. 2023: large ‖W_Q W_Kᵀ‖ allows low entropy",
@@ -236,11 +245,12 @@ Findings failure_modes_findings(const FailureModesResult& result, const FailureM
                              deep ? quote_number(deep->cosine, 5) : "-", deep ? quote_number(deep->residual) : "-",
                              quote_number(s_min), small_deep ? quote_number(small_deep->cosine, 5) : "-",
                              small_deep ? quote_number(small_deep->residual) : "-"),
-                 fmt::format("layer-1 entropy < {} and last-layer mean cosine < 0.9; not comparable when the tokens align "
-                             "at the smallest scale too (depth, not s, aligns them; the residual strength that decides it "
-                             "is not varied)",
+                 fmt::format("at the largest s (≥ 2 s_c), layer-1 entropy < {} and the last layer's tokens kept apart "
+                             "(mean cosine < 0.9) where at the smallest s they align (≥ 0.9); not comparable when they "
+                             "align at both scales (depth, not s, aligns them; the residual strength that decides it is "
+                             "not varied), at neither (nothing to keep at this depth), or with one scale",
                              quote_number(settings.entropy_collapse_below)),
-                 judge(s_max >= 2 * s_c && (agrees || !aligned_anyway), agrees), setting});
+                 verdict, setting});
     }
     std::map<double, int> collapse_depths;  // SAN: first layer with r < threshold per scale (L + 1: none)
     // 2b. Pure attention: the first layer with r < threshold, per scale; larger weights weaken the paper's bound
@@ -309,10 +319,16 @@ Findings failure_modes_findings(const FailureModesResult& result, const FailureM
     f.check({"failure modes", "Attention freezes onto few keys where the logit spread reaches √(2 ln n)",
              "random energy model (Giorlandino & Goldt's analogy): i.i.d. logits of std σ condense at σ = √(2 ln n), "
              "here s_c = (2 ln n)^{1/4}",
-             fmt::format("s_c = {}; layer-1 entropy ≥ {} at the {} scales ≤ s_c/1.5, ≤ {} at the {} scales ≥ 1.5 s_c; "
-                         "it crosses 1/2 at s = {}",
-                         quote_number(s_c), below ? quote_number(lowest_below) : "-", below,
-                         above ? quote_number(highest_above) : "-", above, quote_number(crossing)),
+             // Words for what was measured only ("≥ - at the 0 scales", "crosses 1/2 at s = nan" when none did).
+             fmt::format("s_c = {}; {}; {}; {}", quote_number(s_c),
+                         below ? fmt::format("layer-1 entropy ≥ {} at the {} scale{} ≤ s_c/1.5", quote_number(lowest_below),
+                                             below, below == 1 ? "" : "s")
+                               : "no scale ≤ s_c/1.5",
+                         above ? fmt::format("≤ {} at the {} scale{} ≥ 1.5 s_c", quote_number(highest_above), above,
+                                             above == 1 ? "" : "s")
+                               : "no scale ≥ 1.5 s_c",
+                         std::isnan(crossing) ? "it does not cross 1/2 between two of the scales"
+                                              : fmt::format("it crosses 1/2 at s = {}", quote_number(crossing))),
              fmt::format("above 1/2 below s_c/1.5 and under {} above 1.5 s_c{}", quote_number(settings.entropy_collapse_below),
                          rows_note),
              judge(below > 0 && above > 0 && enough_rows, lowest_below > 0.5 && highest_above < settings.entropy_collapse_below),
@@ -373,10 +389,14 @@ Findings failure_modes_findings(const FailureModesResult& result, const FailureM
         }
         sentences.push_back(sentence);
     }
-    f.reading = fmt::format("{}. Layer 1's attention entropy crosses half of uniform at s = {}; the random-energy freezing "
-                            "scale is s_c = {} (where the small-s line 1 − s⁴/(2 ln n) reaches 0; it reaches 1/2 at {}).",
-                            fmt::join(sentences, "; "), quote_number(crossing), quote_number(s_c),
-                            quote_number(std::pow(std::log(static_cast<double>(settings.tokens)), 0.25)));
+    f.reading = fmt::format("{}. {}; the random-energy freezing scale is s_c = {} (where the small-s line "
+                            "1 − s⁴/(2 ln n) reaches 0; it reaches 1/2 at {}).",
+                            fmt::join(sentences, "; "),
+                            std::isnan(crossing) ? std::string("Layer 1's attention entropy does not cross half of uniform "
+                                                               "between two of the scales run")
+                                                 : fmt::format("Layer 1's attention entropy crosses half of uniform at s = {}",
+                                                               quote_number(crossing)),
+                            quote_number(s_c), quote_number(std::pow(std::log(static_cast<double>(settings.tokens)), 0.25)));
     f.notes.push_back(fmt::format("The regime thresholds are rankscope's choice, not the papers': entropy collapse below {} of "
                                   "uniform, rank collapse below a relative residual of {}.",
                                   quote_number(settings.entropy_collapse_below), quote_number(settings.rank_collapse_below)));

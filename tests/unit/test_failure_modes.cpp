@@ -69,7 +69,8 @@ struct SyntheticFailureModes {
     };
     std::function<int(double)> san_collapse = [](double s) { return s < 1 ? 2 : s < 2 ? 3 : 5; };
     double transformer_residual = 0.3;
-    std::function<double(double)> transformer_cosine = [](double) { return 0.3; };  // every transformer layer's, by s
+    // every transformer layer's, by s: aligned at the small scales, kept apart at the large ones
+    std::function<double(double)> transformer_cosine = [](double s) { return s < 1 ? 0.95 : 0.3; };
 };
 
 FailureModesResult synthetic_failure_modes(const SyntheticFailureModes& s, const FailureModesSettings& settings) {
@@ -138,6 +139,15 @@ TEST(FailureModes, JudgesFlipOnContradictingResults) {
     collapsed.transformer_cosine = [](double) { return 0.9999; };
     const Findings aligned = failure_modes_findings(synthetic_failure_modes(collapsed, settings), settings);
     EXPECT_EQ(verdict_of(aligned, large), Verdict::NotComparable);
+    // Aligned at no scale (a shallow network: 2 layers, cosine 0.23 at s = 4 and 0.29 at s = 0.25, read
+    // "reproduced"): nothing to keep, so no verdict; one scale (s = 100 against itself) neither.
+    collapsed.transformer_cosine = [](double) { return 0.3; };
+    const Findings apart = failure_modes_findings(synthetic_failure_modes(collapsed, settings), settings);
+    EXPECT_EQ(verdict_of(apart, large), Verdict::NotComparable);
+    FailureModesSettings one_scale = settings;
+    one_scale.query_key_scales = {100};
+    EXPECT_EQ(verdict_of(failure_modes_findings(synthetic_failure_modes({}, one_scale), one_scale), large),
+              Verdict::NotComparable);
 
     SyntheticFailureModes earlier;
     earlier.san_collapse = [](double s) { return s < 1 ? 4 : 2; };  // larger scales collapse sooner
