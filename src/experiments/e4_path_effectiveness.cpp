@@ -80,7 +80,8 @@ Findings path_effectiveness_findings(const PathEffectivenessResult& result, cons
     const bool paper_scale = at_paper_scale(task);
     const TaskSettings paper = default_task_settings(task.task);
     f.subject = fmt::format("path effectiveness, {} ({} layers, {} heads, d = {})", task.task, task.layers, task.heads, task.d_model);
-    const std::string setting = fmt::format("{} epochs on {} training items (paper: {} on {}){}", task.epochs, task.train_count,
+    const std::string setting = fmt::format("{} epoch{} on {} training items (paper: {} on {}){}", task.epochs,
+                                            task.epochs == 1 ? "" : "s", task.train_count,
                                             paper.epochs, paper.train_count, paper_scale ? "" : ": below paper scale");
     if (!paper_scale) f.notes.push_back("Trained below the paper's scale: " + setting + ".");
     const double paper_level = paper_whole_model(task.task);

@@ -2,6 +2,8 @@
 // the equations, the exact zero of the query/key gradients on rank-one input, Spearman's ρ against a hand-checked
 // value, and every judge flipping on a contradicting result.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -264,6 +266,14 @@ TEST(Trainability, JudgesFlipOnContradictingResults) {
     for (auto& run : r.runs)
         if (run.depth == 16) run.depth = 4, run.probe.layers.resize(4);
     EXPECT_EQ(verdict_of(trainability_findings(r, shallow), apart), Verdict::NotComparable);
+    EXPECT_EQ(verdict_of(trainability_findings(r, shallow), align), Verdict::NotComparable);  // deepest 4 < 8
+    // One seed: "in every seed" is one comparison of two noisy cosines (depths 1, 2 at n = 2 read "not reproduced").
+    TrainabilitySettings one_seed = settings;
+    one_seed.seeds = 1;
+    TrainabilityResult single = synthetic_trainability(agreeing);
+    single.runs.erase(std::remove_if(single.runs.begin(), single.runs.end(), [](const TrainabilityRun& run) { return run.seed == 1; }),
+                      single.runs.end());
+    EXPECT_EQ(verdict_of(trainability_findings(single, one_seed), align), Verdict::NotComparable);
     // ...and every criterion says when it is judged (not comparable gave no reason beside a criterion met).
     for (const auto& check : trainability_findings(r, shallow).checks)
         EXPECT_NE(check.criterion.find("judged "), std::string::npos) << check.claim << ": " << check.criterion;
