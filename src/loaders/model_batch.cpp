@@ -36,6 +36,20 @@ at::Tensor read_ids(const SafetensorsFile& file, const std::string& name, const 
     return read_tensor(file, name).to(torch::kLong);
 }
 
+// The [B, n] attention mask as int64, all ones when the file holds none. A bool mask (torch's own, `ids != pad`) is the
+// 0/1 mask (it was refused as "must hold integers, found BOOL").
+at::Tensor read_mask(const SafetensorsFile& file, const std::vector<std::int64_t>& shape, const std::string& shape_of) {
+    if (file.contains("attention_mask") && file.view("attention_mask").dtype == DType::Bool) {
+        const ArrayView view = file.view("attention_mask");
+        if (view.shape != shape)
+            throw Error(fmt::format("shape [{}] differs from {} [{}]", fmt::join(view.shape, ", "), shape_of,
+                                    fmt::join(shape, ", ")),
+                        file.path() + ":attention_mask");
+        return read_tensor(file, "attention_mask").to(torch::kLong);
+    }
+    return read_ids(file, "attention_mask", shape, 1, shape_of);
+}
+
 void check_range(const at::Tensor& values, std::int64_t low, std::int64_t high, const std::string& what,
                  const std::string& where) {
     const std::int64_t min = values.min().item<std::int64_t>(), max = values.max().item<std::int64_t>();
@@ -55,7 +69,15 @@ void check_batch_shape(const std::vector<std::int64_t>& shape, const std::string
 
 void check_attention_mask(const at::Tensor& mask, const std::string& where, const std::string& where_unmasked,
                           std::int64_t min_real_tokens) {
-    check_range(mask, 0, 2, "a 0/1 mask", where);
+    // "values 0..2 outside a 0/1 mask [0, 2)" read as a riddle: name the value and what a mask holds.
+    if (const at::Tensor bad = mask.ne(0).logical_and(mask.ne(1)); bad.any().item<bool>()) {
+        const at::Tensor index = bad.nonzero()[0];
+        throw Error(fmt::format("holds {} (sample {}, token {}): an attention mask holds only 0 (padding) and 1 (a real "
+                                "token)",
+                                mask.index({index[0], index[1]}).item<std::int64_t>(), index[0].item<std::int64_t>(),
+                                index[1].item<std::int64_t>()),
+                    where);
+    }
     const at::Tensor real_per_sample = mask.sum(1);
     if (const std::int64_t fewest = real_per_sample.min().item<std::int64_t>(); fewest < min_real_tokens)
         throw Error(min_real_tokens > 1
@@ -71,14 +93,13 @@ ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
     const SafetensorsFile file(path);
     const at::Tensor input_ids = read_ids(file, "input_ids", {}, 0);
     const std::vector<std::int64_t> shape(input_ids.sizes().begin(), input_ids.sizes().end());
-    return checked_model_batch(input_ids, read_ids(file, "attention_mask", shape, 1),
+    return checked_model_batch(input_ids, read_mask(file, shape, "input_ids'"),
                                read_ids(file, "token_type_ids", shape, 0), config, path);
 }
 
 at::Tensor read_attention_mask(const SafetensorsFile& file, const std::vector<std::int64_t>& shape) {
     if (!file.contains("attention_mask")) return {};
-    const at::Tensor mask =
-        read_ids(file, "attention_mask", shape, 1, "the [batch, tokens] of the file's other tensors,");
+    const at::Tensor mask = read_mask(file, shape, "the [batch, tokens] of the file's other tensors,");
     const std::string where = file.path() + ":attention_mask";
     check_attention_mask(mask, where, where);
     return mask;

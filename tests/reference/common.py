@@ -70,7 +70,7 @@ def write_safetensors(path, tensors, metadata=None):
     """An independent writer of the published safetensors layout (no library). A BF16 tensor is given as its raw
     bits, a Bf16 wrapper (numpy has no bfloat16)."""
     header, offset, blobs = {}, 0, []
-    codes = {np.float32: "F32", np.float64: "F64", np.int64: "I64", np.float16: "F16", Bf16: "BF16"}
+    codes = {np.float32: "F32", np.float64: "F64", np.int64: "I64", np.float16: "F16", np.bool_: "BOOL", Bf16: "BF16"}
     if metadata:
         header["__metadata__"] = metadata
     for name, array in tensors.items():

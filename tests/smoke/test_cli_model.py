@@ -275,7 +275,7 @@ class ModelCommand(unittest.TestCase):
             ({"input_ids": ids + config["vocab_size"]}, "outside the model's vocabulary", ":input_ids"),
             ({"input_ids": ids, "attention_mask": np.array([[1] * 6, [0] * 6])}, "sample 1 has 0 real tokens; the measures need at least 2",
              ":attention_mask"),
-            ({"input_ids": ids, "attention_mask": np.full((2, 6), 2)}, "values 2..2 outside a 0/1 mask", ":attention_mask"),
+            ({"input_ids": ids, "attention_mask": np.full((2, 6), 2)}, "holds 2 (sample 0, token 0): an attention mask holds only 0 (padding) and 1 (a real token)", ":attention_mask"),
             ({"input_ids": ids, "token_type_ids": np.full((2, 6), 2)}, "outside the model's token types", ":token_type_ids"),
             ({"input_ids": np.zeros((1, config["max_position_embeddings"] + 1), np.int64)}, "the model allows", ":input_ids"),
             # One token per sample: a trivial residual of 0, refused as --text refuses --tokens below 4.

@@ -16,6 +16,12 @@ from common import BINARY, read_csv, run  # noqa: E402
 from figure_layout import figure_layout, layout_problems, svg_page  # noqa: E402
 
 
+def read_csv_text(text):
+    """The rows of a CSV printed on stdout (after its `# ` provenance lines), as dicts of strings."""
+    import csv
+    return list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+
+
 class TheoryAndPaths(unittest.TestCase):
     def setUp(self):
         self.directory = tempfile.mkdtemp(prefix="rankscope-theory-")
@@ -191,7 +197,28 @@ class TheoryAndPaths(unittest.TestCase):
         table = json.loads(run("paths", "count", "--format", "json").stdout)
         by_name = {entry["architecture"]: entry for entry in table}
         self.assertAlmostEqual(by_name["BERT-base"]["mean_length"], 12 * 12 / 13, places=9)
+        # ...with the distribution the CSV has: exact integer counts, shares summing to 1.
+        bert_large = by_name["BERT-large"]["lengths"]
+        for row in bert_large:
+            exact = math.comb(24, row["length"]) * 16 ** row["length"]
+            if exact < 2 ** 53:
+                self.assertEqual(row["count"], exact)
+                self.assertIsInstance(row["count"], int)
+            else:
+                self.assertLess(abs(row["count"] - exact) / exact, 1e-12)
+        self.assertAlmostEqual(sum(row["share"] for row in bert_large), 1.0, places=12)
         self.assertEqual(len(by_name), 9)
+        # Every built-in count against Python's exact integers: equal as integers below 2^53 (exp of lgamma printed
+        # BERT-large's k = 7 as 92906585063423, one less than C(24, 7)·16^7), within float64 rounding above.
+        all_counts = read_csv_text(run("paths", "count", "--format", "csv").stdout)
+        self.assertGreater(len(all_counts), 100)
+        for row in all_counts:
+            layers, heads, k = int(row["layers"]), int(row["heads"]), int(row["length"])
+            exact = math.comb(layers, k) * heads ** k
+            if exact < 2 ** 53:
+                self.assertEqual(row["count"], str(exact), row)
+            else:
+                self.assertLess(abs(float(row["count"]) - exact) / exact, 1e-12, row)
         out = os.path.join(self.directory, "counts")
         run("paths", "count", "--layers", "3", "--heads", "2", "--alpha", "0.5,0.5,0.5", "--out", out)
         rows = read_csv(os.path.join(out, "path_counts.csv"))
@@ -250,8 +277,31 @@ class TheoryAndPaths(unittest.TestCase):
         path = os.path.join(self.directory, "padded.safetensors")
         write_safetensors(path, {**patterns, "attention_mask": mask})
         out = os.path.join(self.directory, "padded")
-        run("paths", "sample", "--patterns", path, "--draws", "20", "--out", out)
+        result = run("paths", "sample", "--patterns", path, "--draws", "20", "--out", out)
+        # These rows put weight on the padded tokens (no mask when "recorded"): said, with the largest share.
+        dropped = max(float((patterns[f"blocks.{layer}.attn.hook_pattern"][1][:, real[1]][..., mask[1] == 0]).sum(-1).max())
+                      for layer in range(layers))
+        import re
+        said = re.search(r"real tokens' attention rows put up to ([0-9.e-]+) of their weight on padded tokens", result.stderr)
+        self.assertIsNotNone(said, result.stderr)
+        self.assertAlmostEqual(float(said.group(1)), dropped, delta=0.005 * dropped)
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
         rows = read_csv(os.path.join(out, "paths.csv"))
+        # A bool mask (torch's `ids != pad`) is the same 0/1 mask: the same products.
+        write_safetensors(path, {**patterns, "attention_mask": mask.astype(bool)})
+        bool_out = os.path.join(self.directory, "padded-bool")
+        run("paths", "sample", "--patterns", path, "--draws", "20", "--out", bool_out)
+        self.assertEqual([r["relative_residual"] for r in read_csv(os.path.join(bool_out, "paths.csv"))],
+                         [r["relative_residual"] for r in rows])
+        # Rows recorded under the mask (no weight on padding): no warning.
+        masked = {}
+        for name, p in patterns.items():
+            q = p * mask[:, None, None, :]
+            masked[name] = (q / q.sum(-1, keepdims=True)).astype(np.float32)
+        write_safetensors(path, {**masked, "attention_mask": mask})
+        self.assertNotIn("padded tokens", run("paths", "sample", "--patterns", path, "--draws", "5",
+                                              "--out", bool_out).stderr)
+        write_safetensors(path, {**patterns, "attention_mask": mask})
 
         def composite(m):
             return np.sqrt(np.abs(m).sum(0).max() * np.abs(m).sum(1).max())
@@ -305,7 +355,10 @@ class TheoryAndPaths(unittest.TestCase):
                   "no blocks.1.attn.hook_pattern before it: layers must run from blocks.0 without a gap "
                   f"({path}:blocks.2.attn.hook_pattern)"),
                  ({**patterns, "blocks.01.attn.hook_pattern": patterns["blocks.1.attn.hook_pattern"]},
-                  "a layer index with a leading zero")]
+                  "a layer index with a leading zero"),
+                 # No blocks.0 (it read "no blocks.{l}.attn.hook_pattern tensors", beside three of them).
+                 ({f"blocks.{layer + 1}.attn.hook_pattern": p for layer, p in enumerate(patterns.values())},
+                  "no blocks.0.attn.hook_pattern before it: layers must run from blocks.0 without a gap")]
         padded_rows = patterns["blocks.1.attn.hook_pattern"].copy()
         padded_rows[1, 0, 2] = 7.0  # token 2 of sample 1 is padding: its row is not read
         for tensors, message in cases:

@@ -82,6 +82,16 @@ void run_count(const PathsOptions& options) {
         nlohmann::json entry = {{"architecture", t.architecture.name}, {"layers", t.architecture.layers},
                                 {"heads", t.architecture.heads}, {"mean_length", t.mean_length}};
         if (with_alpha) entry["alpha_mean_length"] = mean_path_length(t.rows, true);
+        // The distribution itself, as the CSV has it (the JSON held the mean lengths only): counts below 2^53 as
+        // integers (exact), larger ones as numbers.
+        nlohmann::json lengths = nlohmann::json::array();
+        for (const auto& r : t.rows) {
+            nlohmann::json row = {{"length", r.length}, {"share", r.share}};
+            row["count"] = r.count < 9007199254740992.0 ? nlohmann::json(static_cast<std::uint64_t>(r.count)) : nlohmann::json(r.count);
+            if (with_alpha) row["alpha_share"] = r.alpha_share;
+            lengths.push_back(row);
+        }
+        entry["lengths"] = lengths;
         document.push_back(entry);
     }
     if (!options.common.out.empty()) {
@@ -135,7 +145,6 @@ StoredPatterns load_patterns(const std::string& path) {
             throw Error("expected float32 or float64 attention patterns, found " + dtype_name(dtype), path + ":" + name);
         stored.patterns.push_back(read_tensor(file, name));
     }
-    if (stored.patterns.empty()) throw Error("no blocks.{l}.attn.hook_pattern tensors", path);
     // Every pattern tensor of the file is one of the layers read: blocks.2 without blocks.1 was read as one layer, and
     // blocks.00 beside blocks.0 was left out, without a word.
     const std::regex pattern_name(R"(blocks\.([0-9]+)\.attn\.hook_pattern)");
@@ -150,6 +159,8 @@ StoredPatterns load_patterns(const std::string& path) {
                                     block_hook(static_cast<int>(stored.patterns.size()), "attn.hook_pattern")),
                         path + ":" + name);
     }
+    // After the names: blocks.1..4 without blocks.0 is named there ("no blocks.0... before it"), not as "no tensors".
+    if (stored.patterns.empty()) throw Error("no blocks.{l}.attn.hook_pattern tensors", path);
     const auto where_of = [&](std::size_t l) { return path + ":" + block_hook(static_cast<int>(l), "attn.hook_pattern"); };
     check_pattern_shapes(stored.patterns, where_of);
     const auto& first = stored.patterns[0];
