@@ -51,13 +51,18 @@ Point2 circle_arc_point(int points, int step, int token);
 // Distance a point moves in one step: 2 r sin(π / points).
 double circle_step_length(int points);
 
-// The measures of one rollout. trajectory[step][token], NaN once the rollout left the finite range.
+// A rollout has run away from its first state with a coordinate beyond ±kRunawayCoordinate (3333 radii) or not finite;
+// its measures stop there. The trajectory keeps what the model computed after it (it read NaN from there on, over
+// finite values: 1061 at step 274 of a seed recorded as NaN).
+constexpr double kRunawayCoordinate = 1e3;
+// The measures of one rollout, trajectory[step][token], over its leading bounded states.
 struct RolloutMeasures {
-    double mean_distance_to_arcs = 0;  // mean over finite steps and both tokens of ‖p − arc point of that step‖
-    double mean_radial_deviation = 0;  // mean over finite steps and both tokens of |‖p‖ − r| (distance to the circle)
+    double mean_distance_to_arcs = 0;  // mean over bounded states and both tokens of ‖p − arc point of that step‖
+    double mean_radial_deviation = 0;  // mean over bounded states and both tokens of |‖p‖ − r| (distance to the circle)
     int merge_step = -1;               // first step with relative token distance < tolerance; −1 = never
-    double final_relative_distance = 0;  // ‖t1 − t2‖ / mean(‖t1‖, ‖t2‖) at the last finite step
-    int finite_steps = 0;              // leading steps where both tokens are finite
+    double final_relative_distance = 0;  // ‖t1 − t2‖ / mean(‖t1‖, ‖t2‖) at the last bounded state
+    int bounded_steps = 0;             // leading states (the start included) with every coordinate finite and within
+                                       // ±kRunawayCoordinate
 };
 RolloutMeasures measure_rollout(const std::vector<std::vector<Point2>>& trajectory, int points, double merge_tolerance);
 
@@ -98,7 +103,7 @@ bool circle_run_diverged(const CircleRun& run);
 // The circle figures draw x and y in [−kCirclePlotLimit, kCirclePlotLimit] (the arcs have radius 0.3).
 constexpr double kCirclePlotLimit = 0.5;
 // Lines for a figure panel about the rollouts of `variant` that its fixed axes cannot show: runaways ("2/3 ran away
-// (1 after merging)"; one seed: "ran away after 37 finite steps", "then ran away ..." after a merge) and finite
+// (1 after merging)"; one seed: "ran away after 37 steps", "then ran away ..." after a merge) and finite
 // rollouts beyond the axes ("1/3 left the plot (up to 0.624)"); empty when every rollout stayed finite and inside.
 std::vector<std::string> circle_escape_notes(const CircleResult& result, const std::string& variant);
 

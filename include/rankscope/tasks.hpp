@@ -173,7 +173,8 @@ std::vector<LayerResidual> residual_by_layer(TaskModel& model, const TaskBatch& 
 
 // ---- circle (E3) -------------------------------------------------------------------------------------------------
 // Feeds the model its own output for `steps` steps from `start` [1, 2, 2]; returns [steps, 2 tokens, 2 coordinates]
-// (row 0 = start). Once the output leaves [−1e3, 1e3] or is not finite, the remaining rows are NaN.
+// (row 0 = start), as computed: a state that runs away grows (to inf or NaN), and measure_rollout stops at the first
+// beyond ±kRunawayCoordinate (e3_circle.hpp).
 at::Tensor circle_rollout(TaskModel& model, const at::Tensor& start, int steps);
 
 }  // namespace rankscope

@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <set>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <unistd.h>
 
 #include "rankscope/error.hpp"
@@ -46,23 +46,23 @@ double circle_step_length(int points) { return 2.0 * kCircleRadius * std::sin(M_
 
 RolloutMeasures measure_rollout(const std::vector<std::vector<Point2>>& trajectory, int points, double merge_tolerance) {
     RolloutMeasures m;
-    auto finite = [](const Point2& p) { return std::isfinite(p.x) && std::isfinite(p.y); };
+    auto bounded = [](const Point2& p) { return std::fabs(p.x) <= kRunawayCoordinate && std::fabs(p.y) <= kRunawayCoordinate; };
     for (const auto& state : trajectory) {
         if (state.size() != 2) throw Error("a circle state has 2 tokens, got " + std::to_string(state.size()));
-        if (!finite(state[0]) || !finite(state[1])) break;
-        ++m.finite_steps;
+        if (!bounded(state[0]) || !bounded(state[1])) break;  // NaN fails the comparison too
+        ++m.bounded_steps;
     }
     auto relative_distance = [&](int step) {
         const Point2 &a = trajectory[static_cast<std::size_t>(step)][0], &b = trajectory[static_cast<std::size_t>(step)][1];
         const double mean_norm = 0.5 * (std::hypot(a.x, a.y) + std::hypot(b.x, b.y));
         return std::hypot(a.x - b.x, a.y - b.y) / std::max(1e-30, mean_norm);
     };
-    if (m.finite_steps == 0) {
+    if (m.bounded_steps == 0) {
         m.mean_distance_to_arcs = m.mean_radial_deviation = m.final_relative_distance = NAN;
         return m;
     }
     double distance = 0, radial = 0;
-    for (int step = 0; step < m.finite_steps; ++step) {
+    for (int step = 0; step < m.bounded_steps; ++step) {
         for (int token = 0; token < 2; ++token) {
             const Point2& p = trajectory[static_cast<std::size_t>(step)][static_cast<std::size_t>(token)];
             const Point2 target = circle_arc_point(points, step, token);
@@ -71,9 +71,9 @@ RolloutMeasures measure_rollout(const std::vector<std::vector<Point2>>& trajecto
         }
         if (m.merge_step < 0 && relative_distance(step) < merge_tolerance) m.merge_step = step;
     }
-    m.mean_distance_to_arcs = distance / (2.0 * m.finite_steps);
-    m.mean_radial_deviation = radial / (2.0 * m.finite_steps);
-    m.final_relative_distance = relative_distance(m.finite_steps - 1);
+    m.mean_distance_to_arcs = distance / (2.0 * m.bounded_steps);
+    m.mean_radial_deviation = radial / (2.0 * m.bounded_steps);
+    m.final_relative_distance = relative_distance(m.bounded_steps - 1);
     return m;
 }
 
@@ -178,7 +178,7 @@ CircleResult run_circle_experiment(const CircleSettings& settings) {
 namespace {
 // Finite for the whole rollout and never merged.
 bool kept_apart(const CircleRun& r) {
-    return r.rollout.finite_steps >= static_cast<int>(r.trajectory.size()) && r.rollout.merge_step < 0;
+    return r.rollout.bounded_steps >= static_cast<int>(r.trajectory.size()) && r.rollout.merge_step < 0;
 }
 }  // namespace
 
@@ -206,18 +206,18 @@ std::string list(const std::vector<const CircleRun*>& runs, F f) {
 
 bool trained_ok(const CircleRun& r, double rmse_limit) { return std::isfinite(r.train_rmse) && r.train_rmse < rmse_limit; }
 
-// "14", "none", "14 (then ran away after 282 finite steps)": a merged pair can still run off together.
+// "14", "none", "14 (then ran away after 282 steps)": a merged pair can still run off together.
 std::string merge_text(const CircleRun& r) {
     if (r.rollout.merge_step < 0) return "none";
     if (!circle_run_diverged(r)) return std::to_string(r.rollout.merge_step);
-    return fmt::format("{} (then ran away after {} finite steps)", r.rollout.merge_step, r.rollout.finite_steps);
+    return fmt::format("{} (then ran away after {} steps)", r.rollout.merge_step, r.rollout.bounded_steps);
 }
 bool follows_arcs(const CircleRun& r, double limit) { return follows_circle_arcs(r, limit); }
 
-// "merged at step 14", "ran away after 37 finite steps", "drifted (mean distance 0.21)", "on the arcs (0.004)"
+// "merged at step 14", "ran away after 37 steps", "drifted (mean distance 0.21)", "on the arcs (0.004)"
 std::string outcome(const CircleRun& r, double limit) {
     if (r.rollout.merge_step >= 0) return "merged at step " + merge_text(r);
-    if (circle_run_diverged(r)) return fmt::format("ran away after {} finite steps", r.rollout.finite_steps);
+    if (circle_run_diverged(r)) return fmt::format("ran away after {} steps", r.rollout.bounded_steps);
     if (r.rollout.mean_distance_to_arcs >= limit)
         return fmt::format("off the arcs (mean distance {})", quote_number(r.rollout.mean_distance_to_arcs));
     return fmt::format("on the arcs (mean distance {})", quote_number(r.rollout.mean_distance_to_arcs));
@@ -226,7 +226,7 @@ std::string outcome(const CircleRun& r, double limit) {
 }  // namespace
 
 bool circle_run_diverged(const CircleRun& run) {
-    return run.rollout.finite_steps < static_cast<int>(run.trajectory.size());
+    return run.rollout.bounded_steps < static_cast<int>(run.trajectory.size());
 }
 
 std::vector<std::string> circle_escape_notes(const CircleResult& result, const std::string& variant) {
@@ -250,8 +250,8 @@ std::vector<std::string> circle_escape_notes(const CircleResult& result, const s
                                     : ran_away_merged == ran_away ? " after merging"
                                                                   : fmt::format(" ({} after merging)", ran_away_merged);
         // One seed: its title says whether it merged ("merged at step 14"), and "then" says the order.
-        notes.push_back(one ? fmt::format("{}ran away after {} finite steps", ran_away_merged ? "then " : "",
-                                          runs.front()->rollout.finite_steps)
+        notes.push_back(one ? fmt::format("{}ran away after {} steps", ran_away_merged ? "then " : "",
+                                          runs.front()->rollout.bounded_steps)
                             : fmt::format("{}/{} ran away{}", ran_away, runs.size(), merging));
     }
     if (left > 0)
@@ -301,6 +301,7 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
     // Precondition: the one-step map was learned.
     std::vector<std::string> worst;
     bool all_trained = true;
+    double largest_gap = 0;  // the largest relative difference of held-out and training RMSE over the runs
     for (const auto& variant : settings.variants) {
         const auto runs = runs_of(result, variant);
         if (runs.empty()) continue;
@@ -309,14 +310,24 @@ Findings circle_findings(const CircleResult& result, const CircleSettings& setti
             w = std::max(w, std::isfinite(r->train_rmse) ? r->train_rmse : INFINITY);
             h = std::max(h, std::isfinite(r->heldout_rmse) ? r->heldout_rmse : INFINITY);
             all_trained = all_trained && trained_ok(*r, rmse_limit);
+            largest_gap = std::max(largest_gap, std::fabs(r->heldout_rmse - r->train_rmse) /
+                                                    std::max(r->train_rmse, std::numeric_limits<double>::min()));
         }
         worst.push_back(fmt::format("{} {} (held-out {})", variant, quote_number(w, 2), quote_number(h, 2)));
     }
+    // The held-out angles sit halfway between the training angles: on two evenly spaced grids a smooth periodic error
+    // averages to nearly the same mean square (the review found the two equal to 1e-7 in every run), so the held-out
+    // RMSE shows the map between the points, not away from them. Said with the measured gap.
+    const std::string heldout_words =
+        std::isfinite(largest_gap)
+            ? fmt::format("held-out: the angles halfway between training points, within {} of the training RMSE in every "
+                          "run; two evenly spaced grids average a smooth periodic error alike, so this does not test the "
+                          "map away from the arcs: the rollout does",
+                          largest_gap < 1e-3 ? "0.1%" : fmt::format("{}%", quote_number(100 * largest_gap, 2)))
+            : "held-out: the angles halfway between training points";
     f.check({"E3", "The model is trained to predict the next point on each arc (precondition of the rollout)",
              "trained with MSE; the figure presumes an accurate one-step map (no error is reported)",
-             fmt::format("worst one-step RMSE over seeds: {} (held-out: the angles halfway between training points, an "
-                         "interpolation check; the rollout tests the map far from them)",
-                         fmt::join(worst, "; ")),
+             fmt::format("worst one-step RMSE over seeds: {} ({})", fmt::join(worst, "; "), heldout_words),
              fmt::format("RMSE < {} × step length = {} in every variant and seed (rankscope's precondition, not a claim of "
                          "the paper: unmet reads not comparable)",
                          quote_number(settings.small_error, 2), quote_number(rmse_limit, 2)),

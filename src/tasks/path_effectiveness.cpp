@@ -77,8 +77,8 @@ at::Tensor circle_rollout(TaskModel& model, const at::Tensor& start, int steps) 
     at::Tensor x = start.to(model->device());
     for (int step = 1; step < steps; ++step) {
         x = model->forward(TaskBatch{x, {}, {}});
-        // A recurrent affine map can run away; from there on the trajectory is NaN (the rows stay, the plot skips them).
-        if (!torch::isfinite(x).all().item<bool>() || x.abs().max().item<double>() > 1e3) x = torch::full_like(x, NAN);
+        // A recurrent map can run away: the states are kept as computed (inf or NaN once they overflow), and the
+        // measures stop at the first beyond kRunawayCoordinate (measure_rollout).
         trajectory.push_back(x.squeeze(0).to(at::kCPU));
     }
     return torch::stack(trajectory);

@@ -581,9 +581,15 @@ std::vector<TrainedTask> train_or_load_seeds(const std::vector<TaskSettings>& se
         result.model = TaskModel(model_config_for(settings[i], data[i]));
         result.checkpoint = (checkpoint_dir / (settings[i].task + "-" + settings[i].checkpoint_key() + ".safetensors")).string();
         if (!retrain && std::filesystem::exists(result.checkpoint)) {
-            const SafetensorsFile file(result.checkpoint);  // opened once: parameters, then the training's history
-            load_parameters(file, result.model, settings[i]);
-            restore_history(file, result);
+            // A damaged checkpoint (a run killed while another wrote it by hand, a truncated copy) says how to go on:
+            // the error named the file and the damage, not that --retrain replaces it.
+            try {
+                const SafetensorsFile file(result.checkpoint);  // opened once: parameters, then the training's history
+                load_parameters(file, result.model, settings[i]);
+                restore_history(file, result);
+            } catch (const Error& error) {
+                throw Error(std::string(error.what()) + "; --retrain (retrain=True from Python) trains the model again and replaces it", error.where());
+            }
             result.model->to(device);
             result.model->eval();
             result.reused = true;

@@ -34,11 +34,16 @@ class TaskCommand(unittest.TestCase):
         self.assertEqual(len(rows), 4 * 2 * 40 * 2)
         summary_rows = read_csv(os.path.join(self.out, "circle_summary.csv"))
         self.assertEqual(len(summary_rows), 4 * 2)
-        for column in ("train_rmse", "heldout_rmse", "mean_distance_to_arcs", "merge_step", "finite_steps"):
+        for column in ("train_rmse", "heldout_rmse", "mean_distance_to_arcs", "merge_step", "bounded_steps"):
             self.assertIn(column, summary_rows[0])
         summary = load_json(os.path.join(self.out, "task.json"))
         self.assertEqual(summary["variants"], ["SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"])
         self.assertEqual(len(summary["runs"]), 8)
+        # The manifest's settings are the shared ones with the variants named, not the SAN's skip/mlp as everyone's.
+        manifest_settings = load_json(os.path.join(self.out, "manifest.json"))["settings"]
+        self.assertEqual(manifest_settings["variants"], summary["variants"])
+        self.assertNotIn("skip", manifest_settings)
+        self.assertNotIn("mlp", manifest_settings)
         # "Really pure": the SAN model has no in-layer skip and no in-layer LayerNorm.
         models = {(r["variant"], r["seed"]): r["model"] for r in summary["runs"]}
         self.assertFalse(models[("SAN", 1)]["attention_skip"])
@@ -77,6 +82,16 @@ class TaskCommand(unittest.TestCase):
         self.assertIn("task hull", manifest["command"])
         second = run(*args)
         self.assertIn("checkpoint reused", second.stdout)
+        # A damaged checkpoint says that --retrain replaces it (it named the damage only).
+        checkpoint = summary["checkpoint"]
+        with open(checkpoint, "r+b") as f:
+            f.truncate(os.path.getsize(checkpoint) // 2)
+        damaged = run(*args, check=False)
+        self.assertEqual(damaged.returncode, 2, damaged.stderr)
+        self.assertIn("truncated safetensors file", damaged.stderr)
+        self.assertIn("; --retrain (retrain=True from Python) trains the model again and replaces it", damaged.stderr)
+        self.assertNotIn("checkpoint reused", run(*args, "--retrain").stdout)
+        self.assertIn("checkpoint reused", run(*args).stdout)  # replaced whole
 
     def test_sort_over_seeds_trained_together(self):
         args = ["task", "sort", "--out", self.out, "--epochs", "2", "--train-count", "60", "--eval-count", "20",

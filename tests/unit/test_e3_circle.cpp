@@ -40,7 +40,7 @@ CircleResult synthetic(double rmse, int san_merge, double other_distance, int se
             run.seed = static_cast<std::uint64_t>(seed + 2);
             run.train_rmse = rmse, run.heldout_rmse = 1.5 * rmse;
             run.trajectory = arc_trajectory(300);
-            run.rollout.finite_steps = 300;
+            run.rollout.bounded_steps = 300;
             if (variant == "SAN") {
                 run.rollout.merge_step = san_merge < 0 ? -1 : san_merge + seed;
                 run.rollout.mean_distance_to_arcs = 0.3;
@@ -75,7 +75,7 @@ TEST(E3Circle, ArcPointsAndStepLengthInClosedForm) {
 
 TEST(E3Circle, ExactArcsNeverMergeAndHaveZeroDistance) {
     const RolloutMeasures m = measure_rollout(arc_trajectory(300), kPoints, 1e-3);
-    EXPECT_EQ(m.finite_steps, 300);
+    EXPECT_EQ(m.bounded_steps, 300);
     EXPECT_EQ(m.merge_step, -1);
     EXPECT_NEAR(m.mean_distance_to_arcs, 0, 1e-15);
     EXPECT_NEAR(m.mean_radial_deviation, 0, 1e-15);
@@ -106,12 +106,19 @@ TEST(E3Circle, MergeStepOfTokensApproachingGeometrically) {
     EXPECT_EQ(measure_rollout(t, kPoints, 3e-3).merge_step, 10);  // 2/1023 ≈ 1.96e-3
 }
 
-TEST(E3Circle, NonFiniteStepsEndTheMeasures) {
+TEST(E3Circle, UnboundedOrNonFiniteStepsEndTheMeasures) {
     auto t = arc_trajectory(50);
     for (int s = 20; s < 50; ++s) t[static_cast<std::size_t>(s)][1] = {NAN, NAN};
     t[5][0] = {0.3 + 0.1, 0.0};  // one point 0.1 outside at step 5... and off its arc point
     const RolloutMeasures m = measure_rollout(t, kPoints, 1e-3);
-    EXPECT_EQ(m.finite_steps, 20);
+    EXPECT_EQ(m.bounded_steps, 20);
+    // A finite state beyond ±1000 (kRunawayCoordinate) ends them as well: the model's 1061 at step 274 of a rollout
+    // that read NaN from there on.
+    auto far = t;
+    far[12][0] = {1061.3, -2.0};
+    EXPECT_EQ(measure_rollout(far, kPoints, 1e-3).bounded_steps, 12);
+    far[12][0] = {1000.0, -2.0};  // on the bound: still bounded
+    EXPECT_EQ(measure_rollout(far, kPoints, 1e-3).bounded_steps, 20);
     const Point2 arc5 = circle_arc_point(kPoints, 5, 0);
     EXPECT_NEAR(m.mean_distance_to_arcs, std::hypot(0.4 - arc5.x, arc5.y) / 40.0, 1e-15);
     EXPECT_NEAR(m.mean_radial_deviation, 0.1 / 40.0, 1e-15);
@@ -122,14 +129,14 @@ TEST(E3Circle, NonFiniteStepsEndTheMeasures) {
 TEST(E3Circle, PanelTextNamesMergesAndRunaways) {
     CircleResult result = synthetic(1e-5, 12, 0.005);
     for (auto& r : result.runs)
-        if (r.variant == "SAN+skip" && r.seed != 2) r.rollout.finite_steps = 37 + static_cast<int>(r.seed);
+        if (r.variant == "SAN+skip" && r.seed != 2) r.rollout.bounded_steps = 37 + static_cast<int>(r.seed);
     const CirclePanelText text = circle_panel_text(result, {"SAN", "SAN+skip", "SAN+MLP"});
     EXPECT_EQ(text.titles, (std::vector<std::string>{"SAN: 3/3 merged", "SAN+skip: 0/3 merged", "SAN+MLP: 0/3 merged"}));
     EXPECT_EQ(text.notes, (std::vector<std::vector<std::string>>{{}, {"2/3 ran away"}, {}}));
     // A finite rollout beyond the axes, and a merged pair that then ran away (the figure's fixed ±0.5 hid both).
     for (auto& r : result.runs) {
         if (r.variant == "SAN+MLP" && r.seed == 3) r.trajectory[40][1].x = 0.624;
-        if (r.variant == "SAN" && r.seed == 4) r.rollout.finite_steps = 120;
+        if (r.variant == "SAN" && r.seed == 4) r.rollout.bounded_steps = 120;
     }
     const CirclePanelText escaped = circle_panel_text(result, {"SAN", "SAN+MLP"});
     EXPECT_EQ(escaped.notes, (std::vector<std::vector<std::string>>{{"1/3 ran away after merging"},
@@ -137,14 +144,14 @@ TEST(E3Circle, PanelTextNamesMergesAndRunaways) {
     // One seed: its own outcome.
     CircleResult one = synthetic(1e-5, 12, 0.005, 1);
     for (auto& r : one.runs)
-        if (r.variant == "SAN+MLP") r.rollout.finite_steps = 41;
+        if (r.variant == "SAN+MLP") r.rollout.bounded_steps = 41;
     const CirclePanelText single = circle_panel_text(one, {"SAN", "SAN+MLP"});
     EXPECT_EQ(single.titles, (std::vector<std::string>{"SAN: merged at step 12", "SAN+MLP: no merge"}));
-    EXPECT_EQ(single.notes, (std::vector<std::vector<std::string>>{{}, {"ran away after 41 finite steps"}}));
+    EXPECT_EQ(single.notes, (std::vector<std::vector<std::string>>{{}, {"ran away after 41 steps"}}));
     for (auto& r : one.runs)
-        if (r.variant == "SAN") r.rollout.finite_steps = 90;  // merged at step 12, then ran away
+        if (r.variant == "SAN") r.rollout.bounded_steps = 90;  // merged at step 12, then ran away
     EXPECT_EQ(circle_panel_text(one, {"SAN"}).notes,
-              (std::vector<std::vector<std::string>>{{"then ran away after 90 finite steps"}}));
+              (std::vector<std::vector<std::string>>{{"then ran away after 90 steps"}}));
     EXPECT_THROW(circle_panel_text(one, {"SAN+LN"}), Error);
 }
 
@@ -191,15 +198,14 @@ TEST(E3Circle, VerdictsFollowTheNumbers) {
     EXPECT_NE(check_named(partly, "a skip connection").measured.find("2/3 seeds"), std::string::npos);
     EXPECT_EQ(check_named(partly, "an MLP").verdict, Verdict::Reproduced);
 
-    // A merged pair that then runs off together (the quick run's SAN seed 2: merged at step 14, 282 finite steps)
+    // A merged pair that then runs off together (the quick run's SAN seed 2: merged at step 14, 282 bounded steps)
     // still merged, and the reading and the check say it ran away, as they do for a rollout that never merged.
     CircleResult runaway = synthetic(1e-5, 12, 0.005);
     for (auto& r : runaway.runs)
-        if (r.variant == "SAN" && r.seed == 3) r.rollout.finite_steps = 282;
+        if (r.variant == "SAN" && r.seed == 3) r.rollout.bounded_steps = 282;
     const Findings merged_then_away = circle_findings(runaway, settings);
     EXPECT_EQ(check_named(merged_then_away, "Pure attention").verdict, Verdict::Reproduced);
-    EXPECT_NE(check_named(merged_then_away, "Pure attention").measured.find("(steps 12, 13 (then ran away after 282 finite "
-                                                                            "steps), 14)"),
+    EXPECT_NE(check_named(merged_then_away, "Pure attention").measured.find("(steps 12, 13 (then ran away after 282 steps), 14)"),
               std::string::npos)
         << check_named(merged_then_away, "Pure attention").measured;
     EXPECT_NE(merged_then_away.reading.find("SAN merged its two tokens in 3 of 3 seeds (median step 13) and stayed on the "

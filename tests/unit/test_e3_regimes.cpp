@@ -31,7 +31,7 @@ CircleRegimeResult synthetic_regime(const std::string& name, const std::vector<i
             run.seed = seed;
             run.train_rmse = 1e-4;
             run.trajectory.assign(20, {Point2{}, Point2{}});
-            run.rollout.finite_steps = 20;
+            run.rollout.bounded_steps = 20;
             const int i = static_cast<int>(seed);
             run.rollout.merge_step = i < merged[v] ? first_step[v] + i : -1;
             const bool drifts = i >= merged[v] && i < merged[v] + off[v];

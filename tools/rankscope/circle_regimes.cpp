@@ -114,7 +114,8 @@ std::function<void()> setup_circle_regimes(CLI::App& command) {
         ->capture_default_str()
         ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
     add_seed_count_option(command, options->seeds, "one model per variant, regime and seed", 64)->capture_default_str();
-    command.add_option("--steps", options->steps, "Recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
+    command.add_option("--steps", options->steps, "Rollout length in states, the start included (steps − 1 applications of the model)")
+        ->capture_default_str()->transform(IntRange(1, 100000));
     command.add_option("--epochs", options->epochs, "Epoch budget per model (default the circle recipe's; training stops earlier at --target-mse)")
         ->capture_default_str()
         ->transform(IntRange(1, 100000));

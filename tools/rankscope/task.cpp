@@ -83,7 +83,7 @@ TaskFiles run_circle(const TaskOptions& options, const Provenance& provenance, c
     trajectories.columns = {"variant", "seed", "step", "token", "x", "y", "target_x", "target_y"};
     summary.columns = {"variant", "seed", "train_rmse", "heldout_rmse", "step_length", "epochs", "train_seconds",
                        "mean_distance_to_arcs", "mean_radial_deviation", "merge_step", "final_relative_distance",
-                       "finite_steps", "reused_checkpoint"};
+                       "bounded_steps", "reused_checkpoint"};
     training.columns = {"variant", "seed", "epoch", "loss", "train_mse", "learning_rate", "seconds"};
     nlohmann::json runs = nlohmann::json::array();
     for (const auto& r : result.runs) {
@@ -101,7 +101,7 @@ TaskFiles run_circle(const TaskOptions& options, const Provenance& provenance, c
                      format_number(result.step_length), r.epochs < 0 ? "" : std::to_string(r.epochs),
                      std::isnan(r.train_seconds) ? "" : format_number(r.train_seconds), format_number(m.mean_distance_to_arcs),
                      format_number(m.mean_radial_deviation), m.merge_step < 0 ? "" : std::to_string(m.merge_step),
-                     format_number(m.final_relative_distance), std::to_string(m.finite_steps), r.reused ? "yes" : "no"});
+                     format_number(m.final_relative_distance), std::to_string(m.bounded_steps), r.reused ? "yes" : "no"});
         for (const auto& e : r.history)
             training.add({r.variant, seed, std::to_string(e.epoch), format_number(e.loss), format_number(e.train_metric),
                           format_number(e.learning_rate), format_number(e.seconds)});
@@ -120,7 +120,7 @@ TaskFiles run_circle(const TaskOptions& options, const Provenance& provenance, c
                         {"mean_radial_deviation", m.mean_radial_deviation},
                         {"tokens_merged_at_step", m.merge_step < 0 ? nlohmann::json(nullptr) : nlohmann::json(m.merge_step)},
                         {"final_relative_token_distance", m.final_relative_distance},
-                        {"finite_steps", m.finite_steps}});
+                        {"bounded_steps", m.bounded_steps}});
     }
     write_csv_atomically(out / "circle_trajectories.csv", trajectories, provenance);
     write_csv_atomically(out / "circle_summary.csv", summary, provenance);
@@ -137,13 +137,13 @@ TaskFiles run_circle(const TaskOptions& options, const Provenance& provenance, c
     write_findings(out, findings, provenance);
 
     std::cout << fmt::format("{:<14} {:>6} {:>10} {:>10} {:>7} {:>9} {:>7} {:>7}\n", "variant", "seed", "rmse", "held-out",
-                             "epochs", "dist_arcs", "merge", "finite");
+                             "epochs", "dist_arcs", "merge", "bounded");
     for (const auto& r : result.runs)
         std::cout << fmt::format("{:<14} {:>6} {:>10.3g} {:>10.3g} {:>7} {:>9.3g} {:>7} {:>7}\n", r.variant, r.seed,
                                  r.train_rmse, r.heldout_rmse, r.epochs < 0 ? std::string("reused") : std::to_string(r.epochs),
                                  r.rollout.mean_distance_to_arcs,
                                  r.rollout.merge_step < 0 ? std::string("never") : std::to_string(r.rollout.merge_step),
-                                 r.rollout.finite_steps);
+                                 r.rollout.bounded_steps);
     std::cout << fmt::format("step length {:.3g}\n", result.step_length);
     for (const auto& c : findings.checks) std::cout << fmt::format("[{}] {}: {}\n", verdict_name(c.verdict), c.claim, c.measured);
 
@@ -322,7 +322,8 @@ std::function<void()> setup_task(CLI::App& command) {
                           "sort, hull, memorize: numbers pooled over the seeds, default 1",
                           64);
     CLI::Option* steps_option =
-        command.add_option("--steps", options->steps, "Circle: recurrent steps")->capture_default_str()->transform(IntRange(1, 100000));
+        command.add_option("--steps", options->steps, "Circle: rollout length in states, the start included (steps − 1 applications of the model)")
+            ->capture_default_str()->transform(IntRange(1, 100000));
     return [options, flags, paths_option, repeats_option, sub_path_option, variants_option, steps_option] {
         // Flags of the other kind of task: given, they were accepted and did nothing (task sort --steps 10).
         for (const CLI::Option* option : {variants_option, steps_option})
@@ -341,7 +342,14 @@ std::function<void()> setup_task(CLI::App& command) {
         std::filesystem::create_directories(out);
         const TaskFiles files =
             s.task == "circle" ? run_circle(*options, provenance, out) : run_classification_task(*options, provenance, out);
-        write_manifest(out, provenance, {{"task", s.task}, {"settings", s.to_json()}, {"outputs", files.outputs},
+        // The circle trains one model per variant: the manifest's settings are the shared ones, with the variants
+        // named (they held the base settings' skip = false, mlp = false, read as every model's; task.json has each).
+        nlohmann::json settings_json = s.to_json();
+        if (s.task == "circle") {
+            settings_json.erase("skip"), settings_json.erase("mlp");
+            settings_json["variants"] = options->circle_variants;
+        }
+        write_manifest(out, provenance, {{"task", s.task}, {"settings", settings_json}, {"outputs", files.outputs},
                                          {"figures", files.figures}});
     };
 }
