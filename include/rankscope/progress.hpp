@@ -37,7 +37,8 @@ struct ProgressSnapshot {
 };
 // The latest bar's state, from any thread.
 ProgressSnapshot current_progress();
-// How a bar reads: "theory                       [###############...............] 12/24 3.1/s ETA 4s   ".
-std::string progress_line(const ProgressSnapshot& snapshot);
+// How a bar reads: "theory                       [###############...............] 12/24 3.1/s ETA 4s   " (the label
+// padded to 28, whole unless the line would not fit `columns` > 0, a terminal's width; "ETA ?" before any rate).
+std::string progress_line(const ProgressSnapshot& snapshot, int columns = 0);
 
 }  // namespace rankscope

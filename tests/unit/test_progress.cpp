@@ -49,6 +49,17 @@ TEST(Progress, LineReadsAsTheTerminalsBar) {
     s.done = 0;
     s.elapsed_seconds = 0;
     EXPECT_EQ(progress_line(s), "theory                       [##############################] 0/0 0.0/s ETA 0s   ");
+    // A long label is whole ("sort epoch 1 loss 2.08 acc 0" hid the accuracy 0.243), cut only to a terminal's width;
+    // before any rate the ETA is unknown, not 0 s.
+    s.label = "sort epoch 1 loss 2.08 acc 0.243 lr 0.001";
+    s.done = 0, s.total = 102, s.elapsed_seconds = 0.5;
+    EXPECT_EQ(progress_line(s), "sort epoch 1 loss 2.08 acc 0.243 lr 0.001 [..............................] 0/102 0.0/s ETA ?   ");
+    const std::string narrow = progress_line(s, 80);
+    EXPECT_LT(narrow.size(), 80u) << narrow;
+    EXPECT_EQ(narrow.substr(0, 20), "sort epoch 1 loss 2.");
+    // Never cut inside a UTF-8 character: at 70 columns the 54-character bar leaves 15 bytes, the second byte of é.
+    s.label = std::string(14, 'x') + "é" + std::string(40, 'y');
+    EXPECT_EQ(progress_line(s, 70), std::string(14, 'x') + " [..............................] 0/102 0.0/s ETA ?   ");
 }
 
 }  // namespace
