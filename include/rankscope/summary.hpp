@@ -45,7 +45,7 @@ double student_t_quantile(double level, int degrees_of_freedom);
 Interval mean_interval(const Summary& s, double level = 0.95);
 // The distribution-free interval of the median of m values: the order statistics x_(j) ≤ x_(m+1−j) with the largest j
 // whose coverage P(j ≤ B ≤ m − j), B ~ Binomial(m, 1/2), is at least `level`. Undefined when even [min, max] covers
-// less (m ≤ 5 at 95%).
+// less (m ≤ 5 at 95%), or when a value is NaN.
 Interval median_interval(std::vector<double> values, double level = 0.95);
 // That coverage for order statistics j and m + 1 − j of m values (1 ≤ j ≤ (m + 1) / 2).
 double median_interval_coverage(int m, int j);

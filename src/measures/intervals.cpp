@@ -35,7 +35,7 @@ Interval median_interval(std::vector<double> values, double level) {
     const int m = static_cast<int>(values.size());
     if (m < 1) return {};
     for (double v : values)
-        if (std::isnan(v)) throw Error("median_interval: NaN in the values");
+        if (std::isnan(v)) return {};  // no order: undefined, as a mean's interval of NaN is (a verdict not comparable)
     // The largest j (the narrowest interval) that still covers `level`: coverage falls as j grows, so bisect.
     if (median_interval_coverage(m, 1) < level) return {};
     int best = 1, above = (m + 1) / 2 + 1;  // coverage(best) ≥ level; `above` is past the last j or fails

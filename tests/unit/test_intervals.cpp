@@ -78,7 +78,9 @@ TEST(Intervals, MedianIntervalIsTheNarrowestCoveringPair) {
         const int j = static_cast<int>(std::find(sorted.begin(), sorted.end(), i.low) - sorted.begin()) + 1;
         EXPECT_EQ(i.high, sorted[static_cast<std::size_t>(m - j)]) << m;
         EXPECT_GE(brute_force_coverage(m, j), 0.95) << m;
-        if (2 * (j + 1) <= m + 1) EXPECT_LT(brute_force_coverage(m, j + 1), 0.95) << m;
+        if (2 * (j + 1) <= m + 1) {
+            EXPECT_LT(brute_force_coverage(m, j + 1), 0.95) << m;
+        }
     }
     // 20 draws: x_(6) and x_(15) (coverage 0.9586; x_(7), x_(14): 0.8847).
     std::vector<double> twenty;
@@ -90,7 +92,7 @@ TEST(Intervals, MedianIntervalIsTheNarrowestCoveringPair) {
     EXPECT_EQ(median_interval({6, 1, 5, 2, 4, 3}).low, 1);
     EXPECT_EQ(median_interval({6, 1, 5, 2, 4, 3}).high, 6);
     EXPECT_FALSE(median_interval({}).defined());
-    EXPECT_THROW(median_interval({1, std::nan(""), 3, 4, 5, 6}), Error);
+    EXPECT_FALSE(median_interval({1, std::nan(""), 3, 4, 5, 6}).defined());  // no order, no interval (no throw)
 }
 
 // Reproduced over the whole interval, not reproduced nowhere in it, otherwise (straddling or undefined) not

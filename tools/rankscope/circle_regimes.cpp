@@ -112,7 +112,7 @@ std::function<void()> setup_circle_regimes(CLI::App& command) {
     command.add_option("--variants", options->variants, "Circle variants")
         ->delimiter(',')
         ->capture_default_str()
-        ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
+        ->check(OneOf(circle_variants(), "circle variant"));
     add_seed_count_option(command, options->seeds, "one model per variant, regime and seed", 64)->capture_default_str();
     command.add_option("--steps", options->steps, "Rollout length in states, the start included (steps − 1 applications of the model)")
         ->capture_default_str()->transform(IntRange(1, 100000));

@@ -457,8 +457,9 @@ std::string verdict_counts(const std::vector<std::pair<std::string, Check>>& che
     }
     const auto total = [](const int* counts) { return counts[0] + counts[1] + counts[2]; };
     const auto plural = [](int n, const char* one, const char* many) { return fmt::format("{} {}", n, n == 1 ? one : many); };
-    std::string text = fmt::format("{} of stated claims: {} reproduced, {} not reproduced, {} not comparable at these settings",
-                                   plural(total(claims), "check", "checks"), claims[0], claims[1], claims[2]);
+    std::string text = fmt::format("{} of stated claims: {} {}, {} {}, {} {}", plural(total(claims), "check", "checks"),
+                                   claims[0], verdict_name(Verdict::Reproduced), claims[1],
+                                   verdict_name(Verdict::NotReproduced), claims[2], verdict_name(Verdict::NotComparable));
     // The other two kinds, with only the verdicts they have ("2 hold", "1 supported, 1 not comparable").
     const auto other = [&](const int* counts, const std::string& what, const char* agrees, const char* disagrees) {
         std::vector<std::string> parts;

@@ -32,7 +32,7 @@ struct TaskOptions {
     std::vector<int> n_paths = {5, 20};
     int repeats = 5;
     std::string sub_path = "no";
-    std::vector<std::string> circle_variants = {"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"};
+    std::vector<std::string> circle_variants = rankscope::circle_variants();
     int steps = 300;
     int seed_count = 0;                // --seeds; 0: circle 3 (kCircleSeeds), the other tasks 1
     std::vector<std::uint64_t> seeds;  // --seed, --seed + 1, ... (seed_count of them)
@@ -316,7 +316,7 @@ std::function<void()> setup_task(CLI::App& command) {
     CLI::Option* variants_option = command.add_option("--variants", options->circle_variants, "Circle variants")
         ->delimiter(',')
         ->capture_default_str()
-        ->check(OneOf({"SAN", "SAN+skip", "SAN+MLP", "SAN+skip+MLP"}, "circle variant"));
+        ->check(OneOf(circle_variants(), "circle variant"));
     add_seed_count_option(command, options->seed_count,
                           "one model per seed, trained together as one stacked model; circle: per variant, default 3; "
                           "sort, hull, memorize: numbers pooled over the seeds, default 1",
