@@ -88,7 +88,7 @@ Findings circle_regimes_findings(const std::vector<CircleRegimeResult>& results)
     f.experiment = "E3";
     if (results.empty()) return f;
     const CircleSettings& any = results.front().settings;
-    f.subject = fmt::format("the circle in {} training regimes, {} seeds per variant, {} recurrent steps", results.size(),
+    f.subject = fmt::format("the circle in {} training regimes, {} seeds per variant, {}-state rollouts", results.size(),
                             any.seeds.size(), any.steps);
     std::vector<std::string> sentences;
     for (const auto& r : results) {

@@ -726,7 +726,7 @@ Figure circle_figure(const std::vector<std::string>& variants, const std::vector
                      bool several_seeds) {
     const int cols = std::min<int>(4, static_cast<int>(variants.size()));
     const int rows = (static_cast<int>(variants.size()) + cols - 1) / cols;
-    PanelFigure figure("circle", fmt::format("E3: {} recurrent steps of the trained 1-layer, 2-head model", steps), rows, cols,
+    PanelFigure figure("circle", fmt::format("E3: a {}-state rollout of the trained 1-layer, 2-head model", steps), rows, cols,
                        300, 300);
     figure.add_preface(kCirclePreface);
     const std::string first = number_is("seed", static_cast<double>(first_seed));
@@ -745,7 +745,7 @@ Figure circle_figure(const std::vector<std::string>& variants, const std::vector
 Figure circle_regimes_figure(const std::vector<std::string>& regimes, const std::vector<std::string>& variants,
                              const std::vector<std::vector<std::string>>& panel_notes, std::uint64_t first_seed, int steps) {
     const std::string csv = "circle_regimes_trajectories.csv";
-    PanelFigure figure("circle_regimes", fmt::format("E3 by training regime: {} recurrent steps, every seed", steps),
+    PanelFigure figure("circle_regimes", fmt::format("E3 by training regime: {}-state rollouts, every seed", steps),
                        static_cast<int>(regimes.size()), static_cast<int>(variants.size()), 260, 260);
     figure.add_preface(kCirclePreface);
     std::size_t panel = 0;

@@ -611,7 +611,7 @@ TEST(Figures, CircleFigureHasUniqueIdsEqualAxesAndItsWholeTitle) {
     for (std::sregex_iterator it(svg.begin(), svg.end(), id_pattern), end; it != end; ++it) ids.push_back((*it)[1]);
     ASSERT_GT(ids.size(), 10u);
     EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "an id repeats within the figure";
-    EXPECT_NE(svg.find("E3: 300 recurrent steps of the trained 1-layer, 2-head model"), std::string::npos);
+    EXPECT_NE(svg.find("E3: a 300-state rollout of the trained 1-layer, 2-head model"), std::string::npos);
     EXPECT_NE(svg.find(">2/3 ran away</tspan>"), std::string::npos) << "the panel's note is drawn";
     // The title (font kFigureFontSize + 2, about 0.6 em per character) fits the canvas with room to spare.
     EXPECT_LT(0.6 * (kFigureFontSize + 2) * static_cast<double>(figure.title.size()), 0.8 * figure.width);
