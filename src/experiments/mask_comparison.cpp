@@ -40,6 +40,34 @@ std::optional<int> collapse_layer(const std::vector<double>& values) {
     return std::nullopt;
 }
 
+// Where the collapse layer can lie, from each layer's 95% interval of the mean (residual_interval): from the first
+// layer whose interval reaches below kCollapsedResidual (`possible`) to the first wholly below it (`sure`); nullopt
+// when no layer's does. `defined` is false when a layer has no interval (one sample).
+struct CollapseRange {
+    std::optional<int> possible, sure;
+    bool defined = true;
+};
+CollapseRange collapse_range(const std::vector<ResidualRow>& rows, const std::string& weights) {
+    std::map<int, Interval> by_layer;
+    for (const auto& r : rows)
+        if (r.weights == weights && base_variant(r.variant) == "SAN" && r.layer >= 1) by_layer[r.layer] = residual_interval(r);
+    CollapseRange range;
+    for (const auto& [layer, interval] : by_layer) {
+        range.defined = range.defined && interval.defined();
+        if (!range.possible && interval.low < kCollapsedResidual) range.possible = layer;
+        if (!range.sure && interval.high < kCollapsedResidual) range.sure = layer;
+    }
+    return range;
+}
+
+// "layer 3", "layers 2–3", "layer 4 or later", "not within 5 layers" (a CollapseRange in words).
+std::string range_text(const CollapseRange& range, int layers) {
+    if (!range.possible) return fmt::format("not within {} layers", layers);
+    if (!range.sure) return fmt::format("layer {} or later", *range.possible);
+    return *range.possible == *range.sure ? fmt::format("layer {}", *range.sure)
+                                          : fmt::format("layers {}–{}", *range.possible, *range.sure);
+}
+
 std::string depth_text(const std::optional<int>& layer, int layers) {
     return layer ? fmt::format("layer {}", *layer) : fmt::format("not within {} layers", layers);
 }
@@ -101,30 +129,43 @@ Findings mask_comparison_findings(const std::vector<ResidualRow>& causal, const 
             b_text += (b_text.empty() ? "" : " / ") + quote_number(b[static_cast<std::size_t>(l)]);
             layers_text += (layers_text.empty() ? "" : "/") + std::to_string(l);
         }
+        // Judged over each layer's 95% interval, as `model`'s E1 verdicts: the bidirectional collapse layer B lies in
+        // [possible, sure] of its range, the causal C in its own. B < C for certain when B's sure layer comes before
+        // C's possible one; B ≥ C for certain when B's possible layer is at or after C's sure one; else undecided.
+        const CollapseRange c_range = collapse_range(causal, weights), b_range = collapse_range(bidirectional, weights);
         Verdict verdict = Verdict::NotComparable;
         std::string outcome;
-        if (!b_depth && !c_depth) {
+        if (!b_range.defined || !c_range.defined) {
+            outcome = "a run of one sample gives no interval of its means, so nothing is decided";
+        } else if (!b_range.possible && !c_range.possible) {
             outcome = "neither collapses within the model's depth, so a delay cannot show";
-        } else if (b_depth && c_depth && *b_depth == 1 && *c_depth == 1) {
+        } else if (b_range.sure == 1 && c_range.sure == 1) {
             outcome = "both collapse at the first layer, so a delay shorter than a layer cannot show";
-        } else if (b_depth && (!c_depth || *c_depth > *b_depth)) {
+        } else if (b_range.sure && (!c_range.possible || *c_range.possible > *b_range.sure)) {
             verdict = Verdict::Reproduced;
-            outcome = c_depth ? fmt::format("the causal mask delays collapse by {} layer{}", *c_depth - *b_depth,
-                                            *c_depth - *b_depth == 1 ? "" : "s")
-                              : "the causal mask keeps SAN from collapsing within the model's depth";
-        } else {
+            outcome = c_depth && b_depth && *c_depth > *b_depth
+                          ? fmt::format("the causal mask delays collapse by {} layer{}", *c_depth - *b_depth,
+                                        *c_depth - *b_depth == 1 ? "" : "s")
+                          : "the causal mask keeps SAN from collapsing within the model's depth";
+        } else if (c_range.sure && (!b_range.possible || *b_range.possible >= *c_range.sure)) {
             verdict = Verdict::NotReproduced;
             outcome = "the causal mask does not delay collapse here";
+        } else {
+            outcome = fmt::format("the 95% intervals over the samples cannot order the two (collapse at {} causal, {} "
+                                  "bidirectional): more samples would decide",
+                                  range_text(c_range, L), range_text(b_range, L));
         }
         f.check({"E1", fmt::format("Causal mask slows rank collapse (Wu et al. 2024; not in the paper), SAN, {} weights",
                                    weights),
                  "bidirectional SAN collapses earlier than causal",
-                 fmt::format("first layer below {}: causal {}, bidirectional {}; after {} layers: causal {}, "
-                             "bidirectional {}",
-                             kCollapsedResidual, depth_text(c_depth, L), depth_text(b_depth, L), layers_text, c_text, b_text),
+                 fmt::format("first layer below {}: causal {}, bidirectional {} (over the 95% intervals of the means: "
+                             "causal {}, bidirectional {}); after {} layers: causal {}, bidirectional {}",
+                             kCollapsedResidual, depth_text(c_depth, L), depth_text(b_depth, L), range_text(c_range, L),
+                             range_text(b_range, L), layers_text, c_text, b_text),
                  fmt::format("reproduced when the bidirectional SAN falls below {} at an earlier layer than the "
-                             "causal one (or the causal one never does); not comparable when neither does, or both do "
-                             "at the first layer",
+                             "causal one (or the causal one never does), over each layer's 95% interval of the mean; "
+                             "not comparable when neither does, both do at the first layer, or the intervals cannot "
+                             "order them",
                              kCollapsedResidual),
                  verdict, fmt::format("{} layers, same weights and batch", L)});
         f.key(fmt::format("{}, SAN after {} layers, causal", weights, layers_text), c_text);

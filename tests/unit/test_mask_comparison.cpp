@@ -57,6 +57,24 @@ TEST(MaskComparison, VerdictFollowsTheCollapseLayers) {
         mask_comparison_findings(rows("init", at_once, transformer, false), rows("init", at_once, transformer, true));
     EXPECT_EQ(saturated.checks[0].verdict, Verdict::NotComparable);
     EXPECT_NE(saturated.reading.find("both collapse at the first layer"), std::string::npos) << saturated.reading;
+    // Judged over each layer's 95% interval (std 0.01 over 8 samples: ± 0.0084). A causal curve at 0.045 from layer 2
+    // (its interval reaches 0.053) against the bidirectional collapse at 2: not ordered, not comparable.
+    const std::vector<double> borderline = {0.9, 0.2, 0.045, 0.045, 0.045, 0.045};
+    const Findings undecided =
+        mask_comparison_findings(rows("init", borderline, transformer, false), rows("init", fast, transformer, true));
+    EXPECT_EQ(undecided.checks[0].verdict, Verdict::NotComparable);
+    EXPECT_NE(undecided.checks[0].measured.find("over the 95% intervals of the means: causal layer 2 or later, "
+                                                "bidirectional layer 2"),
+              std::string::npos)
+        << undecided.checks[0].measured;
+    EXPECT_NE(undecided.reading.find("more samples would decide"), std::string::npos) << undecided.reading;
+    // Slow against fast, but one sample a run: no intervals, no verdict.
+    auto single_causal = rows("init", slow, transformer, false), single_bidirectional = rows("init", fast, transformer, true);
+    for (auto* run : {&single_causal, &single_bidirectional})
+        for (auto& r : *run) r.n = 1, r.std = NAN;
+    const Findings single = mask_comparison_findings(single_causal, single_bidirectional);
+    EXPECT_EQ(single.checks[0].verdict, Verdict::NotComparable);
+    EXPECT_NE(single.reading.find("one sample gives no interval"), std::string::npos) << single.reading;
     // Two weights kinds: one check each.
     auto causal = rows("init", slow, transformer, false), bidirectional = rows("init", fast, transformer, true);
     for (const auto& r : rows("pretrained", fast, transformer, false)) causal.push_back(r);
