@@ -371,6 +371,11 @@ class TheoryAndPaths(unittest.TestCase):
         run("paths", "sample", "--patterns", path, "--draws", "5", "--out", out)
 
     def test_errors(self):
+        # paths count is a closed form: flags it would ignore are refused (--seed 3 was accepted and did nothing).
+        for flag in (["--seed", "3"], ["--allow-nonfinite"]):
+            refused = run("paths", "count", *flag, check=False)
+            self.assertEqual(refused.returncode, 2, (flag, refused.stderr))
+            self.assertIn(flag[0], refused.stderr)
         result = run("paths", "count", "--layers", "3", "--heads", "2", "--alpha", "0.5", check=False)
         self.assertEqual(result.returncode, 2)
         self.assertEqual(result.stderr, "rankscope: error: 1 values for 3 layers (one per layer) (--alpha)\n")

@@ -261,6 +261,9 @@ std::function<void()> setup_paths(CLI::App& command) {
         ->delimiter(',')
         ->check(RealRange(0, 1));
     add_common_options(*count, options->common, OutFolder::optional(), {"csv", "json"});
+    // A closed form: no random draw and no non-finite result (--seed and --allow-nonfinite were accepted and ignored).
+    // --threads stays: a sweep gives it to every cell.
+    for (const char* unused : {"--seed", "--allow-nonfinite"}) count->remove_option(count->get_option(unused));
     count->callback([options, action, count_layers, count] {
         if (count_layers->count() == 0) {
             for (const char* flag : {"--heads", "--alpha"})

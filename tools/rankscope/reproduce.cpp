@@ -109,7 +109,7 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
                      "With skips, a depth-L network with H heads has C(L,k)·H^k paths of length k; BERT-base: mean path "
                      "length 11.08 of 12. Weighting by the measured skip ratio α shifts the mass to short paths (α is "
                      "measured in the E1 cells).",
-                     {"paths", "count", "--seed", seed},
+                     {"paths", "count"},  // a closed form: no seed
                      {"path_counts.svg"},
                      {"path_counts.csv", "path_counts.json"}});
     // E1/E2: the pretrained USE lite (npm) by default, and in the full run the three architectures at init.
