@@ -27,6 +27,10 @@ inline constexpr int kPretrainedCollapseDepth = 5;    // "after 3–5 layers pre
 struct IntervalTest {
     bool holds_everywhere = false, holds_nowhere = false;
 };
+// "The statistic ≤ threshold" over the whole interval, or nowhere in it.
+inline IntervalTest at_most(const Interval& interval, double threshold) {
+    return {interval.high <= threshold, interval.low > threshold};
+}
 inline IntervalTest pretrained_san_shape(const Interval& after_first_layer, const Interval& after_collapse_depth) {
     return {after_collapse_depth.high <= kCollapsedResidual && after_first_layer.low > kCollapsedResidual,
             after_collapse_depth.low > kCollapsedResidual || after_first_layer.high <= kCollapsedResidual};
@@ -44,9 +48,11 @@ struct ResidualRow {
     double mean = 0, std = 0, min = 0, max = 0;  // relative residual (composite, mean centre) over samples
     int n = 0;
 };
-// The 95% interval (kVerdictLevel) of a row's mean over its n samples (Student t; undefined for one sample), on which
-// the E1 verdicts are judged.
-Interval residual_interval(const ResidualRow& row);
+// The interval of a row's mean over its n samples (Student t; undefined for one sample), at kVerdictLevel unless told:
+// the E1 verdicts are judged on it.
+Interval residual_interval(const ResidualRow& row, double level = kVerdictLevel);
+// The row's mean with that interval, as verdicts quote it: "0.0103 (95% interval 0.0101–0.0104)".
+std::string quote_residual(const ResidualRow& row);
 
 // Runs each variant on the batch and summarises every layer; `recorder` (optional) receives the activations of the
 // LAST variant run. `layer_norm` applies the LayerNorm surgery (keep, remove, freeze) to every variant.

@@ -298,8 +298,7 @@ Findings dynamics_findings(const DynamicsResult& result) {
         f.check({"dynamics", std::string(kPretrainedSanClaim) + " (E1, final checkpoint)",
                  "≈0 after 3–5 layers pretrained (Fig. 2)",
                  fmt::format("SAN at step {} after layer 1: {}; after layer {}: {}", result.steps.back(),
-                             quote_with_interval(san_last_first->mean, residual_interval(*san_last_first), san_last_first->n),
-                             depth, quote_with_interval(san_last->mean, residual_interval(*san_last), san_last->n)),
+                             quote_residual(*san_last_first), depth, quote_residual(*san_last)),
                  // The claim's depth, whatever this model's: a 1-layer model read "≤ 0.05 after layer 1, and above it
                  // after layer 1" (it is judged not comparable).
                  fmt::format("≤ {} after layer {}, and above it after layer 1, over the whole 95% interval of each mean "

@@ -24,8 +24,6 @@ constexpr double kFloatFloor = 1e-5;            // an order above float32 round-
 constexpr double kPathDecay = 1e-2;             // E2 pretrained: 0.35 → 5e-5, more than two orders of magnitude
 constexpr const char* kWholeInterval = "the whole 95% interval of the mean over samples";
 
-// A row's mean quoted with its interval.
-std::string quoted(const ResidualRow& r) { return quote_with_interval(r.mean, residual_interval(r), r.n); }
 
 std::vector<double> trajectory(const WeightsRun& run, const std::string& variant) {
     std::vector<double> values;
@@ -104,9 +102,11 @@ const ResidualRow* row_at(const WeightsRun& run, const std::string& variant, int
     return nullptr;
 }
 
-Interval residual_interval(const ResidualRow& row) {
-    return mean_interval(Summary{row.mean, row.std, row.min, row.max, row.n}, kVerdictLevel);
+Interval residual_interval(const ResidualRow& row, double level) {
+    return mean_interval(Summary{row.mean, row.std, row.min, row.max, row.n}, level);
 }
+
+std::string quote_residual(const ResidualRow& row) { return quote_with_interval(row.mean, residual_interval(row), row.n); }
 
 Findings real_model_findings(const RealModelResult& result) {
     Findings f;
@@ -142,7 +142,8 @@ Findings real_model_findings(const RealModelResult& result) {
     };
     // "the statistic ≤ threshold" over the whole interval, nowhere in it, or undecided.
     const auto decide_at_most = [&](bool comparable, const Interval& interval, double threshold) {
-        return decide(comparable, interval.high <= threshold, interval.low > threshold);
+        const IntervalTest test = at_most(interval, threshold);
+        return decide(comparable, test.holds_everywhere, test.holds_nowhere);
     };
     std::string reading;
     for (const auto& run : result.runs) {
@@ -192,15 +193,14 @@ Findings real_model_findings(const RealModelResult& result) {
             // One decision (the undecided count is of verdicts: judging the depth first and the shape after counted a
             // pretrained SAN twice).
             const IntervalTest shape = pretrained_shape ? pretrained_san_shape(residual_interval(*san_first), at_depth)
-                                                        : IntervalTest{at_depth.high <= kCollapsedResidual,
-                                                                       at_depth.low > kCollapsedResidual};
+                                                        : at_most(at_depth, kCollapsedResidual);
             const Verdict verdict = decide(deep_enough && bidirectional, shape.holds_everywhere, shape.holds_nowhere);
             f.check({"E1",
                      init ? "Without skip connections (SAN) the representation collapses to rank 1" : kPretrainedSanClaim,
                      init ? "≈0 after 1 layer at init (Fig. 2)" : "≈0 after 3–5 layers pretrained (Fig. 2)",
-                     pretrained_shape ? fmt::format("SAN after layer 1: {}; after layer {}: {}", quoted(*san_first),
-                                                    std::min(depth, L), quoted(*san))
-                                      : fmt::format("SAN after layer {}: {}", std::min(depth, L), quoted(*san)),
+                     pretrained_shape ? fmt::format("SAN after layer 1: {}; after layer {}: {}", quote_residual(*san_first),
+                                                    std::min(depth, L), quote_residual(*san))
+                                      : fmt::format("SAN after layer {}: {}", std::min(depth, L), quote_residual(*san)),
                      fmt::format("{} ≤ {} after layer {}{}{}{}", kWholeInterval, kCollapsedResidual, depth,
                                  init ? "" : ", and above it after layer 1",
                                  L < depth ? fmt::format(" (needs ≥ {} layers; this model has {})", depth, L) : "",
@@ -210,7 +210,7 @@ Findings real_model_findings(const RealModelResult& result) {
         if (const ResidualRow* san_mlp = row_at(run, label("SAN+MLP"), L)) {
             f.check({"E1", "An MLP alone does not stop the collapse (SAN+MLP)",
                      init ? "≈0 after 1 layer at init (Fig. 2)" : "≈0 after 3–5 layers pretrained (Fig. 2)",
-                     fmt::format("SAN+MLP after layer {}: {}", L, quoted(*san_mlp)),
+                     fmt::format("SAN+MLP after layer {}: {}", L, quote_residual(*san_mlp)),
                      fmt::format("{} ≤ {} after the last layer (≥ {} layers){}", kWholeInterval, kCollapsedResidual, depth,
                                  causal_note),
                      decide_at_most(deep_enough && bidirectional, residual_interval(*san_mlp), kCollapsedResidual), settings});
@@ -239,9 +239,7 @@ Findings real_model_findings(const RealModelResult& result) {
                     if (r->mean < lowest) lowest = r->mean, lowest_layer = r;
                     highest = std::max(highest, r->mean);
                     every_low_above = every_low_above && interval.low >= kTransformerLow;
-                    some_high_below = some_high_below ||
-                                      mean_interval(Summary{r->mean, r->std, r->min, r->max, r->n}, simultaneous).high <
-                                          kTransformerLow;
+                    some_high_below = some_high_below || residual_interval(*r, simultaneous).high < kTransformerLow;
                 }
                 const Interval over_layers{mean - half_width, mean + half_width};
                 // The lowest layer too: a curve falling 0.9 → 0.05 has a mean of 0.43 and keeps nothing.
@@ -255,7 +253,7 @@ Findings real_model_findings(const RealModelResult& result) {
                         : quote_with_interval(mean, over_layers, n);
                 const std::string measured = fmt::format(
                     "transformer, mean over layers 1–{}: {}; lowest layer {}: {}; range of layer means {}–{}; {} samples",
-                    L, mean_words, lowest_layer->layer, quoted(*lowest_layer), quote_number(lowest), quote_number(highest),
+                    L, mean_words, lowest_layer->layer, quote_residual(*lowest_layer), quote_number(lowest), quote_number(highest),
                     n);
                 f.check({"E1", "The full pretrained transformer keeps its rank",
                          "relative residual around 0.3–0.5 across layers (Fig. 2)", measured,
@@ -284,7 +282,7 @@ Findings real_model_findings(const RealModelResult& result) {
             if (result.model_type == "albert")
                 if (const ResidualRow* skip_only = row_at(run, label("SAN+skip"), L))
                     f.check({"E1", "Pretrained ALBERT with skips but no MLP still collapses", "≈0 (Fig. 2)",
-                             fmt::format("SAN+skip after layer {}: {}", L, quoted(*skip_only)),
+                             fmt::format("SAN+skip after layer {}: {}", L, quote_residual(*skip_only)),
                              fmt::format("{} ≤ {} after the last layer", kWholeInterval, kCollapsedResidual),
                              decide_at_most(deep_enough, residual_interval(*skip_only), kCollapsedResidual), settings});
         }

@@ -19,15 +19,17 @@ bool is_integer(DType dtype) {
 
 // The [B, n] integer tensor `name` as int64, or `fallback` filled when the file does not hold it. A given `shape` is
 // checked; `shape_of` names where it comes from.
+// `bool_as_integers`: a bool tensor is read as 0/1 (a mask), not refused.
 at::Tensor read_ids(const SafetensorsFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
-                    std::int64_t fallback, const std::string& shape_of = "input_ids'") {
+                    std::int64_t fallback, const std::string& shape_of = "input_ids'", bool bool_as_integers = false) {
     const std::string where = file.path() + ":" + name;
     if (!file.contains(name)) {
         if (shape.empty()) throw Error("no tensor named '" + name + "' (a [batch, tokens] integer tensor)", file.path());
         return torch::full(shape, fallback, torch::kLong);
     }
     const ArrayView view = file.view(name);
-    if (!is_integer(view.dtype)) throw Error("must hold integers, found " + dtype_name(view.dtype), where);
+    if (!is_integer(view.dtype) && !(bool_as_integers && view.dtype == DType::Bool))
+        throw Error("must hold integers, found " + dtype_name(view.dtype), where);
     if (view.shape.size() != 2 || view.shape[0] == 0 || view.shape[1] == 0)
         throw Error("must be a non-empty [batch, tokens] tensor", where);
     if (!shape.empty() && view.shape != shape)
@@ -39,15 +41,7 @@ at::Tensor read_ids(const SafetensorsFile& file, const std::string& name, const 
 // The [B, n] attention mask as int64, all ones when the file holds none. A bool mask (torch's own, `ids != pad`) is the
 // 0/1 mask (it was refused as "must hold integers, found BOOL").
 at::Tensor read_mask(const SafetensorsFile& file, const std::vector<std::int64_t>& shape, const std::string& shape_of) {
-    if (file.contains("attention_mask") && file.view("attention_mask").dtype == DType::Bool) {
-        const ArrayView view = file.view("attention_mask");
-        if (view.shape != shape)
-            throw Error(fmt::format("shape [{}] differs from {} [{}]", fmt::join(view.shape, ", "), shape_of,
-                                    fmt::join(shape, ", ")),
-                        file.path() + ":attention_mask");
-        return read_tensor(file, "attention_mask").to(torch::kLong);
-    }
-    return read_ids(file, "attention_mask", shape, 1, shape_of);
+    return read_ids(file, "attention_mask", shape, 1, shape_of, true);
 }
 
 void check_range(const at::Tensor& values, std::int64_t low, std::int64_t high, const std::string& what,
