@@ -53,7 +53,7 @@ double circle_step_length(int points);
 
 // A rollout has run away from its first state with a coordinate beyond ±kRunawayCoordinate (3333 radii) or not finite;
 // its measures stop there. The trajectory keeps what the model computed after it (it read NaN from there on, over
-// finite values: 1061 at step 274 of a seed recorded as NaN).
+// finite values: 1057 at step 274 of a seed recorded as NaN).
 constexpr double kRunawayCoordinate = 1e3;
 // The measures of one rollout, trajectory[step][token], over its leading bounded states.
 struct RolloutMeasures {
