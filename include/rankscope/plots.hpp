@@ -21,8 +21,9 @@ std::string number_is(const std::string& column, double value);                 
 std::string all_of(const std::vector<std::string>& conditions);                  // (a) && (b) ...; "1" when empty
 std::string only_if(const std::string& condition, const std::string& value);     // (condition ? value : NaN)
 
-// The round-off floor marked on a log axis: float32 eps 1.19e-7, float64 eps 2.22e-16.
-enum class FloatFloor { none, float32, float64 };
+// The round-off floor marked on a log axis: a dtype's machine epsilon (bfloat16 2^-7 = 7.81e-3, float16 2^-10 =
+// 9.77e-4, float32 2^-23 = 1.19e-7, float64 2^-52 = 2.22e-16).
+enum class FloatFloor { none, bfloat16, float16, float32, float64 };
 
 // ---- the shared layout, for figures not built below (e.g. the circle figure) -------------------------------------
 struct KeyEntry {

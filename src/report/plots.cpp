@@ -46,9 +46,21 @@ std::string csv_spread(const std::string& column) {
                        csv_text(column));
 }
 
-const char* floor_value(FloatFloor floor) { return floor == FloatFloor::float32 ? "1.19e-7" : "2.22e-16"; }
+const char* floor_value(FloatFloor floor) {
+    switch (floor) {
+        case FloatFloor::bfloat16: return "7.81e-3";
+        case FloatFloor::float16: return "9.77e-4";
+        case FloatFloor::float32: return "1.19e-7";
+        default: return "2.22e-16";
+    }
+}
 const char* floor_label(FloatFloor floor) {
-    return floor == FloatFloor::float32 ? "float32 round-off" : "float64 round-off";
+    switch (floor) {
+        case FloatFloor::bfloat16: return "bfloat16 round-off";
+        case FloatFloor::float16: return "float16 round-off";
+        case FloatFloor::float32: return "float32 round-off";
+        default: return "float64 round-off";
+    }
 }
 
 // Canvas units (SVG user units) of the layout around each panel.
@@ -427,6 +439,10 @@ Figure paths_figure(const std::string& title, const std::vector<std::string>& me
     // The floor is named in the key: E2's boxes may sit anywhere along the line (a label ran through the k = 4 box).
     if (floor == FloatFloor::float32)
         figure.add_key_entry("float32 eps (the paper's floor; products in float64)", kFloorKeyStyle);
+    else if (floor == FloatFloor::float16 || floor == FloatFloor::bfloat16)  // a recording's own half precision
+        figure.add_key_entry(std::string(floor == FloatFloor::float16 ? "float16" : "bfloat16") +
+                                 " eps (the patterns as stored; products in float64)",
+                             kFloorKeyStyle);
     else if (floor != FloatFloor::none)
         figure.add_key_entry(floor_label(floor), kFloorKeyStyle);
     return figure.build();

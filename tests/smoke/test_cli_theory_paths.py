@@ -264,7 +264,7 @@ class TheoryAndPaths(unittest.TestCase):
         # A recorded run as `model --dump` writes it: sample 1 padded (3 of 5 tokens real), its padded rows and
         # columns holding values that would change every product. Each product must be the one over the real tokens.
         import numpy as np
-        from common import write_safetensors
+        from common import Bf16, write_safetensors
         rng = np.random.default_rng(7)
         layers, batch, heads, n = 3, 2, 2, 5
         mask = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 1, 0]], dtype=np.int64)
@@ -331,13 +331,41 @@ class TheoryAndPaths(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("shape [1, 2, 5, 5] differs from the first layer's [2, 2, 5, 5] (", result.stderr)
         self.assertIn("padded.safetensors:blocks.1.attn.hook_pattern)", result.stderr)
-        # float16 patterns are named (the figure's round-off floor is float32's or float64's)...
+        # Half-precision patterns (a float16 or bfloat16 model's hooks) are read: the products are those of the stored
+        # numbers, in float64, and the figure marks the stored dtype's epsilon (the coarsest layer's in a mixed file).
+        half = {name: p.astype(np.float16) for name, p in patterns.items()}
+        brain = {name: Bf16(p) for name, p in patterns.items()}
+        for tensors, values, floor in [
+                (half, {name: p.astype(np.float64) for name, p in half.items()}, "float16"),
+                (brain, {name: p.values.astype(np.float64) for name, p in brain.items()}, "bfloat16"),
+                ({**patterns, "blocks.2.attn.hook_pattern": half["blocks.2.attn.hook_pattern"]},
+                 {name: p.astype(np.float64) for name, p in
+                  {**patterns, "blocks.2.attn.hook_pattern": half["blocks.2.attn.hook_pattern"]}.items()},
+                 "float16")]:
+            write_safetensors(path, {**tensors, "attention_mask": mask})
+            half_out = os.path.join(self.directory, "half")
+            run("paths", "sample", "--patterns", path, "--draws", "8", "--out", half_out)
+            half_rows = read_csv(os.path.join(half_out, "paths.csv"))
+            self.assertEqual(len(half_rows), 8 * layers, half_rows[:2])  # draws × lengths (a sample each)
+            for row in half_rows:
+                b = int(row["sample"])
+                product = None
+                for layer, head in zip(map(int, row["layers"].split()), map(int, row["heads"].split())):
+                    a = values[f"blocks.{layer}.attn.hook_pattern"][b, head][np.ix_(real[b], real[b])]
+                    product = a if product is None else a @ product
+                u, s, vt = np.linalg.svd(product)
+                rest = product - s[0] * np.outer(u[:, 0], vt[0])
+                self.assertAlmostEqual(float(row["relative_residual"]), composite(rest) / composite(product), delta=1e-9)
+            with open(os.path.join(half_out, "paths.gp")) as script:
+                key = floor + " eps (the patterns as stored; products in float64)"
+                self.assertTrue(key in script.read(), f"no key '{key}' in {half_out}/paths.gp")
+        # Integer patterns are named...
         write_safetensors(path, {**patterns, "blocks.2.attn.hook_pattern": patterns["blocks.2.attn.hook_pattern"].astype(
-            np.float16)})
+            np.int64)})
         result = run("paths", "sample", "--patterns", path, "--out", out, check=False)
         self.assertEqual(result.returncode, 2)
-        self.assertEqual(result.stderr, "rankscope: error: expected float32 or float64 attention patterns, found F16 "
-                                        f"({path}:blocks.2.attn.hook_pattern)\n")
+        self.assertEqual(result.stderr, "rankscope: error: expected float16, bfloat16, float32 or float64 attention "
+                                        f"patterns, found I64 ({path}:blocks.2.attn.hook_pattern)\n")
         # ...and float64 patterns get float64's floor in the figure (float32's "paper's floor" was drawn for them).
         write_safetensors(path, {name: p.astype(np.float64) for name, p in patterns.items()})
         run("paths", "sample", "--patterns", path, "--draws", "5", "--out", out)

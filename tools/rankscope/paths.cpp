@@ -130,9 +130,20 @@ void run_count(const PathsOptions& options) {
 // A `model --dump` (or any file with the same names): every layer's [B, H, n, n] pattern, of one shape, and the
 // attention_mask [B, n] when the file holds one, so that padded tokens are left out of the products as `model` does.
 struct StoredPatterns {
-    std::vector<at::Tensor> patterns;
-    at::Tensor attention_mask;  // undefined: every token is real
+    std::vector<at::Tensor> patterns;  // float32 or float64 (float16 and bfloat16 are widened to float32, exactly)
+    at::Tensor attention_mask;         // undefined: every token is real
+    FloatFloor floor = FloatFloor::float32;  // the coarsest stored dtype's epsilon, marked in the figure
 };
+
+// The figure's floor of a stored dtype, coarsest first: a file mixing dtypes is as precise as its coarsest layer.
+FloatFloor stored_floor(DType dtype) {
+    switch (dtype) {
+        case DType::BF16: return FloatFloor::bfloat16;
+        case DType::F16: return FloatFloor::float16;
+        case DType::F32: return FloatFloor::float32;
+        default: return FloatFloor::float64;
+    }
+}
 
 StoredPatterns load_patterns(const std::string& path) {
     SafetensorsFile file(path);
@@ -140,9 +151,12 @@ StoredPatterns load_patterns(const std::string& path) {
     for (int l = 0;; ++l) {
         const std::string name = block_hook(l, "attn.hook_pattern");
         if (!file.contains(name)) break;
-        // float32 or float64, as `model --dump` writes them (the figure's round-off floor is one of theirs).
-        if (const DType dtype = file.view(name).dtype; dtype != DType::F32 && dtype != DType::F64)
-            throw Error("expected float32 or float64 attention patterns, found " + dtype_name(dtype), path + ":" + name);
+        // float32 or float64 as `model --dump` writes them; float16 or bfloat16 as a half-precision model's hooks do.
+        const DType dtype = file.view(name).dtype;
+        if (dtype != DType::F16 && dtype != DType::BF16 && dtype != DType::F32 && dtype != DType::F64)
+            throw Error("expected float16, bfloat16, float32 or float64 attention patterns, found " + dtype_name(dtype),
+                        path + ":" + name);
+        if (l == 0 || stored_floor(dtype) < stored.floor) stored.floor = stored_floor(dtype);
         stored.patterns.push_back(read_tensor(file, name));
     }
     // Every pattern tensor of the file is one of the layers read: blocks.2 without blocks.1 was read as one layer, and
@@ -165,7 +179,10 @@ StoredPatterns load_patterns(const std::string& path) {
     check_pattern_shapes(stored.patterns, where_of);
     const auto& first = stored.patterns[0];
     stored.attention_mask = read_attention_mask(file, {first.size(0), first.size(2)});
+    // Checked in the stored dtype (a row sums to 1 within its rounding), then widened: the products run in float64.
     check_attention_patterns(stored.patterns, stored.attention_mask, where_of, path + ":attention_mask");
+    for (auto& p : stored.patterns)
+        if (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16) p = p.to(at::kFloat);
     return stored;
 }
 
@@ -173,11 +190,13 @@ void run_sample(PathsOptions options) {
     Provenance provenance = start_run(options.common);
     std::vector<at::Tensor> patterns;
     at::Tensor attention_mask;
+    FloatFloor floor = FloatFloor::float64;  // the random SAN runs in float64
     std::string source = options.patterns_file;
     if (!options.patterns_file.empty()) {
         auto stored = load_patterns(options.patterns_file);
         patterns = std::move(stored.patterns);
         attention_mask = std::move(stored.attention_mask);
+        floor = stored.floor;
     } else {
         // The recorded attention maps: batch x layers x heads x tokens^2 float64 values.
         check_size("4 x layers x heads x tokens^2", 4.0 * options.network.layers * options.network.heads *
@@ -205,7 +224,7 @@ void run_sample(PathsOptions options) {
     const auto figures = render_figure(out,
                                        paths_figure("Attention products along random paths",
                                                     {"relative_residual", "relative_residual_frobenius"}, {},
-                                                    patterns[0].scalar_type() == at::kDouble ? FloatFloor::float64 : FloatFloor::float32),
+                                                    floor),
                                        csv_provenance_lines(provenance));
     write_manifest(out, provenance, {{"inputs", {source}}, {"outputs", {"paths.csv"}}, {"figures", figures}});
     // Medians over the draws (and samples): the composite residual (the paper's; above 1 possible) and the Frobenius
