@@ -35,8 +35,8 @@ class San:
 
     @property
     def config(self) -> SanConfig:
-        """A copy of the configuration the network was built from: editing it does not change the network (build a
-        new San from an edited SanConfig)."""
+        """The configuration the network was built from, reading only: setting a field raises (the network does not
+        read it again). copy.copy(net.config) is a plain SanConfig to edit and build a new San from."""
         return self._engine.config
 
     def forward(self, x: Any, record: bool = True) -> Tuple[Any, Dict[str, Any]]:

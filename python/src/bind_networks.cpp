@@ -185,6 +185,41 @@ SanConfig san_from_state(const py::tuple& t) {
     return c;
 }
 
+// Copies that Python holds but must not edit. `net.config` is the configuration the network was built from (it does
+// not read it again), and `per_layer`'s items are copies of the vector's blocks: `net.config.layers = 7` and
+// `cfg.per_layer[0].mlp = True` changed a copy and said nothing. Every attribute set on one now raises, naming what to
+// do instead; copy.copy, copy.deepcopy and pickle give a plain, editable configuration.
+struct ReadOnlyBlockConfig : BlockConfig {
+    std::string copy_of;  // "net.config.block", "per_layer[2]"
+    std::string instead;  // what edits it
+};
+struct ReadOnlySanConfig : SanConfig {};
+
+constexpr const char* kEditNetworkConfig =
+    "the network was built from it and does not read it again; edit a copy (cfg = copy.copy(net.config)) and build "
+    "San(cfg, seed)";
+
+ReadOnlyBlockConfig read_only_block(const BlockConfig& block, std::string copy_of, std::string instead) {
+    ReadOnlyBlockConfig copy;
+    static_cast<BlockConfig&>(copy) = block;
+    copy.copy_of = std::move(copy_of);
+    copy.instead = std::move(instead);
+    return copy;
+}
+
+py::tuple read_only_per_layer(const SanConfig& c, bool of_network) {
+    py::tuple blocks(c.per_layer.size());
+    for (std::size_t i = 0; i < c.per_layer.size(); ++i)
+        blocks[i] = py::cast(read_only_block(
+            c.per_layer[i], fmt::format("{}per_layer[{}]", of_network ? "net.config." : "", i),
+            of_network ? kEditNetworkConfig : "per_layer hands out copies of its blocks; assign a new list (cfg.per_layer = [...])"));
+    return blocks;
+}
+
+py::object plain_config(const char* factory, py::tuple state) {
+    return py::make_tuple(py::module_::import("rankscope._rankscope").attr(factory), py::make_tuple(std::move(state)));
+}
+
 }  // namespace
 
 void bind_networks(py::module_& m) {
@@ -262,14 +297,10 @@ void bind_networks(py::module_& m) {
         // A tuple, not a list: pybind11 hands out a copy of the vector, so per_layer.append(...) changed nothing and said
         // nothing; a tuple has no append. Assign a whole list instead.
         .def_property(
-            "per_layer",
-            [](const SanConfig& c) {
-                py::tuple blocks(c.per_layer.size());
-                for (std::size_t i = 0; i < c.per_layer.size(); ++i) blocks[i] = py::cast(c.per_layer[i]);
-                return blocks;
-            },
+            "per_layer", [](const SanConfig& c) { return read_only_per_layer(c, false); },
             [](SanConfig& c, const std::vector<BlockConfig>& blocks) { c.per_layer = blocks; },
-            "one BlockConfig per layer, or empty for `block` in every layer (a tuple: assign a new list to change it)")
+            "one BlockConfig per layer, or empty for `block` in every layer (a tuple of read-only copies: assign a new "
+            "list to change it)")
         .def("validate", &SanConfig::validate)
         .def(py::pickle(&san_state, &san_from_state))
         .def("__eq__", [](const SanConfig& a, const py::object& b) {
@@ -282,12 +313,37 @@ void bind_networks(py::module_& m) {
                                c.init_scale);
         });
 
+    m.def("_block_config_from_state", &block_from_state, "copy.copy / pickle of a read-only BlockConfig: a plain one");
+    m.def("_san_config_from_state", &san_from_state, "copy.copy / pickle of a read-only SanConfig: a plain one");
+    py::class_<ReadOnlyBlockConfig, BlockConfig>(
+        m, "ReadOnlyBlockConfig", "A BlockConfig that is a copy (net.config.block, per_layer[i]): reading only.")
+        .def("__setattr__",
+             [](const ReadOnlyBlockConfig& b, const std::string& name, const py::object&) {
+                 throw py::attribute_error(fmt::format("{}.{} cannot be set: {}", b.copy_of, name, b.instead));
+             })
+        .def("__reduce__", [](const ReadOnlyBlockConfig& b) { return plain_config("_block_config_from_state", block_state(b)); });
+    py::class_<ReadOnlySanConfig, SanConfig>(
+        m, "ReadOnlySanConfig", "net.config: the SanConfig a network was built from, reading only (copy.copy edits).")
+        .def("__setattr__",
+             [](const ReadOnlySanConfig&, const std::string& name, const py::object&) {
+                 throw py::attribute_error(fmt::format("net.config.{} cannot be set: {}", name, kEditNetworkConfig));
+             })
+        .def_property_readonly("block",
+                               [](const ReadOnlySanConfig& c) { return read_only_block(c.block, "net.config.block", kEditNetworkConfig); })
+        .def_property_readonly("per_layer", [](const ReadOnlySanConfig& c) { return read_only_per_layer(c, true); })
+        .def("__reduce__", [](const ReadOnlySanConfig& c) { return plain_config("_san_config_from_state", san_state(c)); });
+
     py::class_<SanNetwork>(m, "San", "A self-attention network with TransformerLens names (a torch::nn module).")
         .def(py::init<const SanConfig&, std::uint64_t, const std::string&>(), "config"_a, "seed"_a = 0,
              "dtype"_a = "float64")
-        .def_property_readonly("config", [](const SanNetwork& s) { return s.network->config; },
-                               "A copy of the configuration the network was built from: editing it does not change the "
-                               "network (build a new San from an edited SanConfig).")
+        .def_property_readonly("config",
+                               [](const SanNetwork& s) {
+                                   ReadOnlySanConfig config;
+                                   static_cast<SanConfig&>(config) = s.network->config;
+                                   return config;
+                               },
+                               "The configuration the network was built from, reading only (copy.copy(net.config) is "
+                               "a plain SanConfig to edit and build a new San from).")
         .def("forward", &SanNetwork::forward, "x"_a, "record"_a = true,
              "(output [B, n, d], {hook name: activation}) for x [B, n, d] or [n, d].")
         .def("parameters", &SanNetwork::parameters,

@@ -5,6 +5,7 @@ import copy
 import json
 import math
 import pickle
+import re
 from itertools import product
 
 import numpy as np
@@ -385,6 +386,34 @@ def test_impossible_sizes_are_refused_and_edits_that_cannot_stick_say_so():
     config.per_layer = [rs.BlockConfig(mlp=True), rs.BlockConfig(attention_skip=True)]
     assert [block.mlp for block in config.per_layer] == [True, False]
     assert "blocks.0.mlp.W_in" in rs.San(config).parameters() and "blocks.1.mlp.W_in" not in rs.San(config).parameters()
+    # ...and its items are copies: per_layer[0].mlp = False changed one and said nothing.
+    with pytest.raises(AttributeError, match=r"^per_layer\[0\]\.mlp cannot be set: per_layer hands out copies of its "
+                                             r"blocks; assign a new list \(cfg\.per_layer = \[\.\.\.\]\)$"):
+        config.per_layer[0].mlp = False
+    assert config.per_layer[0].mlp
+    # net.config is what the network was built from: net.config.layers = 7 edited a copy, and the next forward still
+    # ran 2 layers. Every set on it (or on its block or per_layer) is refused; copy.copy(net.config) is editable.
+    net = rs.San(config, seed=1)
+    edits = {"layers": lambda c: setattr(c, "layers", 7), "block.mlp": lambda c: setattr(c.block, "mlp", True),
+             "per_layer[1].mlp": lambda c: setattr(c.per_layer[1], "mlp", True),
+             "per_layer": lambda c: setattr(c, "per_layer", []), "lyers": lambda c: setattr(c, "lyers", 7)}
+    for name, edit in edits.items():
+        with pytest.raises(AttributeError, match=r"^net\.config\." + re.escape(name) + r" cannot be set: the network was "
+                                                 r"built from it and does not read it again; edit a copy \(cfg = "
+                                                 r"copy\.copy\(net\.config\)\) and build San\(cfg, seed\)$"):
+            edit(net.config)
+    assert net.config == config and isinstance(net.config, rs.SanConfig)
+    assert len(net.forward(np.ones((4, 8)))[1]) == len(rs.San(config, seed=1).forward(np.ones((4, 8)))[1])
+    for editable in (copy.copy(net.config), copy.deepcopy(net.config), pickle.loads(pickle.dumps(net.config))):
+        assert type(editable) is rs.SanConfig and editable == config
+        editable.layers = 3
+        editable.block.mlp_width = 16  # the copy's own block: edited in place
+        editable.per_layer = [rs.BlockConfig(), rs.BlockConfig(), rs.BlockConfig(mlp=True)]
+        assert editable.block.mlp_width == 16
+        assert "blocks.2.mlp.W_in" in rs.San(editable).parameters()
+    block = copy.copy(config.per_layer[0])
+    assert type(block) is rs.BlockConfig and block == config.per_layer[0]
+    block.mlp = False
 
 
 def test_number_settings_take_arrays_and_series_and_refuse_text():
