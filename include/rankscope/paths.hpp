@@ -64,8 +64,11 @@ void check_pattern_shapes(const std::vector<at::Tensor>& patterns, const std::fu
 // Errors name `where_of(l)` (the pattern's file and tensor, or Python's "patterns[1]") and the row. Other matrices
 // were sampled as if they were attention: NaN rows gave a relative residual of 0, products of matrices that are
 // not attention measure nothing the paper speaks of.
+// `stored_epsilons`, when not empty, gives each layer's stored dtype epsilon where the tensor was widened before it
+// came here (Python's bfloat16 tensors reach the engine as float32).
 void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at::Tensor& attention_mask,
-                              const std::function<std::string(std::size_t)>& where_of, const std::string& mask_where);
+                              const std::function<std::string(std::size_t)>& where_of, const std::string& mask_where,
+                              const std::vector<double>& stored_epsilons = {});
 
 // patterns[l]: [B, H, n, n] attention of layer l (check_attention_patterns first). For k = 1..L, `draws` times: k distinct layers, one random head
 // each, a random batch item; the product in FORWARD order (later layers on the left). With `attention_mask` [B, n]

@@ -91,6 +91,14 @@ def to_engine(x: Any, name: str = "x") -> Tuple[np.ndarray, bool]:
     return array, False
 
 
+def stored_epsilon(x: Any, array: np.ndarray) -> float:
+    """The machine epsilon of the dtype x's values are stored in (a bfloat16 tensor reaches the engine as float32);
+    float64's for integers."""
+    if is_torch(x) and x.dtype.is_floating_point:
+        return float(sys.modules["torch"].finfo(x.dtype).eps)
+    return float(np.finfo(array.dtype if np.issubdtype(array.dtype, np.floating) else np.float64).eps)
+
+
 def from_engine(array: np.ndarray, torch_out: bool) -> Any:
     """The engine's result as numpy, or as a torch tensor sharing its memory."""
     if torch_out:

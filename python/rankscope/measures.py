@@ -14,13 +14,12 @@ matrix needs one real row at least.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from . import _rankscope
-from ._arrays import check_range, error, flag, from_engine, is_torch, names, to_engine, zero_one_mask
+from ._arrays import check_range, error, flag, from_engine, names, stored_epsilon, to_engine, zero_one_mask
 from ._tables import as_table
 from ._warnings import warn
 
@@ -211,14 +210,6 @@ def _rank_tol(rank_tol: Optional[float]) -> float:
     return float(rank_tol)
 
 
-def _stored_epsilon(x: Any, array: np.ndarray) -> float:
-    """The machine epsilon of the dtype x's values are stored in (a bfloat16 tensor reaches the engine as float32);
-    float64's for integers."""
-    if is_torch(x) and x.dtype.is_floating_point:
-        return float(sys.modules["torch"].finfo(x.dtype).eps)
-    return float(np.finfo(array.dtype if np.issubdtype(array.dtype, np.floating) else np.float64).eps)
-
-
 def numerical_rank(x: Any, rank_tol: Optional[float] = None, attention_mask: Any = None) -> Any:
     """#{s_i > rank_tol * s_1}. rank_tol=None: for float32/float64 numpy.linalg.matrix_rank's default, max(n, d) * eps;
     for float16/bfloat16 the bound of their rounding, u * ||X||_F / s_1 (u = eps / 2: 2^-11, 2^-8), never below the
@@ -227,7 +218,7 @@ def numerical_rank(x: Any, rank_tol: Optional[float] = None, attention_mask: Any
     """
     tolerance = _rank_tol(rank_tol)
     return _per_matrix(x, attention_mask,
-                       lambda a: _rankscope.numerical_rank(a, tolerance, _stored_epsilon(x, a)))
+                       lambda a: _rankscope.numerical_rank(a, tolerance, stored_epsilon(x, a)))
 
 
 def mean_pairwise_cosine(x: Any, attention_mask: Any = None) -> Any:
@@ -247,7 +238,7 @@ def attention_measures(p: Any, attention_mask: Any = None) -> Dict[str, Any]:
     def compute(array: np.ndarray) -> tuple:
         # Rows stored in float16 or bfloat16 sum to 1 within that dtype's epsilon (a bfloat16 tensor reaches the engine
         # as float32: the epsilon comes from what it was).
-        measures = _rankscope.attention_measures(array, _stored_epsilon(p, array))
+        measures = _rankscope.attention_measures(array, stored_epsilon(p, array))
         names_in_order[:] = list(measures)
         return tuple(measures.values())
 
@@ -263,7 +254,7 @@ def measure(x: Any, centers: Optional[Sequence[str]] = None, rank_tol: Optional[
     The default rank tolerance is numerical_rank's, from the dtype the values were stored in."""
     array, _ = to_engine(x)
     columns, exact_skipped = _rankscope.measure(array, names(centers, "centers") or [], _rank_tol(rank_tol),
-                                                _stored_epsilon(x, array), flag(allow_nonfinite, "allow_nonfinite"),
+                                                stored_epsilon(x, array), flag(allow_nonfinite, "allow_nonfinite"),
                                                 "x")
     if exact_skipped:
         warn(f"the exact centre (an LP) is skipped for matrices above {_rankscope.EXACT_DEFAULT_LIMIT} entries "

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _rankscope
 from ._arrays import (attention_mask_ids, check_count, check_range, error, flag, from_engine, is_torch, map_arrays,
-                      to_engine, values)
+                      stored_epsilon, to_engine, values)
 from ._progress import shown as progress_shown
 from ._tables import as_table
 from .findings import Findings
@@ -77,7 +77,9 @@ def sample_path_products(patterns: Sequence[Any], draws: int = 100, seed: int = 
         raise error(f"one array of shape {tuple(patterns.shape)}: pass a list with one [B, H, n, n] array per layer "
                     "(e.g. [p] for one layer)", "patterns")
     arrays = [to_engine(p, f"patterns[{l}]")[0] for l, p in enumerate(patterns)]
-    return as_table(_rankscope.sample_path_products(arrays, draws, seed, attention_mask_ids(attention_mask),
+    # Each layer's rows are checked within the rounding of the dtype it was stored in (bfloat16 arrives as float32).
+    epsilons = [stored_epsilon(p, array) for p, array in zip(patterns, arrays)]
+    return as_table(_rankscope.sample_path_products(arrays, epsilons, draws, seed, attention_mask_ids(attention_mask),
                                                     flag(allow_nonfinite, "allow_nonfinite")), frame)
 
 

@@ -367,8 +367,8 @@ void bind_networks(py::module_& m) {
 
     m.def(
         "sample_path_products",
-        [](const std::vector<py::array>& patterns, int draws, std::uint64_t seed, const py::object& attention_mask,
-           bool allow_nonfinite) {
+        [](const std::vector<py::array>& patterns, const std::vector<double>& stored_epsilons, int draws,
+           std::uint64_t seed, const py::object& attention_mask, bool allow_nonfinite) {
             if (patterns.empty()) throw Error("no attention patterns", "patterns");
             if (draws < 1) throw Error(std::to_string(draws) + " is outside [1, 100000]", "draws");
             std::vector<at::Tensor> tensors;
@@ -381,8 +381,9 @@ void bind_networks(py::module_& m) {
             }
             at::Tensor mask;
             if (!attention_mask.is_none()) mask = tensor_view(array_of(attention_mask, "attention_mask"), "attention_mask").to(at::kLong);
+            // Rows stored in bfloat16 sum to 1 within its epsilon, not that of the float32 they reach the engine in.
             check_attention_patterns(tensors, mask, [](std::size_t l) { return "patterns[" + std::to_string(l) + "]"; },
-                                     "attention_mask");
+                                     "attention_mask", stored_epsilons);
             std::vector<PathProductSample> samples;
             {
                 py::gil_scoped_release release;
@@ -395,7 +396,7 @@ void bind_networks(py::module_& m) {
                                     allow_nonfinite);
             return table_columns(path_samples_table(samples));
         },
-        "patterns"_a, "draws"_a, "seed"_a, "attention_mask"_a, "allow_nonfinite"_a,
+        "patterns"_a, "stored_epsilons"_a, "draws"_a, "seed"_a, "attention_mask"_a, "allow_nonfinite"_a,
         "E2 products A_{l_k}...A_{l_1} along random paths (paths sample's paths.csv columns).");
 
     m.def(

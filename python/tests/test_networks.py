@@ -274,6 +274,16 @@ def test_path_products_equal_the_command_and_numpy(tmp_path, rng):
     write_safetensors(tmp_path / "p32.safetensors", {f"blocks.{l}.attn.hook_pattern": p for l, p in enumerate(patterns32)})
     run_cli("paths", "sample", "--patterns", tmp_path / "p32.safetensors", "--draws", 5, "--out", tmp_path / "f32")
     assert_table_equals_csv(rs.sample_path_products(patterns32, draws=5), tmp_path / "f32" / "paths.csv")
+    # A half-precision model's hooks (float16 numpy, bfloat16 torch), each as the command reads the same file. The
+    # rows are checked within the stored dtype's rounding: a bfloat16 row (sum 0.99902) was refused against float32's.
+    import safetensors.torch
+    for dtype in (torch.float16, torch.bfloat16):
+        half = [torch.from_numpy(p).to(dtype) for p in patterns]
+        safetensors.torch.save_file({f"blocks.{l}.attn.hook_pattern": p for l, p in enumerate(half)},
+                                    str(tmp_path / "half.safetensors"))
+        run_cli("paths", "sample", "--patterns", tmp_path / "half.safetensors", "--draws", 5, "--out", tmp_path / "half")
+        given = half if dtype == torch.bfloat16 else [p.numpy() for p in half]
+        assert_table_equals_csv(rs.sample_path_products(given, draws=5), tmp_path / "half" / "paths.csv")
     write_safetensors(tmp_path / "p.safetensors", {f"blocks.{l}.attn.hook_pattern": p for l, p in enumerate(patterns)})
     run_cli("paths", "sample", "--patterns", tmp_path / "p.safetensors", "--draws", 6, "--seed", 4, "--out", tmp_path)
     table = rs.sample_path_products(patterns, draws=6, seed=4)

@@ -151,7 +151,10 @@ void check_pattern_shapes(const std::vector<at::Tensor>& patterns, const std::fu
 }
 
 void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at::Tensor& attention_mask,
-                              const std::function<std::string(std::size_t)>& where_of, const std::string& mask_where) {
+                              const std::function<std::string(std::size_t)>& where_of, const std::string& mask_where,
+                              const std::vector<double>& stored_epsilons) {
+    if (!stored_epsilons.empty() && stored_epsilons.size() != patterns.size())
+        throw Error(fmt::format("{} stored epsilons for {} layers", stored_epsilons.size(), patterns.size()));
     check_pattern_shapes(patterns, where_of);
     const auto shape = patterns[0].sizes();
     if (attention_mask.defined()) {
@@ -169,7 +172,8 @@ void check_attention_patterns(const std::vector<at::Tensor>& patterns, const at:
     for (std::size_t l = 0; l < patterns.size(); ++l) {
         const at::Tensor& p = patterns[l];
         if (!torch::isfinite(p).all().item<bool>()) throw Error("has NaN or Inf entries", where_of(l));
-        const double eps = dtype_epsilon(stored_dtype(p.scalar_type(), where_of(l)));
+        const double eps = stored_epsilons.empty() ? dtype_epsilon(stored_dtype(p.scalar_type(), where_of(l)))
+                                                   : std::max(stored_epsilons[l], dtype_epsilon(stored_dtype(p.scalar_type(), where_of(l))));
         const double tolerance = std::max(1e-4, static_cast<double>(p.size(-1)) * eps);
         if (const auto row = first_non_attention_row(p, tolerance, real))
             throw Error(fmt::format("row {} of head {} of sample {} is not an attention row {}", row->index[2],
