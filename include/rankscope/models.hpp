@@ -25,7 +25,7 @@ class SafetensorsFile;  // rankscope/io.hpp
 
 // The fields of config.json that the architectures use (Hugging Face's field names and defaults; see hf_config.cpp).
 struct HfConfig {
-    std::string model_type;       // "bert", "albert", "xlnet", "gpt2", "llama", "mistral", "qwen2"
+    std::string model_type;       // "bert", "roberta", "albert", "xlnet", "gpt2", "llama", "mistral", "qwen2"
     std::string path;             // where it was read from ("" when built in code)
     int vocab_size = 0;
     int hidden_size = 0;          // d (XLNet: d_model)
@@ -35,6 +35,9 @@ struct HfConfig {
     int head_size = 0;            // d / heads (XLNet: d_head)
     int intermediate_size = 0;    // intermediate_size / d_inner
     int max_position_embeddings = 512;
+    // RoBERTa numbers the positions of the tokens that are not pad_token_id from pad_token_id + 1 (Hugging Face's
+    // create_position_ids_from_input_ids), so its 514 position embeddings hold 512 tokens; 0 for the others.
+    int position_offset = 0;
     int type_vocab_size = 2;
     int hidden_groups = 1;        // ALBERT num_hidden_groups (only 1 is supported)
     double layer_norm_eps = 1e-12;
@@ -58,6 +61,10 @@ struct HfConfig {
     int sliding_window = 0;           // Mistral / Qwen2 sliding-window attention: query i sees keys j with
                                       // 0 <= i - j < sliding_window (0 = no window)
     int sliding_window_from_layer = 0;  // the window applies to layers >= this (Qwen2's max_window_layers; else 0)
+
+    // The most tokens a sample may have: max_position_embeddings less RoBERTa's offset (XLNet has no limit: relative
+    // positions).
+    int max_tokens() const { return max_position_embeddings - position_offset; }
 };
 // A decoder-only architecture (causal attention): gpt2, llama, mistral, qwen2.
 bool is_decoder(const HfConfig& config);

@@ -199,9 +199,14 @@ ModelBatch text_batch(const ModelSource& source, const std::string& text_path, i
             break;
         case ModelSource::HuggingFace: tokenizer = load_tokenizer(source.directory, config); break;
     }
-    if (tokens > config.max_position_embeddings && config.model_type != "xlnet")
-        throw Error(fmt::format("{} tokens per sample are more than the model allows ({}, max_position_embeddings in {})",
-                                tokens, config.max_position_embeddings, config.path),
+    if (tokens > config.max_tokens() && config.model_type != "xlnet")
+        throw Error(fmt::format("{} tokens per sample are more than the model allows ({}, max_position_embeddings{} in {})",
+                                tokens, config.max_tokens(),
+                                config.position_offset > 0
+                                    ? fmt::format(" {} less RoBERTa's offset {}", config.max_position_embeddings,
+                                                  config.position_offset)
+                                    : "",
+                                config.path),
                     "--tokens");
     ModelBatch batch = pack_text(*tokenizer, sentences, samples, tokens, text_path);
     if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)

@@ -1,4 +1,4 @@
-// Byte-level BPE from a Hugging Face tokenizer.json (GPT-2, Llama 3, Qwen2): the encoding half of the `tokenizers`
+// Byte-level BPE from a Hugging Face tokenizer.json (GPT-2, RoBERTa, Llama 3, Qwen2): the encoding half of the `tokenizers`
 // library's BPE model, for the configurations these checkpoints use. Training is not here (not needed: the
 // checkpoints ship their merges).
 //
@@ -8,7 +8,7 @@
 //     (GPT-2's bytes_to_unicode) ─ BPE: repeatedly merge the adjacent pair with the lowest merge rank (ignore_merges:
 //     a piece that is itself in the vocabulary is taken whole, as Llama 3 asks) ─ ids.
 //   Post-processor: TemplateProcessing's single-sequence special tokens become prefix()/suffix() (Llama 3's
-//   <|begin_of_text|>); ByteLevel adds nothing.
+//   <|begin_of_text|>), RobertaProcessing's cls and sep too (<s> x </s>); ByteLevel adds nothing.
 // Anything else (byte_fallback, dropout, Metaspace/Llama 2 style, continuing_subword_prefix, other normalizers) is
 // refused in one line naming tokenizer.json and the field. Regular expressions: PCRE2 (UTF and Unicode properties,
 // a match limit so no pattern can hang on hostile text).
@@ -123,7 +123,7 @@ private:
         return object.at(name);
     }
     [[noreturn]] void unsupported(const std::string& what) const {
-        throw Error(what + " is not supported (byte-level BPE only: GPT-2, Llama 3, Qwen2 style); pass token ids with --inputs",
+        throw Error(what + " is not supported (byte-level BPE only: GPT-2, RoBERTa, Llama 3, Qwen2 style); pass token ids with --inputs",
                     path_);
     }
 
@@ -241,6 +241,21 @@ private:
         if (!post.is_object()) unsupported("post_processor");
         const std::string type = post.value("type", "");
         if (type == "ByteLevel") return;
+        // RoBERTa's: cls ["<s>", 0] before the text, sep ["</s>", 2] after it (trim_offsets / add_prefix_space move
+        // offsets only).
+        if (type == "RobertaProcessing") {
+            auto special = [&](const char* key) {
+                if (!post.contains(key) || !post[key].is_array() || post[key].size() != 2 || !post[key][0].is_string())
+                    unsupported(std::string("post_processor.") + key + " (expected [token, id])");
+                const int id = static_cast<int>(json_integer(post[key][1], 0, kMaxVocabulary - 1,
+                                                             std::string("post_processor.") + key + "'s id", path_));
+                if (id >= vocab_size_) throw Error(fmt::format("post_processor.{}: id {} is outside the vocabulary", key, id), path_);
+                return id;
+            };
+            prefix_.push_back(special("cls"));
+            suffix_.push_back(special("sep"));
+            return;
+        }
         if (type == "Sequence" && post.contains("processors") && post["processors"].is_array()) {
             for (const auto& processor : post["processors"]) read_post_processor(processor);
             return;

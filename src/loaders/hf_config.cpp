@@ -202,9 +202,10 @@ HfConfig read_hf_config(const std::string& path) try {
     if (!is_decoder(c)) {
         c.vocab_size = integer(json, "vocab_size", 1, kMaxVocab, path);
         c.layer_norm_eps = real_or(json, "layer_norm_eps", 1e-12, 1e-30, 1.0, path);
-        c.pad_token_id = integer_or(json, "pad_token_id", 0, 0, c.vocab_size - 1, path);
+        // RobertaConfig's default pad is 1 (<pad> after <s>); BERT's, ALBERT's and XLNet's 0.
+        c.pad_token_id = integer_or(json, "pad_token_id", c.model_type == "roberta" ? 1 : 0, 0, c.vocab_size - 1, path);
     }
-    if (c.model_type == "bert" || c.model_type == "albert") {
+    if (c.model_type == "bert" || c.model_type == "roberta" || c.model_type == "albert") {
         c.hidden_size = integer(json, "hidden_size", 1, kMaxHidden, path);
         c.layers = integer(json, "num_hidden_layers", 1, kMaxLayers, path);
         c.heads = integer(json, "num_attention_heads", 1, kMaxHeads, path);
@@ -221,6 +222,14 @@ HfConfig read_hf_config(const std::string& path) try {
         if (c.hidden_size % c.heads != 0)
             throw Error(fmt::format("hidden_size {} is not divisible by num_attention_heads {}", c.hidden_size, c.heads), path);
         c.head_size = c.hidden_size / c.heads;
+        if (c.model_type == "roberta") {
+            c.position_offset = c.pad_token_id + 1;
+            if (c.position_offset >= c.max_position_embeddings)
+                throw Error(fmt::format("max_position_embeddings {} leaves no position after pad_token_id {} (RoBERTa "
+                                        "numbers positions from pad_token_id + 1)",
+                                        c.max_position_embeddings, c.pad_token_id),
+                            path);
+        }
     } else if (c.model_type == "xlnet") {
         c.hidden_size = integer(json, "d_model", 1, kMaxHidden, path);
         c.layers = integer(json, "n_layer", 1, kMaxLayers, path);
@@ -241,7 +250,7 @@ HfConfig read_hf_config(const std::string& path) try {
         read_llama_fields(json, path, c);
     } else {
         throw Error("unknown model_type '" + printable(c.model_type, 40) +
-                        "' (expected bert, albert, xlnet, gpt2, llama, mistral or qwen2)",
+                        "' (expected bert, roberta, albert, xlnet, gpt2, llama, mistral or qwen2)",
                     path);
     }
     if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "relu" && c.activation != "silu")

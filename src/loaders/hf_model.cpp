@@ -97,7 +97,7 @@ HfConfig builtin_hf_config(const std::string& name) {
 namespace {
 
 std::unique_ptr<EncoderModel> make_architecture(const HfConfig& config, models::Draw draw) {
-    if (config.model_type == "bert") return models::make_bert(config, draw);
+    if (config.model_type == "bert" || config.model_type == "roberta") return models::make_bert(config, draw);
     if (config.model_type == "albert") return models::make_albert(config, draw);
     if (config.model_type == "xlnet") return models::make_xlnet(config, draw);
     if (config.model_type == "gpt2") return models::make_gpt2(config, draw);
@@ -122,11 +122,11 @@ std::string shape_list(const std::vector<std::int64_t>& shape) {
 }
 
 std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& first_parameter) {
-    // Checkpoints saved from task heads prefix the base model ("bert.", "albert.", "transformer." for XLNet and
-    // GPT-2, "model." for the Llama family); the heads' own tensors sit beside it.
+    // Checkpoints saved from task heads prefix the base model ("bert.", "roberta.", "albert.", "transformer." for XLNet
+    // and GPT-2, "model." for the Llama family); the heads' own tensors sit beside it.
     std::string prefix;
     const auto names = weights.names();
-    for (const char* candidate : {"bert.", "albert.", "transformer.", "model."}) {
+    for (const char* candidate : {"bert.", "roberta.", "albert.", "transformer.", "model."}) {
         if (!names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& name) {
                 return name.rfind(candidate, 0) == 0 || name.find('.') == std::string::npos || is_task_head_tensor(name);
             }) && weights.contains(std::string(candidate) + first_parameter))
@@ -214,10 +214,10 @@ void throw_missing(const std::vector<std::string>& missing, const std::string& s
     throw Error(fmt::format("{} tensor{} missing: {}", missing.size(), missing.size() == 1 ? "" : "s", list), source);
 }
 
-// "encoder.layer." (BERT), "layer." (XLNet), "h." (GPT-2), "layers." (the Llama family): layer l's tensors are
+// "encoder.layer." (BERT, RoBERTa), "layer." (XLNet), "h." (GPT-2), "layers." (the Llama family): layer l's tensors are
 // "<list><l>.<name>"; nullptr for ALBERT, whose one shared layer is stored once.
 const char* layer_list_of(const std::string& model_type) {
-    if (model_type == "bert") return "encoder.layer.";
+    if (model_type == "bert" || model_type == "roberta") return "encoder.layer.";
     if (model_type == "albert") return nullptr;
     if (model_type == "xlnet") return "layer.";
     if (model_type == "gpt2") return "h.";
@@ -237,7 +237,7 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(cons
     auto per_layer = [&](const std::string& after, std::vector<std::int64_t> shape) {
         for (int l : layers) tensors.emplace_back(layer_list_of(c.model_type) + std::to_string(l) + after, shape);
     };
-    if (c.model_type == "bert") {
+    if (c.model_type == "bert" || c.model_type == "roberta") {
         tensors.push_back({"embeddings.word_embeddings.weight", {vocab, h}});
         tensors.push_back({"embeddings.position_embeddings.weight", {positions, h}});
         per_layer(".intermediate.dense.weight", {inner, h});

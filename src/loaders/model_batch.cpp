@@ -124,10 +124,14 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
                                                     : torch::zeros(shape, torch::kLong);
     check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", name("input_ids"));
     check_attention_mask(batch.attention_mask, name("attention_mask"), name("input_ids"), min_real_tokens);
-    if (config.model_type == "bert" || config.model_type == "albert") {
+    if (config.model_type == "bert" || config.model_type == "roberta" || config.model_type == "albert") {
         check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", name("token_type_ids"));
-        if (shape[1] > config.max_position_embeddings)
-            throw Error(fmt::format("{} tokens per sample; the model allows {}", shape[1], config.max_position_embeddings),
+        if (shape[1] > config.max_tokens())
+            throw Error(fmt::format("{} tokens per sample; the model allows {}{}", shape[1], config.max_tokens(),
+                                    config.position_offset > 0
+                                        ? fmt::format(" (max_position_embeddings {} less RoBERTa's offset {})",
+                                                      config.max_position_embeddings, config.position_offset)
+                                        : ""),
                         name("input_ids"));
     } else if (config.model_type == "gpt2" && shape[1] > config.max_position_embeddings) {
         throw Error(fmt::format("{} tokens per sample; the model allows {} (n_positions)", shape[1],

@@ -1,4 +1,5 @@
-// BERT (Hugging Face BertModel), post-LN. Per layer, with x the input [B, n, d]:
+// BERT (Hugging Face BertModel) and RoBERTa (RobertaModel: the same modules and names; only the positions differ),
+// post-LN. Per layer, with x the input [B, n, d]:
 //   P = softmax(Q Kᵀ/√(d/H) + mask), Q = x W_qᵀ + b_q ...            attention.self.{query,key,value}
 //   a = LN(dense(P V) [+ x])                                          attention.output.{dense,LayerNorm}
 //   y = LN(dense_2(act(dense_1 a)) + a)                               intermediate.dense, output.{dense,LayerNorm}
@@ -103,7 +104,15 @@ TORCH_MODULE(BertModel);
 at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatch& batch, const Surgery& surgery,
                         Recorder* recorder, Linears& linear) {
     const auto n = batch.input_ids.size(1);
-    const at::Tensor positions = torch::arange(n, batch.input_ids.options().dtype(torch::kLong)).unsqueeze(0);
+    // BERT: 0..n-1. RoBERTa: the tokens that are not pad_token_id count from pad_token_id + 1, padding sits at
+    // pad_token_id (create_position_ids_from_input_ids: cumsum(ids != pad) * (ids != pad) + pad).
+    at::Tensor positions;
+    if (c.position_offset > 0) {
+        const at::Tensor not_pad = batch.input_ids.ne(c.pad_token_id).to(torch::kLong);
+        positions = not_pad.cumsum(1) * not_pad + c.pad_token_id;
+    } else {
+        positions = torch::arange(n, batch.input_ids.options().dtype(torch::kLong)).unsqueeze(0);
+    }
     auto& e = *model.embeddings;
     at::Tensor h = e.LayerNorm(e.word_embeddings(batch.input_ids) + e.position_embeddings(positions) +
                                e.token_type_embeddings(batch.token_type_ids));
@@ -130,7 +139,13 @@ at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatc
 std::unique_ptr<EncoderModel> make_bert(const HfConfig& config, Draw draw) {
     BertModel module(config);
     if (draw == Draw::Yes)
-        init_like_from_config(*module, config.initializer_range, {"embeddings.word_embeddings.weight"}, config.pad_token_id);
+        // RoBERTa's position embedding has padding_idx too (the row padding sits at).
+        init_like_from_config(*module, config.initializer_range,
+                              config.position_offset > 0
+                                  ? std::vector<std::string>{"embeddings.word_embeddings.weight",
+                                                             "embeddings.position_embeddings.weight"}
+                                  : std::vector<std::string>{"embeddings.word_embeddings.weight"},
+                              config.pad_token_id);
     return std::make_unique<ModuleModel<BertModel, decltype(&bert_forward)>>(config, module, &bert_forward);
 }
 

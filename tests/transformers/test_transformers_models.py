@@ -69,7 +69,7 @@ class TransformersJudgesModels(unittest.TestCase):
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def check(self, case, model_type, config, model_class, mask, dtype=torch.float32, shards=False, token_types=False,
-              seed=0):
+              seed=0, pad_id=0):
         generator = torch.Generator().manual_seed(seed)
         hf_config = transformers.AutoConfig.for_model(model_type, **config)
         model = model_class._from_config(hf_config, attn_implementation="eager")
@@ -82,7 +82,9 @@ class TransformersJudgesModels(unittest.TestCase):
 
         decoder = model_type in ("gpt2", "llama", "mistral", "qwen2")
         vocabulary = hf_config.vocab_size
-        ids = torch.randint(3, vocabulary, mask.shape, generator=generator) * torch.from_numpy(mask)
+        # Padding holds pad_id: RoBERTa's positions count the ids that are not its pad (1).
+        real = torch.from_numpy(mask)
+        ids = torch.randint(3, vocabulary, mask.shape, generator=generator) * real + pad_id * (1 - real)
         inputs = {"input_ids": ids.numpy().astype(np.int64), "attention_mask": mask}
         arguments = {"input_ids": ids, "attention_mask": torch.from_numpy(mask)}
         if token_types:
@@ -149,6 +151,20 @@ class TransformersJudgesModels(unittest.TestCase):
                    dict(vocab_size=101, hidden_size=30, num_hidden_layers=2, num_attention_heads=3,
                         intermediate_size=44, max_position_embeddings=16, hidden_act="gelu_new"),
                    transformers.BertForMaskedLM, MASK_RIGHT, dtype=torch.float16, shards=True, token_types=True)
+
+    def test_roberta_positions_after_pad(self):
+        # RoBERTa: BERT's modules, positions counted from pad_token_id + 1 over the ids that are not the pad; 18
+        # position embeddings hold 16 tokens.
+        self.check("roberta: head 7, F32, positions from pad + 1", "roberta",
+                   dict(vocab_size=97, hidden_size=28, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=40, max_position_embeddings=18, type_vocab_size=1, pad_token_id=1),
+                   transformers.RobertaModel, MASK_RIGHT, pad_id=1)
+
+    def test_roberta_masked_lm_bf16_sharded_pad_3(self):
+        self.check("roberta: ForMaskedLM, BF16, sharded, pad 3", "roberta",
+                   dict(vocab_size=89, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                        intermediate_size=30, max_position_embeddings=20, type_vocab_size=1, pad_token_id=3),
+                   transformers.RobertaForMaskedLM, MASK_RIGHT, dtype=torch.bfloat16, shards=True, pad_id=3)
 
     def test_albert_factorised_f32(self):
         self.check("albert: embedding 12, head 7, F32", "albert",

@@ -3,8 +3,8 @@
 The tokenizer files are real where a package ships one (all-MiniLM-L6-v2's vocab.txt and its WordPiece tokenizer.json,
 installed by scripts/install-deps.sh) and otherwise trained here on RTE with the libraries made for it (sentencepiece's
 trainer, the `tokenizers` trainers): SentencePiece spiece.model (ALBERT, XLNet), a Llama-2-style tokenizer.model (BPE
-with byte fallback), a cased WordPiece vocab.txt, and byte-level BPE tokenizer.json files with the GPT-2, Llama 3 and
-Qwen2 pre-tokenizer patterns. `rankscope tokenize --format json` must give, for 32 RTE sentences and awkward text
+with byte fallback), a cased WordPiece vocab.txt, and byte-level BPE tokenizer.json files with the GPT-2 (also with RoBERTa's
+<s> x </s>), Llama 3 and Qwen2 pre-tokenizer patterns. `rankscope tokenize --format json` must give, for 32 RTE sentences and awkward text
 (NFKC/NFC cases, CJK, emoji, whitespace runs, very long words), exactly the ids of transformers' tokenizer:
 content ids = tokenizer(text, add_special_tokens=False), and prefix + content + suffix = tokenizer(text)."""
 import json
@@ -201,6 +201,9 @@ class TransformersJudgesTokenizers(unittest.TestCase):
             begin = special[0]
             tokenizer.post_processor = tokenizers.processors.TemplateProcessing(
                 single=f"{begin} $A", pair=f"{begin} $A {begin} $B", special_tokens=[(begin, tokenizer.token_to_id(begin))])
+        elif model_type == "roberta":  # <s> x </s>
+            tokenizer.post_processor = tokenizers.processors.RobertaProcessing(
+                sep=("</s>", tokenizer.token_to_id("</s>")), cls=("<s>", tokenizer.token_to_id("<s>")))
         else:
             tokenizer.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
         path = os.path.join(folder, "tokenizer.json")
@@ -215,6 +218,13 @@ class TransformersJudgesTokenizers(unittest.TestCase):
                    transformers.GPT2TokenizerFast(tokenizer_file=path))
         self.judge("GPT-2 byte-level BPE vocab.json+merges.txt (trained), slow", folder,
                    transformers.GPT2Tokenizer(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")))
+
+    def test_roberta_byte_level_slow_and_fast(self):
+        folder, path = self.byte_level("roberta", None, "roberta", ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+        self.judge("RoBERTa byte-level BPE tokenizer.json (trained, RobertaProcessing), fast", folder,
+                   transformers.RobertaTokenizerFast(tokenizer_file=path))
+        self.judge("RoBERTa byte-level BPE vocab.json+merges.txt (trained), slow", folder,
+                   transformers.RobertaTokenizer(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")))
 
     def test_llama3_pattern_fast(self):
         pattern = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""

@@ -108,6 +108,10 @@ std::vector<std::pair<std::string, HfConfig>> configurations() {
     std::vector<std::pair<std::string, HfConfig>> out;
     for (const char* name : {"bert-tiny", "albert-tiny", "xlnet-tiny"})
         out.emplace_back(name, read_hf_config(kFixtures + "/" + name + "/config.json"));
+    // RoBERTa's positions are computed from the ids (ne, cumsum) on their device.
+    out.emplace_back("roberta", config_from_json("roberta", R"({"model_type": "roberta", "vocab_size": 30,
+        "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 24,
+        "max_position_embeddings": 20, "type_vocab_size": 1})"));
     out.emplace_back("gpt2", config_from_json("gpt2", R"({"model_type": "gpt2", "vocab_size": 30, "n_embd": 16,
         "n_layer": 2, "n_head": 4, "n_positions": 16})"));
     out.emplace_back("llama", config_from_json("llama", R"({"model_type": "llama", "vocab_size": 30, "hidden_size": 16,
@@ -123,15 +127,15 @@ std::vector<std::pair<std::string, HfConfig>> configurations() {
 }
 
 // A padded batch of 2 × 6 on the CPU: the second sample has two padding tokens (on the left for XLNet and the
-// decoders, on the right for BERT and ALBERT) and two segments.
+// decoders, on the right for BERT, RoBERTa and ALBERT) and two segments (one where the model has one token type).
 ModelBatch cpu_batch(const HfConfig& config) {
-    const bool left = config.model_type != "bert" && config.model_type != "albert";
+    const bool left = config.model_type != "bert" && config.model_type != "roberta" && config.model_type != "albert";
     at::Tensor ids = torch::randint(1, std::min(config.vocab_size, 20), {2, 6}, torch::kLong);
     at::Tensor mask = torch::ones({2, 6}, torch::kLong);
     if (left) mask[1].slice(0, 0, 2).zero_();
     else mask[1].slice(0, 4, 6).zero_();
     at::Tensor types = torch::zeros({2, 6}, torch::kLong);
-    types.slice(1, 3, 6).fill_(1);
+    if (config.type_vocab_size > 1) types.slice(1, 3, 6).fill_(1);
     return {ids, mask, types};
 }
 

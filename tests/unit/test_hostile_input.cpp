@@ -306,6 +306,18 @@ TEST(HostileConfig, SizesAreLimitedAndConsistent) {
     EXPECT_ERROR(config({{"model_type", "xlnet"}, {"d_model", 8}, {"n_layer", 2}, {"n_head", 2}, {"d_head", 3}, {"d_inner", 4}}),
                  "config.json", "d_head 3 must equal d_model 8 / n_head 2");
     EXPECT_ERROR(read_hf_config(file("cfg2/config.json", "[1, 2]")), "config.json", "must hold a JSON object");
+    // RoBERTa: pad 1 by default (RobertaConfig's), positions from pad + 1: 514 embeddings hold 512 tokens, and a
+    // table that leaves no position after the pad is refused.
+    const HfConfig roberta = config({{"model_type", "roberta"}, {"max_position_embeddings", 514}});
+    EXPECT_EQ(roberta.pad_token_id, 1);
+    EXPECT_EQ(roberta.position_offset, 2);
+    EXPECT_EQ(roberta.max_tokens(), 512);
+    EXPECT_EQ(config({{"model_type", "roberta"}, {"pad_token_id", 0}, {"max_position_embeddings", 40}}).max_tokens(), 39);
+    EXPECT_EQ(config({{"max_position_embeddings", 514}}).max_tokens(), 514);  // BERT: no offset
+    EXPECT_ERROR(config({{"model_type", "roberta"}, {"pad_token_id", 7}, {"max_position_embeddings", 8}}), "config.json",
+                 "max_position_embeddings 8 leaves no position after pad_token_id 7");
+    EXPECT_ERROR(config({{"model_type", "robrta"}}), "config.json",
+                 "unknown model_type 'robrta' (expected bert, roberta, albert, xlnet, gpt2, llama, mistral or qwen2)");
 }
 
 TEST(HostileManifest, ShardsAreNamedFilesOfTheRightSize) {
