@@ -25,7 +25,7 @@ class SafetensorsFile;  // rankscope/io.hpp
 
 // The fields of config.json that the architectures use (Hugging Face's field names and defaults; see hf_config.cpp).
 struct HfConfig {
-    std::string model_type;       // "bert", "roberta", "albert", "xlnet", "gpt2", "llama", "mistral", "qwen2"
+    std::string model_type;       // "bert", "roberta", "distilbert", "albert", "xlnet", "gpt2", "llama", "mistral", "qwen2"
     std::string path;             // where it was read from ("" when built in code)
     int vocab_size = 0;
     int hidden_size = 0;          // d (XLNet: d_model)
@@ -38,7 +38,8 @@ struct HfConfig {
     // RoBERTa numbers the positions of the tokens that are not pad_token_id from pad_token_id + 1 (Hugging Face's
     // create_position_ids_from_input_ids), so its 514 position embeddings hold 512 tokens; 0 for the others.
     int position_offset = 0;
-    int type_vocab_size = 2;
+    int type_vocab_size = 2;          // 0: no token types (DistilBERT)
+    bool sinusoidal_positions = false;  // DistilBERT's sinusoidal_pos_embds (a fixed table; init computes it)
     int hidden_groups = 1;        // ALBERT num_hidden_groups (only 1 is supported)
     double layer_norm_eps = 1e-12;
     double initializer_range = 0.02;

@@ -135,7 +135,7 @@ void bind_models(py::module_& m) {
                                s.model_type(), s.config.layers, s.config.heads);
         });
 
-    py::class_<LoadedModel>(m, "Model", "A model (BERT, RoBERTa, ALBERT, XLNet, USE lite; GPT-2 and the Llama family) with pretrained or random weights.")
+    py::class_<LoadedModel>(m, "Model", "A model (BERT, RoBERTa, DistilBERT, ALBERT, XLNet, USE lite; GPT-2 and the Llama family) with pretrained or random weights.")
         .def(py::init([](const ModelSource& source, const std::string& weights, std::uint64_t seed,
                          const std::string& stream, const std::string& device) {
                  TorchRandomStateGuard random_state;

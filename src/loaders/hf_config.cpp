@@ -230,6 +230,20 @@ HfConfig read_hf_config(const std::string& path) try {
                                         c.max_position_embeddings, c.pad_token_id),
                             path);
         }
+    } else if (c.model_type == "distilbert") {
+        // DistilBertConfig: dim, n_layers, n_heads, hidden_dim, activation; LayerNorm eps fixed at 1e-12; no token types.
+        c.hidden_size = c.embedding_size = integer(json, "dim", 1, kMaxHidden, path);
+        c.layers = integer(json, "n_layers", 1, kMaxLayers, path);
+        c.heads = integer(json, "n_heads", 1, kMaxHeads, path);
+        c.intermediate_size = integer(json, "hidden_dim", 1, kMaxIntermediate, path);
+        c.max_position_embeddings = integer_or(json, "max_position_embeddings", 512, 1, kMaxPositions, path);
+        c.activation = string_or(json, "activation", "gelu", path);
+        c.sinusoidal_positions = boolean_or(json, "sinusoidal_pos_embds", false, path);
+        c.layer_norm_eps = 1e-12;
+        c.type_vocab_size = 0;
+        if (c.hidden_size % c.heads != 0)
+            throw Error(fmt::format("dim {} is not divisible by n_heads {}", c.hidden_size, c.heads), path);
+        c.head_size = c.hidden_size / c.heads;
     } else if (c.model_type == "xlnet") {
         c.hidden_size = integer(json, "d_model", 1, kMaxHidden, path);
         c.layers = integer(json, "n_layer", 1, kMaxLayers, path);
@@ -250,7 +264,7 @@ HfConfig read_hf_config(const std::string& path) try {
         read_llama_fields(json, path, c);
     } else {
         throw Error("unknown model_type '" + printable(c.model_type, 40) +
-                        "' (expected bert, roberta, albert, xlnet, gpt2, llama, mistral or qwen2)",
+                        "' (expected bert, roberta, distilbert, albert, xlnet, gpt2, llama, mistral or qwen2)",
                     path);
     }
     if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "relu" && c.activation != "silu")

@@ -98,6 +98,7 @@ namespace {
 
 std::unique_ptr<EncoderModel> make_architecture(const HfConfig& config, models::Draw draw) {
     if (config.model_type == "bert" || config.model_type == "roberta") return models::make_bert(config, draw);
+    if (config.model_type == "distilbert") return models::make_distilbert(config, draw);
     if (config.model_type == "albert") return models::make_albert(config, draw);
     if (config.model_type == "xlnet") return models::make_xlnet(config, draw);
     if (config.model_type == "gpt2") return models::make_gpt2(config, draw);
@@ -122,11 +123,11 @@ std::string shape_list(const std::vector<std::int64_t>& shape) {
 }
 
 std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& first_parameter) {
-    // Checkpoints saved from task heads prefix the base model ("bert.", "roberta.", "albert.", "transformer." for XLNet
-    // and GPT-2, "model." for the Llama family); the heads' own tensors sit beside it.
+    // Checkpoints saved from task heads prefix the base model ("bert.", "roberta.", "distilbert.", "albert.",
+    // "transformer." for XLNet and GPT-2, "model." for the Llama family); the heads' own tensors sit beside it.
     std::string prefix;
     const auto names = weights.names();
-    for (const char* candidate : {"bert.", "roberta.", "albert.", "transformer.", "model."}) {
+    for (const char* candidate : {"bert.", "roberta.", "distilbert.", "albert.", "transformer.", "model."}) {
         if (!names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& name) {
                 return name.rfind(candidate, 0) == 0 || name.find('.') == std::string::npos || is_task_head_tensor(name);
             }) && weights.contains(std::string(candidate) + first_parameter))
@@ -136,12 +137,14 @@ std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& fi
 }
 
 bool is_task_head_tensor(const std::string& name) {
-    // BERT/ALBERT (cls., predictions., sop_classifier.), XLNet (lm_loss, sequence_summary., logits_proj., the SQuAD
+    // BERT/ALBERT (cls., predictions., sop_classifier.), DistilBERT (vocab_transform., vocab_layer_norm.,
+    // vocab_projector., pre_classifier.), XLNet (lm_loss, sequence_summary., logits_proj., the SQuAD
     // head's start_logits., end_logits., answer_class.), GPT-2 (lm_head., multiple_choice_head.), Llama (score.), and
     // every family's classifier. / qa_outputs.
     for (const char* head : {"cls.", "lm_loss", "predictions.", "sequence_summary.", "classifier.", "sop_classifier.",
                              "qa_outputs.", "lm_head.", "score.", "logits_proj.", "start_logits.", "end_logits.",
-                             "answer_class.", "multiple_choice_head."})
+                             "answer_class.", "multiple_choice_head.", "vocab_transform.", "vocab_layer_norm.",
+                             "vocab_projector.", "pre_classifier."})
         if (name.rfind(head, 0) == 0) return true;
     return false;
 }
@@ -214,10 +217,11 @@ void throw_missing(const std::vector<std::string>& missing, const std::string& s
     throw Error(fmt::format("{} tensor{} missing: {}", missing.size(), missing.size() == 1 ? "" : "s", list), source);
 }
 
-// "encoder.layer." (BERT, RoBERTa), "layer." (XLNet), "h." (GPT-2), "layers." (the Llama family): layer l's tensors are
+// "encoder.layer." (BERT, RoBERTa), "transformer.layer." (DistilBERT), "layer." (XLNet), "h." (GPT-2), "layers." (the Llama family): layer l's tensors are
 // "<list><l>.<name>"; nullptr for ALBERT, whose one shared layer is stored once.
 const char* layer_list_of(const std::string& model_type) {
     if (model_type == "bert" || model_type == "roberta") return "encoder.layer.";
+    if (model_type == "distilbert") return "transformer.layer.";
     if (model_type == "albert") return nullptr;
     if (model_type == "xlnet") return "layer.";
     if (model_type == "gpt2") return "h.";
@@ -242,6 +246,11 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(cons
         tensors.push_back({"embeddings.position_embeddings.weight", {positions, h}});
         per_layer(".intermediate.dense.weight", {inner, h});
         per_layer(".attention.self.query.weight", {h, h});
+    } else if (c.model_type == "distilbert") {
+        tensors.push_back({"embeddings.word_embeddings.weight", {vocab, h}});
+        tensors.push_back({"embeddings.position_embeddings.weight", {positions, h}});
+        per_layer(".ffn.lin1.weight", {inner, h});
+        per_layer(".attention.q_lin.weight", {h, h});
     } else if (c.model_type == "albert") {  // one shared layer
         tensors.push_back({"embeddings.word_embeddings.weight", {vocab, e}});
         tensors.push_back({"embeddings.position_embeddings.weight", {positions, e}});
@@ -286,7 +295,8 @@ void check_layer_count(const HfConfig& config, const HfCheckpoint& weights, cons
     const bool n_layer = config.model_type == "gpt2" || config.model_type == "xlnet";
     const std::string held = stored == 1 ? layer_prefix + "0" : fmt::format("{}0 to {}{}", layer_prefix, layer_prefix, stored - 1);
     throw Error(fmt::format("{} says {}: {}, but the checkpoint holds {} layer{} ({}): the config is for a deeper model",
-                            config.path.empty() ? "the config" : config.path, n_layer ? "n_layer" : "num_hidden_layers",
+                            config.path.empty() ? "the config" : config.path,
+                            n_layer ? "n_layer" : config.model_type == "distilbert" ? "n_layers" : "num_hidden_layers",
                             config.layers, stored, stored == 1 ? "" : "s", held),
                 weights.source());
 }

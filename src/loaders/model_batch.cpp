@@ -133,6 +133,11 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
                                                       config.max_position_embeddings, config.position_offset)
                                         : ""),
                         name("input_ids"));
+    } else if (config.model_type == "distilbert") {
+        // No token types: DistilBERT's tokenizer gives none and its forward takes none (a BERT tokenizer's are ignored).
+        if (shape[1] > config.max_tokens())
+            throw Error(fmt::format("{} tokens per sample; the model allows {}", shape[1], config.max_tokens()),
+                        name("input_ids"));
     } else if (config.model_type == "gpt2" && shape[1] > config.max_position_embeddings) {
         throw Error(fmt::format("{} tokens per sample; the model allows {} (n_positions)", shape[1],
                                 config.max_position_embeddings),

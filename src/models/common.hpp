@@ -119,7 +119,10 @@ private:
 // Draw::No: the weights are allocated and left unset (LayerNorm and RMSNorm start at 1 and 0, as their modules make
 // them), for a caller that writes every one (load_hf_model).
 enum class Draw { Yes, No };
-std::unique_ptr<EncoderModel> make_bert(const HfConfig& config, Draw draw);
+std::unique_ptr<EncoderModel> make_bert(const HfConfig& config, Draw draw);  // bert, roberta
+std::unique_ptr<EncoderModel> make_distilbert(const HfConfig& config, Draw draw);
+// DistilBERT's sinusoidal_pos_embds table [positions, dim], float32: even columns sin(p / 10000^(2⌊j/2⌋/dim)), odd cos.
+at::Tensor sinusoidal_position_table(std::int64_t positions, std::int64_t dim);
 std::unique_ptr<EncoderModel> make_albert(const HfConfig& config, Draw draw);
 std::unique_ptr<EncoderModel> make_xlnet(const HfConfig& config, Draw draw);
 std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config, Draw draw);

@@ -166,6 +166,17 @@ class TransformersJudgesModels(unittest.TestCase):
                         intermediate_size=30, max_position_embeddings=20, type_vocab_size=1, pad_token_id=3),
                    transformers.RobertaForMaskedLM, MASK_RIGHT, dtype=torch.bfloat16, shards=True, pad_id=3)
 
+    def test_distilbert_f32(self):
+        self.check("distilbert: head 7, F32", "distilbert",
+                   dict(vocab_size=97, dim=28, n_layers=3, n_heads=4, hidden_dim=40, max_position_embeddings=32),
+                   transformers.DistilBertModel, MASK_RIGHT)
+
+    def test_distilbert_masked_lm_f16_sharded_sinusoidal_relu(self):
+        self.check("distilbert: ForMaskedLM, F16, sharded, sinusoidal, relu", "distilbert",
+                   dict(vocab_size=89, dim=24, n_layers=2, n_heads=3, hidden_dim=30, max_position_embeddings=16,
+                        sinusoidal_pos_embds=True, activation="relu"),
+                   transformers.DistilBertForMaskedLM, MASK_RIGHT, dtype=torch.float16, shards=True)
+
     def test_albert_factorised_f32(self):
         self.check("albert: embedding 12, head 7, F32", "albert",
                    dict(vocab_size=89, embedding_size=12, hidden_size=28, num_hidden_layers=3, num_attention_heads=4,

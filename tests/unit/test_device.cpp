@@ -112,6 +112,8 @@ std::vector<std::pair<std::string, HfConfig>> configurations() {
     out.emplace_back("roberta", config_from_json("roberta", R"({"model_type": "roberta", "vocab_size": 30,
         "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 24,
         "max_position_embeddings": 20, "type_vocab_size": 1})"));
+    out.emplace_back("distilbert", config_from_json("distilbert", R"({"model_type": "distilbert", "vocab_size": 30,
+        "dim": 16, "n_layers": 2, "n_heads": 4, "hidden_dim": 24, "max_position_embeddings": 20})"));
     out.emplace_back("gpt2", config_from_json("gpt2", R"({"model_type": "gpt2", "vocab_size": 30, "n_embd": 16,
         "n_layer": 2, "n_head": 4, "n_positions": 16})"));
     out.emplace_back("llama", config_from_json("llama", R"({"model_type": "llama", "vocab_size": 30, "hidden_size": 16,
@@ -127,9 +129,10 @@ std::vector<std::pair<std::string, HfConfig>> configurations() {
 }
 
 // A padded batch of 2 × 6 on the CPU: the second sample has two padding tokens (on the left for XLNet and the
-// decoders, on the right for BERT, RoBERTa and ALBERT) and two segments (one where the model has one token type).
+// decoders, on the right for BERT, RoBERTa, DistilBERT and ALBERT) and two segments (one where the model has one token type).
 ModelBatch cpu_batch(const HfConfig& config) {
-    const bool left = config.model_type != "bert" && config.model_type != "roberta" && config.model_type != "albert";
+    const bool left = config.model_type != "bert" && config.model_type != "roberta" && config.model_type != "distilbert" &&
+                      config.model_type != "albert";
     at::Tensor ids = torch::randint(1, std::min(config.vocab_size, 20), {2, 6}, torch::kLong);
     at::Tensor mask = torch::ones({2, 6}, torch::kLong);
     if (left) mask[1].slice(0, 0, 2).zero_();

