@@ -152,9 +152,9 @@ Findings real_model_findings(const RealModelResult& result);
 std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm, bool bidirectional = false);
 
 // ---- one `rankscope model` run, shared by the command line and the Python module (e1_model_runs.cpp) ---------------
-// What a model argument names: a Hugging Face folder (config.json + model.safetensors: BERT, ALBERT, XLNet), USE lite
-// ("use-lite", or a folder holding model.json + vocab.json), or a built-in configuration (bert-base-cased,
-// albert-base-v2, xlnet-base-cased: random init only).
+// What a model argument names: a Hugging Face folder (config.json + model.safetensors: an architecture of models.hpp),
+// USE lite ("use-lite", or a folder holding model.json + vocab.json), or a built-in configuration (bert-base-cased,
+// albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa: random init only).
 struct ModelSource {
     enum Kind { HuggingFace, UseLite, BuiltIn };
     Kind kind = HuggingFace;

@@ -1,7 +1,7 @@
 #pragma once
 // Hugging Face architectures as torch::nn modules whose parameter names equal the checkpoint names, with the paper's
-// surgery (SPEC.md §4 E1) as explicit options: the encoders BERT, ALBERT, XLNet, and the decoders GPT-2 and the Llama
-// family (Llama, Mistral, Qwen2: one module, told apart by config.json).
+// surgery (SPEC.md §4 E1) as explicit options: the encoders BERT, RoBERTa, DistilBERT, ALBERT, XLNet, and the decoders
+// GPT-2 and the Llama family (Llama, Mistral, Qwen2: one module, told apart by config.json).
 //
 //   auto model = load_hf_model("path/to/bert-base-cased");  // config.json + model.safetensors, or a sharded
 //                                                           // model.safetensors.index.json; F32/F16/BF16 weights
