@@ -16,8 +16,17 @@ HfCheckpoint::HfCheckpoint(const std::string& directory) try {
     // transformers' from_pretrained reads model.safetensors when a folder holds both it and an index: so does rankscope
     // (the index's shards were read before, and gave other numbers than transformers on the same folder).
     if (std::filesystem::exists(single) || !std::filesystem::exists(index)) {
-        if (!std::filesystem::exists(single))
+        if (!std::filesystem::exists(single)) {
+            // PyTorch's pickle (pytorch_model.bin, its sharded index) is not read: unpickling is code execution in
+            // Python, and a second parser of it here would be one more hostile-input surface. Say how to convert.
+            for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
+                if (std::filesystem::exists(folder / pickle))
+                    throw Error(std::string("missing model.safetensors: the folder holds ") + pickle +
+                                    " (PyTorch's pickle format, not read); convert it once in Python: "
+                                    "AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)",
+                                single.string());
             throw Error("missing model.safetensors (and no model.safetensors.index.json)", single.string());
+        }
         source_ = single.string();
         auto file = std::make_unique<SafetensorsFile>(source_);
         for (const auto& name : file->names()) location_[name] = source_;

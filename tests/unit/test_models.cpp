@@ -286,7 +286,13 @@ TEST(HfLoader, BadFoldersNameTheFileAndTensor) {
     };
     expect_error("config.json", "config.json");  // missing config
     fs::copy_file(source + "/config.json", dir / "config.json");
-    expect_error("missing model.safetensors", "model.safetensors");
+    expect_error("missing model.safetensors (and no model.safetensors.index.json)", "model.safetensors");
+    // A folder of PyTorch's pickle only: named, with the conversion.
+    std::ofstream(dir / "pytorch_model.bin") << "PK";
+    expect_error("missing model.safetensors: the folder holds pytorch_model.bin (PyTorch's pickle format, not read); "
+                 "convert it once in Python: AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)",
+                 "model.safetensors");
+    fs::remove(dir / "pytorch_model.bin");
     // A wrong shape: rewrite the checkpoint with one tensor transposed.
     SafetensorsFile original(source + "/model.safetensors");
     std::vector<NamedArray> tensors;
