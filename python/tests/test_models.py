@@ -393,6 +393,21 @@ def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
         rs.run_model(fixture("bert-tiny"), tokens=600, samples=1)
     with pytest.warns(rs.RankscopeWarning, match=r"^seed 5 is not used: pretrained weights are read, not drawn"):
         rs.load_model(fixture("bert-tiny"), seed=5)
+
+
+def test_roberta_positions_limit_the_tokens(tmp_path):
+    # RoBERTa numbers positions from pad_token_id + 1: 18 position embeddings hold 16 tokens (config says so, and a
+    # 17-token batch is refused naming the offset); a random init of it runs.
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "roberta", "vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 16, "max_position_embeddings": 18, "type_vocab_size": 1}))
+    model = rs.load_model(str(tmp_path), weights="init")
+    assert {key: model.config[key] for key in ("pad_token_id", "position_offset", "max_tokens")} == \
+        {"pad_token_id": 1, "position_offset": 2, "max_tokens": 16}
+    assert model.forward(np.arange(3, 19)[None, :])[0].shape == (1, 16, 8)
+    with pytest.raises(rs.Error, match=r"^17 tokens per sample; the model allows 16 \(max_position_embeddings 18 less "
+                                       r"RoBERTa's offset 2\) \(input_ids\)$"):
+        model.forward(np.arange(3, 20)[None, :])
     with pytest.raises(rs.Error, match=r"^the built-in configuration 'gpt2' has no pretrained weights, only a random "
                                        r"init \(init\); a downloaded Hugging Face folder has both \(weights\)$"):
         rs.load_model("gpt2")
