@@ -62,6 +62,15 @@ struct HfConfig {
     int sliding_window = 0;           // Mistral / Qwen2 sliding-window attention: query i sees keys j with
                                       // 0 <= i - j < sliding_window (0 = no window)
     int sliding_window_from_layer = 0;  // the window applies to layers >= this (Qwen2's max_window_layers; else 0)
+    std::vector<bool> layer_sliding;    // Qwen2's layer_types, when given: the window applies to layer l if true
+    // " (not in config.json, so their defaults: hidden_size, ...)" for the sizes config.json left out, or "": said with
+    // a size that does not match the checkpoint.
+    std::string defaulted_sizes;
+
+    // Whether the sliding window (when there is one) applies to `layer`.
+    bool sliding_at(int layer) const {
+        return layer_sliding.empty() ? layer >= sliding_window_from_layer : layer_sliding[static_cast<std::size_t>(layer)];
+    }
 
     // The most tokens a sample may have: max_position_embeddings less RoBERTa's offset (XLNet has no limit: relative
     // positions).
@@ -112,8 +121,14 @@ std::string to_string(LayerNormSurgery surgery);
 struct ModelBatch {
     at::Tensor input_ids;       // [B, n] int64
     at::Tensor attention_mask;  // [B, n] int64, 1 = real token
-    at::Tensor token_type_ids;  // [B, n] int64
+    at::Tensor token_type_ids;  // [B, n] int64 (zeros when not given)
+    // The caller gave token_type_ids. Only GPT-2 tells the two apart: transformers' GPT2Model adds the token
+    // embedding of each given type id (zeros included) to its input, and nothing when none are given.
+    bool token_types_given = false;
 };
+// Whether a record of the batch (`model --dump`, Python's batch dict) holds its token_type_ids: always, except GPT-2's
+// when none were given (read back, given ones would change its input).
+bool records_token_types(const ModelBatch& batch, const HfConfig& config);
 
 // A batch given as token ids (e.g. from the user's own tokenizer): `input_ids` [B, n] (int32/int64) and optional
 // `attention_mask` (0/1, default all ones; padding may sit anywhere, XLNet pads on the left) and `token_type_ids`

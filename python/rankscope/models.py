@@ -146,7 +146,8 @@ def text_batch(model: ModelArgument, text: TextArgument = None, samples: int = 3
                tokenizer_dir: Optional[str] = None) -> Dict[str, Any]:
     """The sentences of `text` (a file: a GLUE .tsv's sentence1/sentence2, else one per line; or a list of sentences;
     default GLUE RTE train) packed into `samples` × `tokens` real tokens with the model's tokenizer, special tokens
-    included: input_ids, attention_mask, token_type_ids (int64 numpy). A built-in configuration trains a 4000-piece
+    included: input_ids, attention_mask, token_type_ids (int64 numpy; GPT-2's batch has none: given ones add their
+    token embeddings to its input, as transformers' GPT2Model does). A built-in configuration trains a 4000-piece
     SentencePiece model on the text into `tokenizer_dir` (default: a temporary folder), as the command line does."""
     source = model_source(model)
     check_count(samples, 1, 4096, "samples")

@@ -38,9 +38,10 @@ py::dict config_dict(const HfConfig& c) {
                     "decoder"_a = is_decoder(c));
 }
 
-py::dict batch_dict(const ModelBatch& batch) {
-    return py::dict("input_ids"_a = to_numpy(batch.input_ids), "attention_mask"_a = to_numpy(batch.attention_mask),
-                    "token_type_ids"_a = to_numpy(batch.token_type_ids));
+py::dict batch_dict(const ModelBatch& batch, const HfConfig& config) {
+    py::dict out("input_ids"_a = to_numpy(batch.input_ids), "attention_mask"_a = to_numpy(batch.attention_mask));
+    if (records_token_types(batch, config)) out["token_type_ids"] = to_numpy(batch.token_type_ids);
+    return out;
 }
 
 // A batch from arrays (None for the optional ones), checked against the model's config. `min_real_tokens`: 2 for a
@@ -169,7 +170,7 @@ void bind_models(py::module_& m) {
                 py::gil_scoped_release release;
                 batch = text_batch(source, text, samples, tokens, tokenizer_dir);
             }
-            return batch_dict(batch);
+            return batch_dict(batch, source.config);
         },
         "source"_a, "text"_a, "samples"_a, "tokens"_a, "tokenizer_dir"_a,
         "Sentences of a text file packed into samples x tokens real tokens with the model's tokenizer.");
@@ -177,13 +178,15 @@ void bind_models(py::module_& m) {
         "checked_batch",
         [](const ModelSource& source, const py::object& input_ids, const py::object& attention_mask,
            const py::object& token_type_ids) {
-            return batch_dict(batch_from_arrays(input_ids, attention_mask, token_type_ids, source.config));
+            return batch_dict(batch_from_arrays(input_ids, attention_mask, token_type_ids, source.config), source.config);
         },
         "source"_a, "input_ids"_a, "attention_mask"_a, "token_type_ids"_a,
         "Token ids checked against the model's config (as --inputs), int64 copies.");
     m.def(
         "read_model_batch",
-        [](const ModelSource& source, const std::string& path) { return batch_dict(read_model_batch(path, source.config)); },
+        [](const ModelSource& source, const std::string& path) {
+            return batch_dict(read_model_batch(path, source.config), source.config);
+        },
         "source"_a, "path"_a, "A --inputs .safetensors file (input_ids, optional attention_mask, token_type_ids).");
     m.def("default_text", &default_rte_path, "The repository's data/RTE/train.tsv when found from here, else ''.");
 
@@ -231,7 +234,7 @@ void bind_models(py::module_& m) {
             out["attention_heads"] = decoder ? py::object(table_columns(attention_heads_table(result))) : py::none();
             out["sink_rate"] = decoder ? py::object(table_columns(sink_rate_table(result))) : py::none();
             out["findings"] = real_model_findings(result);
-            out["batch"] = batch_dict(batch);
+            out["batch"] = batch_dict(batch, source.config);
             py::dict activations;
             for (const auto& [name, value] : recorder.all()) activations[name.c_str()] = to_numpy(value);
             out["activations"] = activations;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 
 #include "rankscope/error.hpp"
@@ -81,6 +82,14 @@ bool boolean_or(const nlohmann::json& json, const char* name, bool fallback, con
     return json[name].get<bool>();
 }
 
+// The fields of `names` that config.json leaves out, as " (not in config.json, so their defaults: a, b)", or "".
+std::string defaulted_fields(const nlohmann::json& json, std::initializer_list<const char*> names) {
+    std::string list;
+    for (const char* name : names)
+        if (!present(json, name)) list += (list.empty() ? "" : ", ") + std::string(name);
+    return list.empty() ? std::string() : " (not in config.json, so their defaults: " + list + ")";
+}
+
 // GPT2Config (Hugging Face's names and defaults): n_embd 768, n_layer 12, n_head 12, n_inner null (= 4 n_embd),
 // n_positions 1024, vocab_size 50257, layer_norm_epsilon 1e-5, activation_function "gelu_new", tie_word_embeddings true.
 void read_gpt2_fields(const nlohmann::json& json, const std::string& path, HfConfig& c) {
@@ -94,6 +103,7 @@ void read_gpt2_fields(const nlohmann::json& json, const std::string& path, HfCon
     c.activation = string_or(json, "activation_function", "gelu_new", path);
     c.tie_word_embeddings = boolean_or(json, "tie_word_embeddings", true, path);
     c.pad_token_id = 0;  // GPT-2 has no padding token; padding is given by the attention mask only
+    c.defaulted_sizes = defaulted_fields(json, {"vocab_size", "n_embd", "n_layer", "n_head", "n_inner", "n_positions"});
     c.qkv_bias = c.output_bias = c.mlp_bias = true;
     if (!boolean_or(json, "scale_attn_weights", true, path))
         throw Error("GPT-2 with scale_attn_weights false is not supported", path);
@@ -128,6 +138,27 @@ void read_rope_scaling(const nlohmann::json& scaling, const std::string& path, H
     }
 }
 
+// Qwen2's layer_types: one "full_attention" or "sliding_attention" per layer. A sliding layer needs the window
+// (transformers fails on one without it).
+void read_layer_types(const nlohmann::json& types, const std::string& path, HfConfig& c) {
+    if (!types.is_array() || types.size() != static_cast<std::size_t>(c.layers))
+        throw Error(fmt::format("layer_types must list one type per layer ({})", c.layers), path);
+    c.layer_sliding.clear();
+    for (const auto& type : types) {
+        const std::string name = type.is_string() ? type.get<std::string>() : type.dump();
+        if (name != "full_attention" && name != "sliding_attention")
+            throw Error("layer_types holds '" + printable(name, 40) + "' (expected full_attention or sliding_attention)",
+                        path);
+        c.layer_sliding.push_back(name == "sliding_attention");
+    }
+    for (std::size_t l = 0; l < c.layer_sliding.size(); ++l)
+        if (c.layer_sliding[l] && c.sliding_window == 0)
+            throw Error(fmt::format("layer_types makes layer {} sliding_attention, but there is no window "
+                                    "(use_sliding_window false or sliding_window null)",
+                                    l),
+                        path);
+}
+
 // LlamaConfig / MistralConfig / Qwen2Config (Hugging Face's names and defaults, per model_type):
 //   vocab_size 32000 (qwen2 151936), hidden_size 4096, intermediate_size 11008 (mistral 14336, qwen2 22016),
 //   num_hidden_layers 32, num_attention_heads 32, num_key_value_heads null = num_attention_heads (mistral 8),
@@ -146,15 +177,25 @@ void read_llama_fields(const nlohmann::json& json, const std::string& path, HfCo
     c.layers = integer_or(json, "num_hidden_layers", 32, 1, kMaxLayers, path);
     c.heads = integer_or(json, "num_attention_heads", 32, 1, kMaxHeads, path);
     c.kv_heads = integer_or(json, "num_key_value_heads", mistral ? 8 : c.heads, 1, kMaxHeads, path);
+    // A size the folder leaves out takes the class's default (LlamaConfig's 4096, ...): the errors it leads to say so.
+    const std::string defaults = defaulted_fields(json, {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                                         "num_attention_heads", "num_key_value_heads"});
     if (c.heads % c.kv_heads != 0)
-        throw Error(fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}", c.heads, c.kv_heads),
+        throw Error(fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}{}", c.heads,
+                                c.kv_heads, defaults),
                     path);
     if (!present(json, "head_dim") && c.hidden_size % c.heads != 0)
-        throw Error(fmt::format("hidden_size {} is not divisible by num_attention_heads {} (and no head_dim is given)",
-                                c.hidden_size, c.heads),
+        throw Error(fmt::format("hidden_size {} is not divisible by num_attention_heads {} (and no head_dim is given){}",
+                                c.hidden_size, c.heads, defaults),
                     path);
     c.head_size = integer_or(json, "head_dim", c.hidden_size / std::max(c.heads, 1), 1, kMaxHidden, path);
-    if (c.head_size % 2 != 0) throw Error(fmt::format("head_dim {} must be even for rotary positions", c.head_size), path);
+    if (c.head_size % 2 != 0)
+        throw Error(fmt::format("head_dim {} must be even for rotary positions{}", c.head_size, defaults), path);
+    c.defaulted_sizes = defaults;
+    // Rotary positions on part of each head (partial_rotary_factor < 1) are not implemented: refused, not ignored.
+    if (const double part = real_or(json, "partial_rotary_factor", 1.0, 0.0, 1.0, path); part != 1.0)
+        throw Error(fmt::format("partial_rotary_factor {} is not supported (rotary positions on the whole head only)", part),
+                    path);
     c.activation = string_or(json, "hidden_act", "silu", path);
     c.max_position_embeddings =
         integer_or(json, "max_position_embeddings", mistral ? 131072 : qwen2 ? 32768 : 2048, 1, kMaxPositions, path);
@@ -178,6 +219,9 @@ void read_llama_fields(const nlohmann::json& json, const std::string& path, HfCo
             c.sliding_window = window;
             c.sliding_window_from_layer = integer_or(json, "max_window_layers", 28, 0, kMaxLayers, path);
         }
+        // layer_types ("full_attention" / "sliding_attention" per layer), when given, decide which layers have the
+        // window; transformers derives them from max_window_layers only when they are absent.
+        if (present(json, "layer_types")) read_layer_types(json["layer_types"], path, c);
     } else {
         c.qkv_bias = c.output_bias = !mistral && boolean_or(json, "attention_bias", false, path);
         c.mlp_bias = !mistral && boolean_or(json, "mlp_bias", false, path);
@@ -212,13 +256,24 @@ HfConfig read_hf_config(const std::string& path) try {
         c.intermediate_size = integer(json, "intermediate_size", 1, kMaxIntermediate, path);
         c.max_position_embeddings = integer_or(json, "max_position_embeddings", 512, 1, kMaxPositions, path);
         c.type_vocab_size = integer_or(json, "type_vocab_size", 2, 1, kMaxTokenTypes, path);
-        c.activation = string_or(json, "hidden_act", "gelu", path);
+        c.defaulted_sizes = defaulted_fields(json, {"max_position_embeddings", "type_vocab_size"});
+        // AlbertConfig's default is gelu_new, BertConfig's and RobertaConfig's gelu.
+        c.activation = string_or(json, "hidden_act", c.model_type == "albert" ? "gelu_new" : "gelu", path);
         c.embedding_size = c.model_type == "albert" ? integer(json, "embedding_size", 1, kMaxHidden, path) : c.hidden_size;
         c.hidden_groups = integer_or(json, "num_hidden_groups", 1, 1, kMaxLayers, path);
         if (integer_or(json, "inner_group_num", 1, 1, kMaxLayers, path) != 1)
             throw Error("ALBERT with inner_group_num != 1 is not supported", path);
-        if (string_or(json, "position_embedding_type", "absolute", path) != "absolute")
-            throw Error("only absolute position embeddings are supported", path);
+        // An explicit null means no position embeddings at all in transformers (its `== "absolute"` test fails).
+        if (json.contains("position_embedding_type") && json["position_embedding_type"].is_null())
+            throw Error("position_embedding_type null (no position embeddings) is not supported (only \"absolute\")", path);
+        if (const std::string type = string_or(json, "position_embedding_type", "absolute", path); type != "absolute")
+            throw Error("position_embedding_type \"" + printable(type, 40) + "\" is not supported (only \"absolute\")",
+                        path);
+        // is_decoder makes BERT and RoBERTa causal (their *ForCausalLM); ALBERT ignores it.
+        if (c.model_type != "albert" && boolean_or(json, "is_decoder", false, path))
+            throw Error("is_decoder true (a causal " + std::string(c.model_type == "bert" ? "BERT" : "RoBERTa") +
+                            ", as its ForCausalLM) is not supported",
+                        path);
         if (c.hidden_size % c.heads != 0)
             throw Error(fmt::format("hidden_size {} is not divisible by num_attention_heads {}", c.hidden_size, c.heads), path);
         c.head_size = c.hidden_size / c.heads;
@@ -237,6 +292,7 @@ HfConfig read_hf_config(const std::string& path) try {
         c.heads = integer(json, "n_heads", 1, kMaxHeads, path);
         c.intermediate_size = integer(json, "hidden_dim", 1, kMaxIntermediate, path);
         c.max_position_embeddings = integer_or(json, "max_position_embeddings", 512, 1, kMaxPositions, path);
+        c.defaulted_sizes = defaulted_fields(json, {"max_position_embeddings"});
         c.activation = string_or(json, "activation", "gelu", path);
         c.sinusoidal_positions = boolean_or(json, "sinusoidal_pos_embds", false, path);
         c.layer_norm_eps = 1e-12;
@@ -248,7 +304,10 @@ HfConfig read_hf_config(const std::string& path) try {
         c.hidden_size = integer(json, "d_model", 1, kMaxHidden, path);
         c.layers = integer(json, "n_layer", 1, kMaxLayers, path);
         c.heads = integer(json, "n_head", 1, kMaxHeads, path);
-        c.head_size = integer(json, "d_head", 1, kMaxHidden, path);
+        // XLNetConfig sets d_head = d_model // n_head itself (a d_head given must agree).
+        if (!present(json, "d_head") && c.hidden_size % c.heads != 0)
+            throw Error(fmt::format("d_model {} is not divisible by n_head {}", c.hidden_size, c.heads), path);
+        c.head_size = integer_or(json, "d_head", c.hidden_size / c.heads, 1, kMaxHidden, path);
         c.intermediate_size = integer(json, "d_inner", 1, kMaxIntermediate, path);
         c.activation = string_or(json, "ff_activation", "gelu", path);
         c.clamp_len = integer_or(json, "clamp_len", -1, -1, kMaxPositions, path);

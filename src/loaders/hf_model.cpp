@@ -312,8 +312,8 @@ void check_sizes_against_checkpoint(const HfConfig& config, const HfCheckpoint& 
         }
         const ArrayView view = weights.view(prefix + name);
         if (view.shape != shape)
-            throw Error(fmt::format("shape {} does not match the config's {} (checked before the model is built)",
-                                    shape_list(view.shape), shape_list(shape)),
+            throw Error(fmt::format("shape {} does not match the config's {} (checked before the model is built){}",
+                                    shape_list(view.shape), shape_list(shape), config.defaulted_sizes),
                         weights.where(prefix + name));
     }
     // After the shapes: a config both wider and deeper than its checkpoint is named by its first wrong shape.

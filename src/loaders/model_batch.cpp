@@ -87,8 +87,10 @@ ModelBatch read_model_batch(const std::string& path, const HfConfig& config) {
     const SafetensorsFile file(path);
     const at::Tensor input_ids = read_ids(file, "input_ids", {}, 0);
     const std::vector<std::int64_t> shape(input_ids.sizes().begin(), input_ids.sizes().end());
+    // Absent token_type_ids stay undefined: checked_model_batch fills zeros and records that none were given.
     return checked_model_batch(input_ids, read_mask(file, shape, "input_ids'"),
-                               read_ids(file, "token_type_ids", shape, 0), config, path);
+                               file.contains("token_type_ids") ? read_ids(file, "token_type_ids", shape, 0) : at::Tensor(),
+                               config, path);
 }
 
 at::Tensor read_attention_mask(const SafetensorsFile& file, const std::vector<std::int64_t>& shape) {
@@ -122,6 +124,7 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
                                                     : torch::ones(shape, torch::kLong);
     batch.token_type_ids = token_type_ids.defined() ? check_ids(token_type_ids, "token_type_ids")
                                                     : torch::zeros(shape, torch::kLong);
+    batch.token_types_given = token_type_ids.defined();
     check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", name("input_ids"));
     check_attention_mask(batch.attention_mask, name("attention_mask"), name("input_ids"), min_real_tokens);
     if (config.model_type == "bert" || config.model_type == "roberta" || config.model_type == "albert") {
@@ -153,9 +156,13 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
 
 namespace rankscope {
 
+bool records_token_types(const ModelBatch& batch, const HfConfig& config) {
+    return batch.token_types_given || config.model_type != "gpt2";
+}
+
 ModelBatch batch_on(const ModelBatch& batch, const at::Device& device) {
     auto on = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
-    return {on(batch.input_ids), on(batch.attention_mask), on(batch.token_type_ids)};
+    return {on(batch.input_ids), on(batch.attention_mask), on(batch.token_type_ids), batch.token_types_given};
 }
 
 }  // namespace rankscope

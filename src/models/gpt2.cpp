@@ -76,7 +76,9 @@ std::vector<at::Tensor> gpt2_forward(torch::nn::Module& top, const HfConfig& c, 
     auto norm = [&](const LayerNorm& ln, const at::Tensor& x, const Surgery& surgery) {
         return decoder_layer_norm(x, ln->weight, ln->bias, ln->options.eps(), surgery, mask);
     };
-    const at::Tensor embedded = source.token_embedding(batch.input_ids) + model.wpe(real_token_positions(mask));  // [B, n, d]
+    at::Tensor embedded = source.token_embedding(batch.input_ids) + model.wpe(real_token_positions(mask));  // [B, n, d]
+    // Given token types are embedded with the token embedding and added, as transformers' GPT2Model does.
+    if (batch.token_types_given) embedded = embedded + source.token_embedding(batch.token_type_ids);
     std::vector<at::Tensor> x(S, embedded), allowed(S);
     for (std::size_t s = 0; s < S; ++s) {
         record(recorders[s], "hook_embed", embedded);

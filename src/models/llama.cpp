@@ -96,7 +96,7 @@ std::vector<at::Tensor> llama_forward(torch::nn::Module& top, const HfConfig& c,
             const at::Tensor m = norm(layer.input_layernorm, x[s], surgery);
             const at::Tensor q = apply_rotary(linear(attn.q_proj, m), c.heads, rotary);     // [B, n, H·k]
             const at::Tensor k = apply_rotary(linear(attn.k_proj, m), c.kv_heads, rotary);  // [B, n, G·k]
-            const at::Tensor& allowed = l >= c.sliding_window_from_layer ? in_window[s] : full_causal[s];
+            const at::Tensor& allowed = c.sliding_at(l) ? in_window[s] : full_causal[s];
             const auto attention = grouped_query_attention(q, k, linear(attn.v_proj, m), c.heads, c.kv_heads, allowed);
             record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
             const at::Tensor a = record(recorder, block_hook(l, "hook_attn_out"), linear(attn.o_proj, attention.context));

@@ -232,6 +232,12 @@ class TransformersJudgesModels(unittest.TestCase):
                    dict(vocab_size=91, n_embd=24, n_layer=2, n_head=4, n_positions=16),
                    transformers.GPT2LMHeadModel, MASK_DECODER, dtype=torch.float16, shards=True)
 
+    def test_gpt2_token_type_ids(self):
+        # GPT2Model adds wte(token_type_ids) to its input when they are given (rankscope ignored them: 0.72 off).
+        self.check("gpt2: token_type_ids given (wte added)", "gpt2",
+                   dict(vocab_size=91, n_embd=24, n_layer=2, n_head=4, n_positions=16),
+                   transformers.GPT2Model, MASK_DECODER, token_types=True)
+
     def test_llama_gqa_bf16_sharded_head_dim(self):
         self.check("llama: GQA 6/2, head_dim 10, biases, BF16, sharded", "llama",
                    dict(vocab_size=97, hidden_size=36, intermediate_size=52, num_hidden_layers=3,
@@ -267,6 +273,16 @@ class TransformersJudgesModels(unittest.TestCase):
                         num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=64,
                         use_sliding_window=True, sliding_window=4, max_window_layers=1),
                    transformers.Qwen2ForCausalLM, MASK_DECODER)
+
+    def test_qwen2_layer_types(self):
+        # layer_types, when given, decide which layers slide; here against what max_window_layers 0 would give (every
+        # layer sliding): rankscope followed max_window_layers and was 1.28 off.
+        self.check("qwen2: layer_types [full, sliding, full], window 4", "qwen2",
+                   dict(vocab_size=97, hidden_size=24, intermediate_size=32, num_hidden_layers=3,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                        use_sliding_window=True, sliding_window=4, max_window_layers=0,
+                        layer_types=["full_attention", "sliding_attention", "full_attention"]),
+                   transformers.Qwen2Model, MASK_DECODER)
 
 
 if __name__ == "__main__":

@@ -333,6 +333,50 @@ TEST(HostileConfig, SizesAreLimitedAndConsistent) {
                  "config.json", "dim 12 is not divisible by n_heads 5");
     EXPECT_ERROR(config({{"model_type", "distilbert"}, {"dim", 12}, {"n_heads", 4}, {"hidden_dim", 20}}), "config.json",
                  "'n_layers'");
+    // Settings that change transformers' forward are read or refused, never ignored (a helper's sweep against
+    // transformers 4.57.6, docs/reliability.md Part 12).
+    EXPECT_EQ(config({{"model_type", "albert"}, {"embedding_size", 4}}).activation, "gelu_new");  // AlbertConfig's
+    EXPECT_EQ(config({}).activation, "gelu");
+    EXPECT_ERROR(config({{"position_embedding_type", nullptr}}), "config.json",
+                 "position_embedding_type null (no position embeddings) is not supported (only \"absolute\")");
+    EXPECT_ERROR(config({{"position_embedding_type", "none"}}), "config.json",
+                 "position_embedding_type \"none\" is not supported (only \"absolute\")");
+    EXPECT_ERROR(config({{"model_type", "roberta"}, {"is_decoder", true}}), "config.json",
+                 "is_decoder true (a causal RoBERTa, as its ForCausalLM) is not supported");
+    EXPECT_EQ(config({{"model_type", "albert"}, {"embedding_size", 4}, {"is_decoder", true}}).layers, 2);  // ignored there
+    const auto xlnet = [&](nlohmann::json changes) {
+        nlohmann::json c = {{"model_type", "xlnet"}, {"vocab_size", 100}, {"d_model", 8}, {"n_layer", 2}, {"n_head", 2},
+                            {"d_inner", 16}};
+        for (auto& [k, v] : changes.items()) c[k] = v;
+        return read_hf_config(file("cfg/config.json", c.dump()));
+    };
+    EXPECT_EQ(xlnet({}).head_size, 4);  // XLNetConfig's d_model / n_head
+    EXPECT_ERROR(xlnet({{"n_head", 3}}), "config.json", "d_model 8 is not divisible by n_head 3");
+    const auto qwen2 = [&](nlohmann::json changes) {
+        nlohmann::json c = {{"model_type", "qwen2"}, {"vocab_size", 100}, {"hidden_size", 8}, {"intermediate_size", 16},
+                            {"num_hidden_layers", 3}, {"num_attention_heads", 2}, {"num_key_value_heads", 1}};
+        for (auto& [k, v] : changes.items()) c[k] = v;
+        return read_hf_config(file("cfg/config.json", c.dump()));
+    };
+    EXPECT_ERROR(qwen2({{"partial_rotary_factor", 0.5}}), "config.json",
+                 "partial_rotary_factor 0.5 is not supported (rotary positions on the whole head only)");
+    const HfConfig window_by_rule = qwen2({{"use_sliding_window", true}, {"sliding_window", 4}, {"max_window_layers", 1}});
+    EXPECT_FALSE(window_by_rule.sliding_at(0));
+    EXPECT_TRUE(window_by_rule.sliding_at(2));
+    const HfConfig window_by_type = qwen2({{"use_sliding_window", true}, {"sliding_window", 4}, {"max_window_layers", 0},
+                                           {"layer_types", {"full_attention", "sliding_attention", "full_attention"}}});
+    EXPECT_FALSE(window_by_type.sliding_at(0));
+    EXPECT_TRUE(window_by_type.sliding_at(1));
+    EXPECT_FALSE(window_by_type.sliding_at(2));
+    EXPECT_ERROR(qwen2({{"layer_types", {"full_attention", "sliding_attention", "full_attention"}}}), "config.json",
+                 "layer_types makes layer 1 sliding_attention, but there is no window");
+    EXPECT_ERROR(qwen2({{"layer_types", {"full_attention"}}}), "config.json", "layer_types must list one type per layer (3)");
+    EXPECT_ERROR(qwen2({{"layer_types", {"full_attention", "chunked_attention", "full_attention"}}}), "config.json",
+                 "layer_types holds 'chunked_attention' (expected full_attention or sliding_attention)");
+    // A size left out takes the class's default, and the error it leads to says so.
+    EXPECT_ERROR(qwen2({{"num_attention_heads", nullptr}}), "config.json",
+                 "hidden_size 8 is not divisible by num_attention_heads 32 (and no head_dim is given) (not in config.json, "
+                 "so their defaults: num_attention_heads)");
 }
 
 TEST(HostileManifest, ShardsAreNamedFilesOfTheRightSize) {

@@ -56,10 +56,10 @@ std::string default_text() {
 
 // The recorded activations with the batch that produced them (input_ids, attention_mask, token_type_ids), and in the
 // metadata the weights they are of (the last kind run: pretrained when both are; nothing said which).
-void dump_activations(const std::string& path, const Recorder& recorder, const ModelBatch& batch, const Provenance& provenance,
-                      const std::string& weights) {
-    NamedTensors tensors = {{"input_ids", batch.input_ids}, {"attention_mask", batch.attention_mask},
-                            {"token_type_ids", batch.token_type_ids}};
+void dump_activations(const std::string& path, const Recorder& recorder, const ModelBatch& batch, const HfConfig& config,
+                      const Provenance& provenance, const std::string& weights) {
+    NamedTensors tensors = {{"input_ids", batch.input_ids}, {"attention_mask", batch.attention_mask}};
+    if (records_token_types(batch, config)) tensors.emplace_back("token_type_ids", batch.token_type_ids);
     for (const auto& [name, value] : recorder.all()) tensors.emplace_back(name, value.to(at::kCPU, torch::kFloat));
     write_tensors(path, tensors, {{"command", provenance.command}, {"seed", std::to_string(provenance.seed)},
                                   {"version", version_string()}, {"weights", weights}});
@@ -143,7 +143,7 @@ void run_model(const ModelOptions& options) {
     Recorder recorder;
     const RealModelResult result =
         run_real_model_experiment(source, batch, kinds, settings, options.dump.empty() ? nullptr : &recorder);
-    if (!options.dump.empty()) dump_activations(options.dump, recorder, batch, provenance, kinds.back());
+    if (!options.dump.empty()) dump_activations(options.dump, recorder, batch, source.config, provenance, kinds.back());
     auto variant_label = [&](const std::string& variant) {
         return rankscope::variant_label(variant, settings.layer_norm, settings.bidirectional);
     };
