@@ -101,7 +101,7 @@ inline void manifest(const std::uint8_t* data, std::size_t size) {
 inline const char* kSampleText = "Hello, World! naïve café 東京 don't ##ing [UNK] x\ty";
 
 inline void vocab_txt(const std::uint8_t* data, std::size_t size) {
-    const auto tokenizer = load_wordpiece(put("vocab.txt", data, size), -1);
+    const auto tokenizer = load_wordpiece(put("vocab.txt", data, size));
     for (int id : tokenizer->encode(kSampleText))
         if (id < 0 || id >= tokenizer->vocab_size()) throw std::logic_error("vocab.txt: id outside the vocabulary");
 }
@@ -115,7 +115,7 @@ inline void vocab_json(const std::uint8_t* data, std::size_t size) {
 
 inline void text(const std::uint8_t* data, std::size_t size) {
     static const std::string vocab = put("text-vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\na\n,\n.\nhello\n##llo\nhe\n");
-    static const auto tokenizer = load_wordpiece(vocab, 1);
+    static const auto tokenizer = load_wordpiece(vocab);
     // USE lite's tokenizer too: NFKC (utf8proc) and the best-score segmentation on arbitrary bytes.
     static const std::string use_vocab = put("text-use/vocab.json",
         R"([["\ufffd",0],["<s>",0],["</s>",0],["a",0],["b",0],["c",0],["\u2581",-1],["he",-2],["llo",-2],["1\u20442",-3]])");

@@ -34,17 +34,27 @@ public:
     virtual int unknown_id() const { return -1; }
 };
 
+// BertTokenizer's text settings, as tokenizer_config.json gives them, with transformers' defaults.
+struct WordPieceSettings {
+    bool lower_case = true;     // do_lower_case
+    int strip_accents = -1;     // strip_accents: 1 true, 0 false, -1 null (= lower_case)
+    bool split_chinese = true;  // tokenize_chinese_chars: each CJK character a word of its own
+    bool lower_case_given = false;  // tokenizer_config.json set do_lower_case (else a cased-looking vocab is warned of)
+};
+// tokenizer_config.json's WordPiece settings (defaults where the file or a key is absent), and its tokenizer_class.
+WordPieceSettings read_wordpiece_settings(const std::string& tokenizer_config_path, std::string* tokenizer_class = nullptr);
 // WordPiece from vocab.txt, as BERT's tokenizer does it: clean, split on whitespace and punctuation (CJK characters
-// stand alone), lower-case and strip accents when uncased, then greedy longest-match with "##" continuations.
-// `lower_case`: from tokenizer_config.json's do_lower_case when present, else true iff the vocabulary has no
-// upper-case letter.
-std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, int lower_case = -1);
+// stand alone unless split_chinese is false), lower-case and strip accents as the settings say, then greedy
+// longest-match with "##" continuations. A vocabulary with capitalised pieces lower-cased by default (no
+// do_lower_case given) is warned of: transformers' BertTokenizer does the same, and most of it is then [UNK].
+std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, const WordPieceSettings& settings = {});
 // Path of the rankscope-spm helper (beside the program, or $RANKSCOPE_SPM); SentencePiece runs there because
 // libsentencepiece and libtorch cannot share a process on Debian 12 (both use libprotobuf).
 std::string spm_helper_path();
 // SentencePiece (libsentencepiece, in the helper) from spiece.model; ALBERT lower-cases first; XLNet puts <sep> <cls> at the end.
+// keep_accents: tokenizer_config.json's (false by default: NFKD without combining characters).
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, const std::string& model_type,
-                                              bool lower_case);
+                                              bool lower_case, bool keep_accents = false);
 // A SentencePiece unigram model trained on `sentences` (in the helper) into `directory`/spiece.model, loaded as
 // `model_type` ("bert"/"albert": [CLS] x [SEP]; "xlnet": x <sep> <cls>). Deterministic for the same text.
 // For built-in configurations and trained tasks: realistic token statistics without the original vocabulary.
@@ -56,7 +66,10 @@ std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& s
 std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path);
 // A tokenizer.json by its model.type: WordPiece (BertTokenizerFast's form: BertNormalizer, BertPreTokenizer; the same
 // tokenisation as vocab.txt) or byte-level BPE.
-std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path);
+// `wordpiece_settings`, when given, replace a WordPiece json's normalizer settings, as BertTokenizerFast does with
+// tokenizer_config.json's (load_tokenizer passes them unless its tokenizer_class is PreTrainedTokenizerFast).
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path,
+                                               const WordPieceSettings* wordpiece_settings = nullptr);
 // The tokenizer of a Hugging Face folder: for the Llama family (llama, mistral, qwen2) tokenizer.model if present
 // (SentencePiece as LlamaTokenizer: <s> first unless tokenizer_config.json's add_bos_token is false, </s> last when
 // add_eos_token is true, the text as it is); else spiece.model, else vocab.txt, else tokenizer.json (WordPiece or

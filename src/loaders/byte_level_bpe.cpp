@@ -123,7 +123,8 @@ private:
         return object.at(name);
     }
     [[noreturn]] void unsupported(const std::string& what) const {
-        throw Error(what + " is not supported (byte-level BPE only: GPT-2, RoBERTa, Llama 3, Qwen2 style); pass token ids with --inputs",
+        throw Error(what + " is not supported (tokenizer.json is read as byte-level BPE, GPT-2, RoBERTa, Llama 3 and Qwen2 "
+                           "style, or WordPiece, BERT style); `rankscope model --inputs` takes token ids instead",
                     path_);
     }
 
@@ -131,8 +132,8 @@ private:
         if (!model.is_object() || model.value("type", "") != "BPE")
             unsupported("model.type " + (model.is_object() ? model.value("type", std::string("(none)")) : std::string("(none)")));
         if (model.value("byte_fallback", false))
-            unsupported("model.byte_fallback = true (Llama 2 / SentencePiece style: its tokenizer.model beside "
-                        "config.json is read instead)");
+            unsupported("model.byte_fallback = true (Llama 2 / SentencePiece style: rankscope reads such a tokenizer from "
+                        "the tokenizer.model of a llama or mistral folder, and there is none here)");
         if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0) unsupported("BPE dropout");
         for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
             if (model.contains(affix) && model[affix].is_string() && !model[affix].get<std::string>().empty())

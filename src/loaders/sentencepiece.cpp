@@ -60,9 +60,9 @@ public:
     // `llama_framing`: a Llama-family tokenizer.model (LlamaTokenizer's framing); otherwise the encoders' framing by
     // `model_type` (the built-in configurations' trained models use it for decoders too).
     SentencePiece(const std::string& path, const std::string& model_type, bool lower_case, bool llama_framing = false,
-                  bool add_bos = true, bool add_eos = false)
+                  bool add_bos = true, bool add_eos = false, bool keep_accents = false)
         : path_(path), xlnet_(model_type == "xlnet"), llama_(llama_framing), lower_case_(lower_case),
-          add_bos_(add_bos), add_eos_(add_eos) {
+          add_bos_(add_bos), add_eos_(add_eos), keep_accents_(keep_accents) {
         // A regular file of at most 64 MiB before the helper reads it (it checks again itself).
         check_input_file(path, kMaxSentencePieceModelBytes, "SentencePiece model");
         const std::vector<std::string> specials = xlnet_   ? std::vector<std::string>{"<sep>", "<cls>"}
@@ -82,13 +82,18 @@ public:
     std::vector<int> encode(const std::string& text) const override { return encode_batch({text}).front(); }
     std::vector<std::vector<int>> encode_batch(const std::vector<std::string>& texts) const override {
         // As transformers' AlbertTokenizer and XLNetTokenizer prepare text (preprocess_text): collapse whitespace,
-        // `` and '' to ", accents removed (NFKD without combining characters; keep_accents is false by default), then
-        // lower-case (ALBERT's do_lower_case).
+        // `` and '' to ", accents removed unless keep_accents (NFKD without combining characters), then lower-case
+        // (ALBERT's do_lower_case).
         std::string contents;
-        for (const auto& text : texts) {
+        for (std::size_t index = 0; index < texts.size(); ++index) {
+            const std::string& text = texts[index];
             if (llama_) {
-                if (text.find('\n') != std::string::npos || text.find('\r') != std::string::npos)
-                    throw Error("a sentence holds a line break; the SentencePiece helper reads one sentence per line", path_);
+                if (const std::size_t at = text.find_first_of("\r\n"); at != std::string::npos)
+                    throw Error(fmt::format("sentence {} holds a {} at byte {} (\"{}...\"): the SentencePiece helper reads one "
+                                            "sentence per line; remove it from the text",
+                                            index + 1, text[at] == '\r' ? "carriage return" : "line break", at + 1,
+                                            printable(text.substr(0, 40))),
+                                path_);
                 contents += text + "\n";
                 continue;
             }
@@ -96,7 +101,7 @@ public:
             for (const auto& word : utf8::basic_split_whitespace(text)) prepared += (prepared.empty() ? "" : " ") + word;
             for (const char* quote : {"``", "''"})
                 for (std::size_t at; (at = prepared.find(quote)) != std::string::npos;) prepared.replace(at, 2, "\"");
-            prepared = utf8::strip_combining_compatibility(prepared);
+            if (!keep_accents_) prepared = utf8::strip_combining_compatibility(prepared);
             contents += (lower_case_ ? utf8::lower_only(prepared) : prepared) + "\n";
         }
         // A fresh file of our own (mkstemp: O_EXCL, mode 0600), never a predictable name another user could plant.
@@ -152,7 +157,7 @@ public:
 
 private:
     std::string path_;
-    bool xlnet_, llama_, lower_case_, add_bos_, add_eos_;
+    bool xlnet_, llama_, lower_case_, add_bos_, add_eos_, keep_accents_;
     int vocab_size_ = 0;
     int unknown_id_ = -1;  // <unk>: the id SentencePiece gives a character the model has no piece for
     std::vector<int> specials_;
@@ -161,14 +166,16 @@ private:
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, const std::string& model_type,
-                                              bool lower_case) {
-    return std::make_unique<SentencePiece>(model_path, model_type, lower_case);
+                                              bool lower_case, bool keep_accents) {
+    return std::make_unique<SentencePiece>(model_path, model_type, lower_case, false, true, false, keep_accents);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config) try {
     const std::filesystem::path folder = directory;
     int lower_case = -1;
     bool add_bos = true, add_eos = false;  // LlamaTokenizer's defaults
+    bool keep_accents = false;             // AlbertTokenizer's and XLNetTokenizer's default
+    bool add_prefix_space = false, prefix_space_given = false;
     const auto tokenizer_config = folder / "tokenizer_config.json";
     if (std::filesystem::exists(tokenizer_config)) {
         const auto json = read_json_file(tokenizer_config.string(), "tokenizer_config.json");
@@ -184,20 +191,40 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
             flag("add_bos_token", add_bos);
             flag("add_eos_token", add_eos);
         }
+        flag("keep_accents", keep_accents);
+        prefix_space_given = flag("add_prefix_space", add_prefix_space);
     }
+    const std::string config_path = tokenizer_config.string();
     // The Llama family's SentencePiece file (Llama 2, Mistral) is tokenizer.model; their tokenizer.json beside it is
     // the same tokenizer in the byte_fallback/Metaspace form, which the byte-level BPE reader refuses.
-    if (is_llama_family(config.model_type) && std::filesystem::exists(folder / "tokenizer.model"))
+    if (is_llama_family(config.model_type) && std::filesystem::exists(folder / "tokenizer.model")) {
+        // LlamaTokenizerFast with add_prefix_space false drops SentencePiece's dummy "▁" before the text: not done here.
+        if (prefix_space_given && !add_prefix_space)
+            throw Error("add_prefix_space false (no \"▁\" before the text) is not supported for tokenizer.model",
+                        config_path);
         return std::make_unique<SentencePiece>((folder / "tokenizer.model").string(), config.model_type, false, true,
                                                add_bos, add_eos);
+    }
     if (std::filesystem::exists(folder / "spiece.model"))
         return load_sentencepiece((folder / "spiece.model").string(), config.model_type,
-                                  lower_case < 0 ? config.model_type == "albert" : lower_case == 1);
-    if (std::filesystem::exists(folder / "vocab.txt")) return load_wordpiece((folder / "vocab.txt").string(), lower_case);
-    if (std::filesystem::exists(folder / "tokenizer.json")) return load_tokenizer_json((folder / "tokenizer.json").string());
+                                  lower_case < 0 ? config.model_type == "albert" : lower_case == 1, keep_accents);
+    // BertTokenizer's settings (do_lower_case true by default, strip_accents, tokenize_chinese_chars); its fast form
+    // applies them over a tokenizer.json's normalizer too, unless the folder asks for the bare PreTrainedTokenizerFast.
+    std::string tokenizer_class;
+    const WordPieceSettings wordpiece = read_wordpiece_settings(config_path, &tokenizer_class);
+    if (std::filesystem::exists(folder / "vocab.txt")) return load_wordpiece((folder / "vocab.txt").string(), wordpiece);
+    if (std::filesystem::exists(folder / "tokenizer.json")) {
+        // GPT2TokenizerFast and RobertaTokenizerFast put tokenizer_config.json's add_prefix_space over the json's.
+        if (prefix_space_given && add_prefix_space)
+            throw Error("add_prefix_space true (a space before the text) is not supported", config_path);
+        return load_tokenizer_json((folder / "tokenizer.json").string(),
+                                   tokenizer_class == "PreTrainedTokenizerFast" ? nullptr : &wordpiece);
+    }
+    const bool merges = std::filesystem::exists(folder / "vocab.json") || std::filesystem::exists(folder / "merges.txt");
     throw Error("no tokenizer: none of spiece.model, vocab.txt, tokenizer.json" +
                     std::string(is_llama_family(config.model_type) ? ", tokenizer.model" : "") +
-                    " (pass token ids with --inputs)",
+                    (merges ? " (vocab.json and merges.txt alone are not read: tokenizer.json is)" : "") +
+                    "; `rankscope model --inputs` takes token ids instead",
                 directory);
 } catch (const nlohmann::json::exception& error) {
     throw_json_content_error(error, directory + "/tokenizer_config.json");

@@ -89,11 +89,21 @@ void append_without_accents(std::uint32_t c, std::string& out) {
 }
 
 // Lower case, one character at a time (Unicode simple case mapping). transformers' BertTokenizer (slow and fast)
-// gives σ, not ς, for a word-final Σ (checked in tests/transformers/): no Final_Sigma rule here either.
+// gives σ, not ς, for a word-final Σ (checked in tests/transformers/): no Final_Sigma rule here either. The one
+// unconditional full mapping that differs from the simple one is kept, as Python's str.lower and Rust's
+// char::to_lowercase have it: İ (U+0130) → i + combining dot above (U+0307); with accents stripped it is "i" either
+// way, with accents kept (strip_accents false, keep_accents) "i̇stanbul" is not "istanbul".
 std::vector<std::uint32_t> lower_word(const std::vector<std::uint32_t>& word) {
-    std::vector<std::uint32_t> out(word.size());
-    for (std::size_t k = 0; k < word.size(); ++k)
-        out[k] = static_cast<std::uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(word[k])));
+    std::vector<std::uint32_t> out;
+    out.reserve(word.size());
+    for (const std::uint32_t c : word) {
+        if (c == 0x130) {
+            out.push_back(0x69);
+            out.push_back(0x307);
+            continue;
+        }
+        out.push_back(static_cast<std::uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+    }
     return out;
 }
 
@@ -137,7 +147,7 @@ std::size_t length(const std::string& text) {
     return count;
 }
 
-std::vector<std::string> basic_split(const std::string& text, bool lower_case) {
+std::vector<std::string> basic_split(const std::string& text, const BasicOptions& options) {
     // Clean and split on whitespace; CJK characters stand alone.
     std::vector<std::vector<std::uint32_t>> pieces;
     std::vector<std::uint32_t> current;
@@ -152,7 +162,7 @@ std::vector<std::string> basic_split(const std::string& text, bool lower_case) {
         if (is_control(c)) continue;
         if (is_whitespace(c)) {
             flush();
-        } else if (is_cjk(c)) {
+        } else if (options.split_chinese && is_cjk(c)) {
             flush();
             pieces.push_back({c});
         } else {
@@ -160,14 +170,14 @@ std::vector<std::string> basic_split(const std::string& text, bool lower_case) {
         }
     }
     flush();
-    // Uncased: lower case, then strip accents; then split off each punctuation character.
+    // Lower case, then strip accents (each as asked); then split off each punctuation character.
     std::vector<std::string> words;
     for (const auto& piece : pieces) {
         std::string normalized;
-        if (lower_case)
-            for (std::uint32_t c : lower_word(piece)) append_without_accents(c, normalized);
-        else
-            for (std::uint32_t c : piece) normalized += encode(c);
+        for (std::uint32_t c : options.lower_case ? lower_word(piece) : piece) {
+            if (options.strip_accents) append_without_accents(c, normalized);
+            else normalized += encode(c);
+        }
         std::string word;
         for (std::size_t i = 0; i < normalized.size();) {
             const Decoded d = decode(normalized, i);

@@ -13,8 +13,16 @@ namespace rankscope::utf8 {
 std::size_t first_invalid(const std::string& text);
 std::vector<std::string> characters(const std::string& text);  // one UTF-8 sequence per entry
 std::size_t length(const std::string& text);
-// Clean, split on whitespace, lower-case + strip accents (when asked), split off punctuation and CJK characters.
-std::vector<std::string> basic_split(const std::string& text, bool lower_case);
+// BertTokenizer's BasicTokenizer settings (tokenizer_config.json): do_lower_case, strip_accents (null: as
+// do_lower_case), tokenize_chinese_chars.
+struct BasicOptions {
+    bool lower_case = true;
+    bool strip_accents = true;
+    bool split_chinese = true;
+};
+// Clean, split on whitespace, lower-case and strip accents (as asked), split off punctuation and (as asked) CJK
+// characters.
+std::vector<std::string> basic_split(const std::string& text, const BasicOptions& options);
 // Split on whitespace only.
 std::vector<std::string> basic_split_whitespace(const std::string& text);
 // Lower-case, then strip accents (NFD without nonspacing marks), as for uncased BERT.

@@ -1,6 +1,7 @@
 // WordPiece tokenisation as Hugging Face's BertTokenizer (BasicTokenizer + WordpieceTokenizer) does it.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -8,10 +9,17 @@
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tokenizer.hpp"
+#include "rankscope/warnings.hpp"
 #include "text_utf8.hpp"
 
 namespace rankscope {
 namespace {
+
+// transformers' BasicTokenizer: strip_accents null follows do_lower_case.
+utf8::BasicOptions basic_options(const WordPieceSettings& settings) {
+    return {settings.lower_case, settings.strip_accents < 0 ? settings.lower_case : settings.strip_accents == 1,
+            settings.split_chinese};
+}
 
 class WordPiece : public Tokenizer {
 public:
@@ -20,7 +28,7 @@ public:
     // continuing_subword_prefix ("##" only), max_input_chars_per_word; normalizer BertNormalizer (lowercase;
     // strip_accents null = follow lowercase, as BERT); pre_tokenizer BertPreTokenizer. Anything else is refused in
     // one line naming the field, so that no tokenizer is silently approximated.
-    WordPiece(const std::string& path, const nlohmann::json& json) : path_(path) {
+    WordPiece(const std::string& path, const nlohmann::json& json, const WordPieceSettings* overrides) : path_(path) {
         const auto field = [&](const nlohmann::json& parent, const char* key, const std::string& where) -> const nlohmann::json& {
             if (!parent.is_object() || !parent.contains(key)) throw Error("tokenizer.json has no " + where + key, path);
             return parent.at(key);
@@ -54,11 +62,11 @@ public:
             if (!normalizer[key].is_boolean()) throw Error(std::string("tokenizer.json: normalizer.") + key + " must be true, false or null", path);
             return normalizer[key].get<bool>();
         };
-        lower_case_ = flag("lowercase", true);
-        if (flag("strip_accents", lower_case_) != lower_case_)
-            throw Error("tokenizer.json: normalizer.strip_accents different from lowercase is not supported", path);
-        if (!flag("handle_chinese_chars", true) || !flag("clean_text", true))
-            throw Error("tokenizer.json: normalizer.handle_chinese_chars and clean_text must be true", path);
+        options_.lower_case = flag("lowercase", true);
+        options_.strip_accents = flag("strip_accents", options_.lower_case);
+        options_.split_chinese = flag("handle_chinese_chars", true);
+        if (!flag("clean_text", true)) throw Error("tokenizer.json: normalizer.clean_text must be true", path);
+        if (overrides) options_ = basic_options(*overrides);
         const auto& pre_tokenizer = field(json, "pre_tokenizer", "");
         if (!pre_tokenizer.is_object() || pre_tokenizer.value("type", "") != "BertPreTokenizer")
             throw Error("tokenizer.json: a WordPiece pre_tokenizer other than BertPreTokenizer is not supported", path);
@@ -66,7 +74,7 @@ public:
             if (!ids_.count(special)) throw Error(std::string("tokenizer.json: model.vocab has no ") + special, path);
         size_ = largest + 1;
     }
-    WordPiece(const std::string& path, int lower_case) : path_(path) {
+    WordPiece(const std::string& path, const WordPieceSettings& settings) : path_(path), options_(basic_options(settings)) {
         // One piece per line, id = line index (as Hugging Face's load_vocab); a regular file of bounded size.
         const std::string text = read_file_limited(path, kMaxJsonFileBytes, "vocabulary");
         bool has_upper = false;
@@ -78,17 +86,22 @@ public:
             start = end + 1;
             if (!line.empty() && line.back() == '\r') line.pop_back();
             ids_[line] = next_id++;  // a repeated piece keeps its last id, as in Hugging Face
-            for (char c : line) has_upper = has_upper || (c >= 'A' && c <= 'Z');
+            // Capitals outside the bracketed specials ([CLS], [unused0]) mark a cased vocabulary.
+            if (!(line.size() > 2 && line.front() == '[' && line.back() == ']'))
+                for (char c : line) has_upper = has_upper || (c >= 'A' && c <= 'Z');
         }
         if (ids_.size() < 5) throw Error("vocabulary has " + std::to_string(ids_.size()) + " entries (at least 5 expected)", path);
         for (const char* special : {"[CLS]", "[SEP]", "[UNK]"})
             if (!ids_.count(special)) throw Error(std::string("vocabulary has no ") + special, path);
-        lower_case_ = lower_case >= 0 ? lower_case == 1 : !has_upper;
+        if (has_upper && settings.lower_case && !settings.lower_case_given)
+            warn(path + ": the vocabulary has capitalised pieces, and no tokenizer_config.json sets do_lower_case: the "
+                        "text is lower-cased, as transformers' BertTokenizer does by default (its capitalised pieces are "
+                        "never used; a cased model needs \"do_lower_case\": false)");
         size_ = next_id;
     }
     std::vector<int> encode(const std::string& text) const override {
         std::vector<int> out;
-        for (const std::string& word : utf8::basic_split(text, lower_case_)) {
+        for (const std::string& word : utf8::basic_split(text, options_)) {
             if (utf8::length(word) > max_characters_) {
                 out.push_back(ids_.at("[UNK]"));
                 continue;
@@ -132,21 +145,42 @@ public:
 private:
     std::string path_;
     std::unordered_map<std::string, int> ids_;
-    bool lower_case_ = false;
+    utf8::BasicOptions options_;
     std::size_t max_characters_ = 100;  // BertTokenizer's max_input_chars_per_word
     int size_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, int lower_case) {
-    return std::make_unique<WordPiece>(vocab_path, lower_case);
+WordPieceSettings read_wordpiece_settings(const std::string& tokenizer_config_path, std::string* tokenizer_class) try {
+    WordPieceSettings settings;
+    if (!std::filesystem::exists(tokenizer_config_path)) return settings;
+    const nlohmann::json json = read_json_file(tokenizer_config_path, "tokenizer_config.json");
+    if (!json.is_object()) return settings;
+    const auto flag = [&](const char* key) -> int {  // -1: absent or null
+        if (!json.contains(key) || json[key].is_null()) return -1;
+        if (!json[key].is_boolean()) throw Error(std::string(key) + " must be true or false", tokenizer_config_path);
+        return json[key].get<bool>() ? 1 : 0;
+    };
+    if (const int lower = flag("do_lower_case"); lower >= 0) settings.lower_case = lower == 1, settings.lower_case_given = true;
+    settings.strip_accents = flag("strip_accents");
+    if (const int chinese = flag("tokenize_chinese_chars"); chinese >= 0) settings.split_chinese = chinese == 1;
+    if (tokenizer_class && json.contains("tokenizer_class") && json["tokenizer_class"].is_string())
+        *tokenizer_class = json["tokenizer_class"].get<std::string>();
+    return settings;
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, tokenizer_config_path);
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path) try {
+std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, const WordPieceSettings& settings) {
+    return std::make_unique<WordPiece>(vocab_path, settings);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path,
+                                               const WordPieceSettings* wordpiece_settings) try {
     const nlohmann::json json = read_json_file(tokenizer_json_path, "tokenizer.json");
     if (json.is_object() && json.contains("model") && json["model"].is_object() && json["model"].value("type", "") == "WordPiece")
-        return std::make_unique<WordPiece>(tokenizer_json_path, json);
+        return std::make_unique<WordPiece>(tokenizer_json_path, json, wordpiece_settings);
     return load_byte_level_bpe(tokenizer_json_path);
 } catch (const nlohmann::json::exception& error) {
     throw_json_content_error(error, tokenizer_json_path);

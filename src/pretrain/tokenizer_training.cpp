@@ -66,7 +66,7 @@ std::vector<std::string> train_pretraining_tokenizer(const std::string& arch, co
             prepared.push_back(utf8::lower(unit));
         } else {
             std::string line;
-            for (const auto& word : utf8::basic_split(unit, true)) line += (line.empty() ? "" : " ") + word;
+            for (const auto& word : utf8::basic_split(unit, utf8::BasicOptions{})) line += (line.empty() ? "" : " ") + word;
             prepared.push_back(line);
         }
     }

@@ -24,7 +24,7 @@ std::string write_vocab(const std::vector<std::string>& tokens) {
 TEST(WordPiece, UncasedSplitsPunctuationStripsAccentsAndMatchesGreedily) {
     const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un",
                                             "runn", "##ing", ",", "low", "lowest"};
-    auto tokenizer = load_wordpiece(write_vocab(vocab), 1);
+    auto tokenizer = load_wordpiece(write_vocab(vocab));  // transformers' defaults: lower case, strip accents
     // "UNwantéd,running" → un ##want ##ed , runn ##ing   (é → e when uncased)
     EXPECT_EQ(tokenizer->encode("UNwant\xc3\xa9" "d,running"), (std::vector<int>{8, 5, 6, 11, 9, 10}));
     EXPECT_EQ(tokenizer->encode("unwantedX running"), (std::vector<int>{1, 9, 10}));  // no piece covers "x": [UNK]
@@ -34,8 +34,14 @@ TEST(WordPiece, UncasedSplitsPunctuationStripsAccentsAndMatchesGreedily) {
 }
 
 TEST(WordPiece, CasedKeepsCaseAndBadVocabIsAnError) {
-    auto tokenizer = load_wordpiece(write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "Hello", "hello"}), -1);
-    EXPECT_EQ(tokenizer->encode("Hello hello"), (std::vector<int>{4, 5}));  // vocab has capitals: cased
+    WordPieceSettings cased;
+    cased.lower_case = false;
+    cased.lower_case_given = true;
+    auto tokenizer = load_wordpiece(write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "Hello", "hello"}), cased);
+    EXPECT_EQ(tokenizer->encode("Hello hello"), (std::vector<int>{4, 5}));
+    // Without do_lower_case, transformers' BertTokenizer lower-cases whatever the vocabulary (a warning says so).
+    EXPECT_EQ(load_wordpiece(write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "Hello", "hello"}))->encode("Hello hello"),
+              (std::vector<int>{5, 5}));
     try {
         load_wordpiece(write_vocab({"a", "b", "c", "d", "e", "f"}));
         ADD_FAILURE();
@@ -44,8 +50,26 @@ TEST(WordPiece, CasedKeepsCaseAndBadVocabIsAnError) {
     }
 }
 
+// BertTokenizer's strip_accents (null: as do_lower_case) and tokenize_chinese_chars, by hand: "Café 北京" with
+// accents kept or stripped, the CJK characters split or kept as one word.
+TEST(WordPiece, StripAccentsAndChineseCharactersFollowTheSettings) {
+    const std::string vocab = write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "cafe", "caf\xc3\xa9", "\xe5\x8c\x97",
+                                           "\xe4\xba\xac", "\xe5\x8c\x97\xe4\xba\xac"});
+    const std::string text = "Caf\xc3\xa9 \xe5\x8c\x97\xe4\xba\xac";
+    WordPieceSettings settings;
+    EXPECT_EQ(load_wordpiece(vocab, settings)->encode(text), (std::vector<int>{4, 6, 7}));  // stripped, split
+    settings.strip_accents = 0;
+    EXPECT_EQ(load_wordpiece(vocab, settings)->encode(text), (std::vector<int>{5, 6, 7}));  // café kept
+    settings.split_chinese = false;
+    EXPECT_EQ(load_wordpiece(vocab, settings)->encode(text), (std::vector<int>{5, 8}));  // 北京 one word
+    settings = {};
+    settings.lower_case = false;
+    settings.strip_accents = 1;
+    EXPECT_EQ(load_wordpiece(vocab, settings)->encode("caf\xc3\xa9"), (std::vector<int>{4}));  // cased, accents stripped
+}
+
 TEST(PackText, ExactlyTokensPerSampleWithSpecialTokens) {
-    auto tokenizer = load_wordpiece(write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"}), 1);
+    auto tokenizer = load_wordpiece(write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"}));
     const ModelBatch batch = pack_text(*tokenizer, {"a b a", "b b", "a a a a"}, 2, 5, "text");
     EXPECT_EQ(batch.input_ids.sizes(), (std::vector<std::int64_t>{2, 5}));
     EXPECT_EQ(batch.input_ids[0][0].item<std::int64_t>(), 2);
