@@ -73,6 +73,7 @@ public:
         for (const char* special : {"[CLS]", "[SEP]", "[UNK]"})
             if (!ids_.count(special)) throw Error(std::string("tokenizer.json: model.vocab has no ") + special, path);
         size_ = largest + 1;
+        read_post_processor(json.contains("post_processor") ? json["post_processor"] : nlohmann::json());
     }
     WordPiece(const std::string& path, const WordPieceSettings& settings) : path_(path), options_(basic_options(settings)) {
         // One piece per line, id = line index (as Hugging Face's load_vocab); a regular file of bounded size.
@@ -93,6 +94,8 @@ public:
         if (ids_.size() < 5) throw Error("vocabulary has " + std::to_string(ids_.size()) + " entries (at least 5 expected)", path);
         for (const char* special : {"[CLS]", "[SEP]", "[UNK]"})
             if (!ids_.count(special)) throw Error(std::string("vocabulary has no ") + special, path);
+        prefix_ = {ids_.at("[CLS]")};
+        suffix_ = {ids_.at("[SEP]")};
         if (has_upper && settings.lower_case && !settings.lower_case_given)
             warn(path + ": the vocabulary has capitalised pieces, and no tokenizer_config.json sets do_lower_case: the "
                         "text is lower-cased, as transformers' BertTokenizer does by default (its capitalised pieces are "
@@ -136,14 +139,52 @@ public:
         }
         return out;
     }
-    std::vector<int> prefix() const override { return {ids_.at("[CLS]")}; }
-    std::vector<int> suffix() const override { return {ids_.at("[SEP]")}; }
+    std::vector<int> prefix() const override { return prefix_; }
+    std::vector<int> suffix() const override { return suffix_; }
     int vocab_size() const override { return size_; }
     std::string source() const override { return path_; }
     int unknown_id() const override { return ids_.at("[UNK]"); }
 
 private:
+    // A WordPiece tokenizer.json's special tokens around the text: none (null), BertProcessing's cls and sep, or
+    // TemplateProcessing's single sequence ("[CLS] $A [SEP]"). Anything else is refused.
+    void read_post_processor(const nlohmann::json& post) {
+        const auto id_of = [&](const std::string& token) {
+            const auto it = ids_.find(token);
+            if (it == ids_.end()) throw Error("tokenizer.json: post_processor's '" + printable(token) + "' is not in model.vocab", path_);
+            return it->second;
+        };
+        if (post.is_null()) return;  // no special tokens, as transformers then adds none
+        const std::string type = post.is_object() ? post.value("type", "") : "";
+        if (type == "BertProcessing") {
+            for (const char* key : {"cls", "sep"})
+                if (!post.contains(key) || !post[key].is_array() || post[key].empty() || !post[key][0].is_string())
+                    throw Error(std::string("tokenizer.json: post_processor.") + key + " must be [token, id]", path_);
+            prefix_ = {id_of(post["cls"][0].get<std::string>())};
+            suffix_ = {id_of(post["sep"][0].get<std::string>())};
+            return;
+        }
+        if (type != "TemplateProcessing" || !post.contains("single") || !post["single"].is_array())
+            throw Error("tokenizer.json: post_processor " + printable(type.empty() ? post.dump() : type, 60) +
+                            " is not supported (BertProcessing, TemplateProcessing or null)",
+                        path_);
+        bool after = false;
+        for (const auto& item : post["single"]) {
+            if (item.is_object() && item.contains("Sequence")) {
+                after = true;
+                continue;
+            }
+            if (!item.is_object() || !item.contains("SpecialToken") || !item["SpecialToken"].is_object() ||
+                !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string())
+                throw Error("tokenizer.json: post_processor.single holds " + printable(item.dump(), 60) +
+                                " (expected SpecialToken or Sequence items)",
+                            path_);
+            (after ? suffix_ : prefix_).push_back(id_of(item["SpecialToken"]["id"].get<std::string>()));
+        }
+    }
+
     std::string path_;
+    std::vector<int> prefix_, suffix_;
     std::unordered_map<std::string, int> ids_;
     utf8::BasicOptions options_;
     std::size_t max_characters_ = 100;  // BertTokenizer's max_input_chars_per_word

@@ -157,6 +157,26 @@ class TransformersJudgesTokenizers(unittest.TestCase):
             fast = transformers.BertTokenizerFast(os.path.join(folder, "vocab.txt"), **(settings or {}))
             self.judge(f"WordPiece vocab.txt, {name}, fast", folder, fast)
 
+    def test_wordpiece_tokenizer_json_post_processors(self):
+        # The special tokens around the text come from the json's post_processor (they were always [CLS] x [SEP]).
+        with open(os.path.join(MINILM_ZIP, "tokenizer.json"), encoding="utf-8") as f:
+            original = json.load(f)
+        cls_id, sep_id = original["model"]["vocab"]["[CLS]"], original["model"]["vocab"]["[SEP]"]
+        template = {"type": "TemplateProcessing",
+                    "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                               {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                    "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                    "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [cls_id], "tokens": ["[CLS]"]},
+                                       "[SEP]": {"id": "[SEP]", "ids": [sep_id], "tokens": ["[SEP]"]}}}
+        bert = {"type": "BertProcessing", "sep": ["[SEP]", sep_id], "cls": ["[CLS]", cls_id]}
+        for name, post in [("null", None), ("[CLS] $A [SEP] [SEP]", template), ("BertProcessing", bert)]:
+            folder = self.folder("wordpiece-post-" + str(abs(hash(name))))
+            with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+                json.dump({**original, "post_processor": post}, f)
+            write_config(folder, "bert", len(original["model"]["vocab"]))
+            self.judge(f"WordPiece tokenizer.json, post_processor {name}, fast", folder,
+                       transformers.BertTokenizerFast(tokenizer_file=os.path.join(folder, "tokenizer.json")))
+
     def test_albert_keep_accents(self):
         folder = self.folder("albert-keep-accents")
         model = self.train_sentencepiece(folder, "spiece", model_type="unigram", pad_id=0, unk_id=1, bos_id=-1,
