@@ -32,6 +32,9 @@ public:
     virtual std::string source() const = 0;  // the file it was read from
     // The id it gives a word it cannot spell ([UNK]); -1 when it has none or does not say.
     virtual int unknown_id() const { return -1; }
+    // Whether a special token's string inside the text ("[MASK]", "<s>") is matched as that token, as transformers'
+    // tokenizers match added tokens (byte-level BPE: yes; WordPiece, SentencePiece: read as plain characters).
+    virtual bool matches_special_tokens_in_text() const { return false; }
 };
 
 // BertTokenizer's text settings, as tokenizer_config.json gives them, with transformers' defaults.

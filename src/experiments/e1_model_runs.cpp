@@ -187,6 +187,20 @@ void warn_if_mostly_unknown(const Tokenizer& tokenizer, std::int64_t unknowns, s
                      printable(tokenizer.source(), 1000), printable(text_path, 1000)));
 }
 
+void warn_if_special_token_text(const Tokenizer& tokenizer, const std::vector<std::string>& sentences,
+                                const std::string& text_path) {
+    if (tokenizer.matches_special_tokens_in_text()) return;
+    for (std::size_t i = 0; i < sentences.size(); ++i)
+        for (const char* special : {"[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<s>", "</s>", "<unk>", "<pad>", "<mask>",
+                                    "<cls>", "<sep>"})
+            if (sentences[i].find(special) != std::string::npos) {
+                warn(fmt::format("sentence {} of {} holds \"{}\": {} reads it as plain characters (transformers would "
+                                 "match the special token)",
+                                 i + 1, printable(text_path, 1000), special, printable(tokenizer.source(), 1000)));
+                return;  // once
+            }
+}
+
 ModelBatch text_batch(const ModelSource& source, const std::string& text_path, int samples, int tokens,
                       const std::string& tokenizer_directory) {
     const std::vector<std::string> sentences = read_sentences(text_path);
@@ -212,6 +226,7 @@ ModelBatch text_batch(const ModelSource& source, const std::string& text_path, i
     if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)
         throw Error("the tokenizer's ids exceed the model's vocab_size", tokenizer->source());
     warn_if_mostly_unknown(*tokenizer, batch, text_path);
+    warn_if_special_token_text(*tokenizer, sentences, text_path);
     return batch;
 }
 

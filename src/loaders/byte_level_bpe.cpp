@@ -116,6 +116,7 @@ public:
     std::vector<int> suffix() const override { return suffix_; }
     int vocab_size() const override { return vocab_size_; }
     std::string source() const override { return path_; }
+    bool matches_special_tokens_in_text() const override { return true; }
 
 private:
     const nlohmann::json& field(const nlohmann::json& object, const char* name) const {

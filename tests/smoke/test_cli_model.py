@@ -123,6 +123,16 @@ class ModelCommand(unittest.TestCase):
         said = run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE).stderr
         self.assertRegex(said, r"rankscope: warning: \d+ of the \d+ text tokens \(100%\) are the unknown token of")
         self.assertNotIn("unknown token", run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", own).stderr)
+        # A special token's string in the text is read as characters by WordPiece (transformers matches the token):
+        # said once, naming the sentence.
+        masked = os.path.join(self.directory, "masked.txt")
+        with open(masked, "w") as f:
+            f.write("tok5 tok6\ntok7 [MASK] tok8 [SEP]\n")
+        said = run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", masked).stderr
+        warning = (f"rankscope: warning: sentence 2 of {masked} holds \"[SEP]\": "
+                   f"{os.path.join(FIXTURES, 'bert-tiny', 'vocab.txt')} reads it as plain characters "
+                   "(transformers would match the special token)\n")
+        self.assertTrue(said.endswith(warning) and said.count("[SEP]") == 1, said)
 
     def test_draws_zero_skips_e2(self):
         # --draws 0: E1 and the skip ratio as usual, no path products, no paths.csv, no E2 figure, no E2 verdict.

@@ -39,6 +39,7 @@ void run_tokenize(const TokenizeOptions& options) {
     for (const auto& sentence : ids)
         for (int id : sentence) content += 1, unknowns += id == tokenizer->unknown_id() ? 1 : 0;
     warn_if_mostly_unknown(*tokenizer, unknowns, content, options.text);  // (no unknown id: 0 unknowns)
+    warn_if_special_token_text(*tokenizer, sentences, options.text);
     for (std::size_t i = 0; i < ids.size(); ++i)
         for (int id : ids[i])
             if (id < 0 || id >= source.config.vocab_size)
