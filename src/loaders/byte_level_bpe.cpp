@@ -61,6 +61,16 @@ const std::vector<std::string>& byte_symbols() {
     return symbols;
 }
 
+// An added token of tokenizer.json, matched literally in the text before the pre-tokenizer.
+struct AddedToken {
+    std::string content;
+    int id = 0;
+    bool lstrip = false, rstrip = false;  // it takes the whitespace on its left / right with it
+};
+
+// The whitespace an added token's lstrip/rstrip takes (ASCII: space, tab, line breaks, vertical tab, form feed).
+bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
 struct Regex {
     pcre2_code* code = nullptr;
     ~Regex() { pcre2_code_free(code); }
@@ -92,21 +102,25 @@ public:
                 ++at;
                 continue;
             }
-            int added = -1;
-            std::size_t length = 0;
-            for (const auto& [content, id] : added_by_length_)
-                if (normalized.compare(at, content.size(), content) == 0) {
-                    added = id;
-                    length = content.size();
+            const AddedToken* added = nullptr;
+            for (const auto& token : added_by_length_)
+                if (normalized.compare(at, token.content.size(), token.content) == 0) {
+                    added = &token;
                     break;
                 }
-            if (added < 0) {
+            if (!added) {
                 ++at;
                 continue;
             }
-            encode_text(normalized.substr(start, at - start), ids);
-            ids.push_back(added);
-            at += length;
+            // lstrip / rstrip: the token takes the whitespace on its left / right with it (RoBERTa's <mask>).
+            std::size_t before = at;
+            if (added->lstrip)
+                while (before > start && is_ascii_space(normalized[before - 1])) --before;
+            encode_text(normalized.substr(start, before - start), ids);
+            ids.push_back(added->id);
+            at += added->content.size();
+            if (added->rstrip)
+                while (at < normalized.size() && is_ascii_space(normalized[at])) ++at;
             start = at;
         }
         encode_text(normalized.substr(start), ids);
@@ -221,21 +235,26 @@ private:
 
     void read_added_tokens(const nlohmann::json& added) {
         if (!added.is_array()) throw Error("added_tokens must be an array", path_);
-        std::vector<std::pair<std::string, int>> tokens;
+        std::vector<AddedToken> tokens;
         for (const auto& token : added) {
             if (!token.is_object() || !token.contains("id") || !token.contains("content") || !token["content"].is_string())
                 throw Error("added_tokens: each needs an integer id and a string content", path_);
             const std::int64_t id = json_integer(token["id"], 0, kMaxVocabulary - 1, "added_tokens: an id", path_);
             const std::string content = token["content"].get<std::string>();
             if (content.empty()) throw Error("added_tokens: an empty content", path_);
-            tokens.emplace_back(content, static_cast<int>(id));
+            const auto flag = [&](const char* key) {
+                if (!token.contains(key) || token[key].is_null()) return false;
+                if (!token[key].is_boolean()) throw Error(std::string("added_tokens: ") + key + " must be true or false", path_);
+                return token[key].get<bool>();
+            };
+            tokens.push_back({content, static_cast<int>(id), flag("lstrip"), flag("rstrip")});
             added_ids_[content] = static_cast<int>(id);
             vocab_size_ = std::max(vocab_size_, static_cast<int>(id) + 1);
         }
         std::stable_sort(tokens.begin(), tokens.end(),
-                         [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+                         [](const auto& a, const auto& b) { return a.content.size() > b.content.size(); });
         added_by_length_ = tokens;
-        for (const auto& [content, id] : tokens) added_first_bytes_[static_cast<unsigned char>(content[0])] = true;
+        for (const auto& token : tokens) added_first_bytes_[static_cast<unsigned char>(token.content[0])] = true;
     }
 
     void read_post_processor(const nlohmann::json& post) {
@@ -433,7 +452,7 @@ private:
     std::string path_;
     std::unordered_map<std::string, int> ids_, added_ids_;
     std::unordered_map<std::string, int> ranks_;
-    std::vector<std::pair<std::string, int>> added_by_length_;
+    std::vector<AddedToken> added_by_length_;
     std::array<bool, 256> added_first_bytes_{};
     std::vector<int> prefix_, suffix_;
     std::shared_ptr<Regex> regex_;

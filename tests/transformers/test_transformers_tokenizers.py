@@ -274,6 +274,24 @@ class TransformersJudgesTokenizers(unittest.TestCase):
                    transformers.RobertaTokenizerFast(tokenizer_file=path))
         self.judge("RoBERTa byte-level BPE vocab.json+merges.txt (trained), slow", folder,
                    transformers.RobertaTokenizer(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")))
+        # Added tokens' lstrip / rstrip (roberta-base's <mask> has lstrip): the token takes the spaces beside it.
+        texts = ["The <mask> sat on the mat.", "Two  <mask>   <mask>\tmasks.", "<mask> first", "an </s>  end", "x</s> y"]
+        unflagged = transformers.PreTrainedTokenizerFast(tokenizer_file=path)
+        unflagged = [unflagged(text, add_special_tokens=False)["input_ids"] for text in texts]
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+        for token in document["added_tokens"]:
+            token["lstrip"] = token["content"] == "<mask>"
+            token["rstrip"] = token["content"] == "</s>"
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(document, f)
+        fast = transformers.PreTrainedTokenizerFast(tokenizer_file=path)
+        prefix, got, suffix = rankscope_ids(folder, texts, self.scratch)
+        expected = [fast(text, add_special_tokens=False)["input_ids"] for text in texts]
+        self.assertEqual(got, expected)
+        self.assertEqual(sum(a != b for a, b in zip(expected, unflagged)), 4)  # the flags change 4 of the 5 texts
+        TABLE.rows.append({"case": "RoBERTa tokenizer.json, <mask> lstrip and </s> rstrip, fast", "hook": f"{len(texts)}/{len(texts)}",
+                           "worst_relative_difference": 0.0, "tolerance": 0.0})
 
     def test_llama3_pattern_fast(self):
         pattern = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
