@@ -113,6 +113,24 @@ class LlamaSentencePiece(unittest.TestCase):
         self.assertEqual(got["prefix"], [])
         self.assertEqual(got["suffix"], [self.reference.eos_id()])
 
+    def test_settings_not_implemented_are_refused_and_line_breaks_named(self):
+        # add_prefix_space false (LlamaTokenizerFast drops the dummy "▁") is not done here: refused, not ignored.
+        self.write_tokenizer_config(add_prefix_space=False)
+        try:
+            result = run("tokenize", "--model", self.model, "--text", self.text, check=False)
+        finally:
+            self.write_tokenizer_config()
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("add_prefix_space false (no \"▁\" before the text) is not supported for tokenizer.model",
+                      result.stderr)
+        # A carriage return inside a sentence: the sentence and the byte are named.
+        text = os.path.join(self.folder, "carriage.txt")
+        with open(text, "w", encoding="utf-8", newline="") as f:
+            f.write("first line\nsecond\rhalf\n")
+        result = run("tokenize", "--model", self.model, "--text", text, check=False)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn('sentence 2 holds a carriage return at byte 7 ("second\\x0dhalf...")', result.stderr)
+
     def test_model_packs_text_with_the_bos_first(self):
         self.write_tokenizer_config()
         out = os.path.join(self.folder, "out")
