@@ -28,6 +28,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "loaders/post_processor.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tokenizer.hpp"
@@ -265,44 +266,20 @@ private:
         // RoBERTa's: cls ["<s>", 0] before the text, sep ["</s>", 2] after it (trim_offsets / add_prefix_space move
         // offsets only).
         if (type == "RobertaProcessing") {
-            auto special = [&](const char* key) {
-                if (!post.contains(key) || !post[key].is_array() || post[key].size() != 2 || !post[key][0].is_string())
-                    unsupported(std::string("post_processor.") + key + " (expected [token, id])");
-                const int id = static_cast<int>(json_integer(post[key][1], 0, kMaxVocabulary - 1,
-                                                             std::string("post_processor.") + key + "'s id", path_));
-                if (id >= vocab_size_) throw Error(fmt::format("post_processor.{}: id {} is outside the vocabulary", key, id), path_);
-                return id;
-            };
-            prefix_.push_back(special("cls"));
-            suffix_.push_back(special("sep"));
+            prefix_.push_back(detail::framing_pair_id(post, "cls", vocab_size_, path_));
+            suffix_.push_back(detail::framing_pair_id(post, "sep", vocab_size_, path_));
             return;
         }
         if (type == "Sequence" && post.contains("processors") && post["processors"].is_array()) {
             for (const auto& processor : post["processors"]) read_post_processor(processor);
             return;
         }
-        if (type != "TemplateProcessing" || !post.contains("single") || !post["single"].is_array())
-            unsupported("post_processor " + type);
-        bool after = false;
-        for (const auto& item : post["single"]) {
-            if (item.contains("Sequence")) {
-                after = true;
-                continue;
-            }
-            if (!item.contains("SpecialToken") || !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string())
-                unsupported("post_processor.single item " + item.dump().substr(0, 60));
-            const std::string name = item["SpecialToken"]["id"].get<std::string>();
-            int id = -1;
-            if (post.contains("special_tokens") && post["special_tokens"].contains(name) &&
-                post["special_tokens"][name].contains("ids") && post["special_tokens"][name]["ids"].is_array() &&
-                post["special_tokens"][name]["ids"].size() == 1)
-                id = static_cast<int>(json_integer(post["special_tokens"][name]["ids"][0], 0, kMaxVocabulary - 1,
-                                                   "post_processor: the id of special token '" + printable(name) + "'", path_));
-            else if (added_ids_.count(name))
-                id = added_ids_.at(name);
-            if (id < 0 || id >= vocab_size_) throw Error("post_processor: special token '" + printable(name) + "' has no id", path_);
-            (after ? suffix_ : prefix_).push_back(id);
-        }
+        if (type != "TemplateProcessing") unsupported("post_processor " + type);
+        const detail::Framing framing = detail::template_framing(
+            post, [&](const std::string& name) { return added_ids_.count(name) ? added_ids_.at(name) : -1; }, vocab_size_,
+            path_);
+        prefix_.insert(prefix_.end(), framing.prefix.begin(), framing.prefix.end());
+        suffix_.insert(suffix_.end(), framing.suffix.begin(), framing.suffix.end());
     }
 
     static std::string pair_key(const std::string& left, const std::string& right) { return left + '\0' + right; }

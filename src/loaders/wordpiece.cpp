@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loaders/post_processor.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tokenizer.hpp"
@@ -149,38 +150,21 @@ private:
     // A WordPiece tokenizer.json's special tokens around the text: none (null), BertProcessing's cls and sep, or
     // TemplateProcessing's single sequence ("[CLS] $A [SEP]"). Anything else is refused.
     void read_post_processor(const nlohmann::json& post) {
-        const auto id_of = [&](const std::string& token) {
-            const auto it = ids_.find(token);
-            if (it == ids_.end()) throw Error("tokenizer.json: post_processor's '" + printable(token) + "' is not in model.vocab", path_);
-            return it->second;
-        };
         if (post.is_null()) return;  // no special tokens, as transformers then adds none
         const std::string type = post.is_object() ? post.value("type", "") : "";
         if (type == "BertProcessing") {
-            for (const char* key : {"cls", "sep"})
-                if (!post.contains(key) || !post[key].is_array() || post[key].empty() || !post[key][0].is_string())
-                    throw Error(std::string("tokenizer.json: post_processor.") + key + " must be [token, id]", path_);
-            prefix_ = {id_of(post["cls"][0].get<std::string>())};
-            suffix_ = {id_of(post["sep"][0].get<std::string>())};
+            prefix_ = {detail::framing_pair_id(post, "cls", size_, path_)};
+            suffix_ = {detail::framing_pair_id(post, "sep", size_, path_)};
             return;
         }
-        if (type != "TemplateProcessing" || !post.contains("single") || !post["single"].is_array())
+        if (type != "TemplateProcessing")
             throw Error("tokenizer.json: post_processor " + printable(type.empty() ? post.dump() : type, 60) +
                             " is not supported (BertProcessing, TemplateProcessing or null)",
                         path_);
-        bool after = false;
-        for (const auto& item : post["single"]) {
-            if (item.is_object() && item.contains("Sequence")) {
-                after = true;
-                continue;
-            }
-            if (!item.is_object() || !item.contains("SpecialToken") || !item["SpecialToken"].is_object() ||
-                !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string())
-                throw Error("tokenizer.json: post_processor.single holds " + printable(item.dump(), 60) +
-                                " (expected SpecialToken or Sequence items)",
-                            path_);
-            (after ? suffix_ : prefix_).push_back(id_of(item["SpecialToken"]["id"].get<std::string>()));
-        }
+        const detail::Framing framing = detail::template_framing(
+            post, [&](const std::string& name) { return ids_.count(name) ? ids_.at(name) : -1; }, size_, path_);
+        prefix_ = framing.prefix;
+        suffix_ = framing.suffix;
     }
 
     std::string path_;
