@@ -395,6 +395,24 @@ def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
         rs.load_model(fixture("bert-tiny"), seed=5)
 
 
+def test_gpt2_batches_carry_token_types_only_when_given(tmp_path):
+    # transformers' GPT2Model adds wte(token_type_ids) when they are given: a batch from text has none (it held
+    # zeros, which read back as given would have changed the input), one given them keeps them, and they count.
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": 40, "n_embd": 8, "n_layer": 1,
+                                                      "n_head": 2, "n_positions": 16}))
+    source = str(tmp_path)
+    ids = np.arange(3, 11)[None, :]
+    model = rs.load_model(source, weights="init")
+    plain = model.forward(ids)[1]["hook_embed"]
+    typed = model.forward(ids, token_type_ids=np.zeros_like(ids))[1]["hook_embed"]
+    np.testing.assert_allclose(typed - plain, np.broadcast_to(model.parameters()["wte.weight"][0], plain.shape), atol=1e-6)
+    run = rs.run_model(source, weights="init", inputs={"input_ids": np.repeat(ids, 2, 0)}, draws=0)
+    assert "token_type_ids" not in run.batch
+    run = rs.run_model(source, weights="init", inputs={"input_ids": np.repeat(ids, 2, 0),
+                                                       "token_type_ids": np.ones((2, 8), np.int64)}, draws=0)
+    assert (run.batch["token_type_ids"] == 1).all()
+
+
 def test_roberta_positions_limit_the_tokens(tmp_path):
     # RoBERTa numbers positions from pad_token_id + 1: 18 position embeddings hold 16 tokens (config says so, and a
     # 17-token batch is refused naming the offset); a random init of it runs.
