@@ -61,20 +61,21 @@ struct HfConfig {
     bool tie_word_embeddings = false; // the LM head reuses the token embedding (not used by any measurement)
     int sliding_window = 0;           // Mistral / Qwen2 sliding-window attention: query i sees keys j with
                                       // 0 <= i - j < sliding_window (0 = no window)
-    int sliding_window_from_layer = 0;  // the window applies to layers >= this (Qwen2's max_window_layers; else 0)
-    std::vector<bool> layer_sliding;    // Qwen2's layer_types, when given: the window applies to layer l if true
+    // Qwen2: the window applies to layer l if true (its layer_types, or layers >= max_window_layers); empty: to every
+    // layer (Mistral).
+    std::vector<bool> layer_sliding;
     // " (not in config.json, so their defaults: hidden_size, ...)" for the sizes config.json left out, or "": said with
     // a size that does not match the checkpoint.
     std::string defaulted_sizes;
 
     // Whether the sliding window (when there is one) applies to `layer`.
-    bool sliding_at(int layer) const {
-        return layer_sliding.empty() ? layer >= sliding_window_from_layer : layer_sliding[static_cast<std::size_t>(layer)];
-    }
+    bool sliding_at(int layer) const { return layer_sliding.empty() || layer_sliding[static_cast<std::size_t>(layer)]; }
 
     // The most tokens a sample may have: max_position_embeddings less RoBERTa's offset (XLNet has no limit: relative
     // positions).
     int max_tokens() const { return max_position_embeddings - position_offset; }
+    // " 514 less RoBERTa's offset 2" after "max_position_embeddings" in the limit's errors; "" without an offset.
+    std::string position_offset_note() const;
 };
 // A decoder-only architecture (causal attention): gpt2, llama, mistral, qwen2.
 bool is_decoder(const HfConfig& config);

@@ -4,6 +4,8 @@
 //   auto tokenizer = load_tokenizer("path/to/model", config);   // vocab.txt, spiece.model, tokenizer.model or .json
 //   std::vector<int> ids = tokenizer->encode("How old are you?");   // content ids, no special tokens
 //   ModelBatch batch = pack_text(*tokenizer, sentences, 32, 128);   // 32 samples of exactly 128 real tokens
+#include <nlohmann/json_fwd.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,8 +46,10 @@ struct WordPieceSettings {
     bool split_chinese = true;  // tokenize_chinese_chars: each CJK character a word of its own
     bool lower_case_given = false;  // tokenizer_config.json set do_lower_case (else a cased-looking vocab is warned of)
 };
-// tokenizer_config.json's WordPiece settings (defaults where the file or a key is absent), and its tokenizer_class.
-WordPieceSettings read_wordpiece_settings(const std::string& tokenizer_config_path, std::string* tokenizer_class = nullptr);
+// tokenizer_config.json's WordPiece settings (defaults where a key is absent; `tokenizer_config`: the parsed file, an
+// empty object when there is none), and its tokenizer_class. Errors name `path`.
+WordPieceSettings read_wordpiece_settings(const nlohmann::json& tokenizer_config, const std::string& path,
+                                          std::string* tokenizer_class = nullptr);
 // WordPiece from vocab.txt, as BERT's tokenizer does it: clean, split on whitespace and punctuation (CJK characters
 // stand alone unless split_chinese is false), lower-case and strip accents as the settings say, then greedy
 // longest-match with "##" continuations. A vocabulary with capitalised pieces lower-cased by default (no

@@ -215,12 +215,7 @@ ModelBatch text_batch(const ModelSource& source, const std::string& text_path, i
     }
     if (tokens > config.max_tokens() && config.model_type != "xlnet")
         throw Error(fmt::format("{} tokens per sample are more than the model allows ({}, max_position_embeddings{} in {})",
-                                tokens, config.max_tokens(),
-                                config.position_offset > 0
-                                    ? fmt::format(" {} less RoBERTa's offset {}", config.max_position_embeddings,
-                                                  config.position_offset)
-                                    : "",
-                                config.path),
+                                tokens, config.max_tokens(), config.position_offset_note(), config.path),
                     "--tokens");
     ModelBatch batch = pack_text(*tokenizer, sentences, samples, tokens, text_path);
     if (batch.input_ids.max().item<std::int64_t>() >= config.vocab_size)

@@ -215,12 +215,13 @@ void read_llama_fields(const nlohmann::json& json, const std::string& path, HfCo
     if (qwen2) {
         c.qkv_bias = true;
         c.output_bias = c.mlp_bias = false;
-        if (boolean_or(json, "use_sliding_window", false, path)) {
-            c.sliding_window = window;
-            c.sliding_window_from_layer = integer_or(json, "max_window_layers", 28, 0, kMaxLayers, path);
-        }
         // layer_types ("full_attention" / "sliding_attention" per layer), when given, decide which layers have the
         // window; transformers derives them from max_window_layers only when they are absent.
+        if (boolean_or(json, "use_sliding_window", false, path)) {
+            c.sliding_window = window;
+            const int first = integer_or(json, "max_window_layers", 28, 0, kMaxLayers, path);
+            for (int l = 0; l < c.layers; ++l) c.layer_sliding.push_back(l >= first);
+        }
         if (present(json, "layer_types")) read_layer_types(json["layer_types"], path, c);
     } else {
         c.qkv_bias = c.output_bias = !mistral && boolean_or(json, "attention_bias", false, path);
@@ -230,6 +231,10 @@ void read_llama_fields(const nlohmann::json& json, const std::string& path, HfCo
 }
 
 }  // namespace
+
+std::string HfConfig::position_offset_note() const {
+    return position_offset > 0 ? fmt::format(" {} less RoBERTa's offset {}", max_position_embeddings, position_offset) : "";
+}
 
 bool is_decoder(const HfConfig& config) {
     return config.model_type == "gpt2" || config.model_type == "llama" || config.model_type == "mistral" ||

@@ -127,19 +127,17 @@ ModelBatch checked_model_batch(const at::Tensor& input_ids, const at::Tensor& at
     batch.token_types_given = token_type_ids.defined();
     check_range(batch.input_ids, 0, config.vocab_size, "the model's vocabulary", name("input_ids"));
     check_attention_mask(batch.attention_mask, name("attention_mask"), name("input_ids"), min_real_tokens);
-    if (config.model_type == "bert" || config.model_type == "roberta" || config.model_type == "albert") {
-        check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", name("token_type_ids"));
+    // DistilBERT reads no token types: its tokenizer gives none and its forward takes none (a BERT tokenizer's are
+    // ignored); its positions are limited as BERT's.
+    const bool reads_types = config.model_type == "bert" || config.model_type == "roberta" || config.model_type == "albert";
+    if (reads_types || config.model_type == "distilbert") {
+        if (reads_types)
+            check_range(batch.token_type_ids, 0, config.type_vocab_size, "the model's token types", name("token_type_ids"));
         if (shape[1] > config.max_tokens())
             throw Error(fmt::format("{} tokens per sample; the model allows {}{}", shape[1], config.max_tokens(),
                                     config.position_offset > 0
-                                        ? fmt::format(" (max_position_embeddings {} less RoBERTa's offset {})",
-                                                      config.max_position_embeddings, config.position_offset)
+                                        ? " (max_position_embeddings" + config.position_offset_note() + ")"
                                         : ""),
-                        name("input_ids"));
-    } else if (config.model_type == "distilbert") {
-        // No token types: DistilBERT's tokenizer gives none and its forward takes none (a BERT tokenizer's are ignored).
-        if (shape[1] > config.max_tokens())
-            throw Error(fmt::format("{} tokens per sample; the model allows {}", shape[1], config.max_tokens()),
                         name("input_ids"));
     } else if (config.model_type == "gpt2" && shape[1] > config.max_position_embeddings) {
         throw Error(fmt::format("{} tokens per sample; the model allows {} (n_positions)", shape[1],

@@ -177,8 +177,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
     bool keep_accents = false;             // AlbertTokenizer's and XLNetTokenizer's default
     bool add_prefix_space = false, prefix_space_given = false;
     const auto tokenizer_config = folder / "tokenizer_config.json";
+    nlohmann::json json = nlohmann::json::object();  // read once: the settings below and WordPiece's
     if (std::filesystem::exists(tokenizer_config)) {
-        const auto json = read_json_file(tokenizer_config.string(), "tokenizer_config.json");
+        json = read_json_file(tokenizer_config.string(), "tokenizer_config.json");
         auto flag = [&](const char* key, bool& value) {
             if (!json.is_object() || !json.contains(key) || json[key].is_null()) return false;
             if (!json[key].is_boolean()) throw Error(std::string(key) + " must be true or false", tokenizer_config.string());
@@ -211,7 +212,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
     // BertTokenizer's settings (do_lower_case true by default, strip_accents, tokenize_chinese_chars); its fast form
     // applies them over a tokenizer.json's normalizer too, unless the folder asks for the bare PreTrainedTokenizerFast.
     std::string tokenizer_class;
-    const WordPieceSettings wordpiece = read_wordpiece_settings(config_path, &tokenizer_class);
+    const WordPieceSettings wordpiece = read_wordpiece_settings(json, config_path, &tokenizer_class);
     if (std::filesystem::exists(folder / "vocab.txt")) return load_wordpiece((folder / "vocab.txt").string(), wordpiece);
     if (std::filesystem::exists(folder / "tokenizer.json")) {
         // GPT2TokenizerFast and RobertaTokenizerFast put tokenizer_config.json's add_prefix_space over the json's.

@@ -1,7 +1,6 @@
 // WordPiece tokenisation as Hugging Face's BertTokenizer (BasicTokenizer + WordpieceTokenizer) does it.
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -177,14 +176,13 @@ private:
 
 }  // namespace
 
-WordPieceSettings read_wordpiece_settings(const std::string& tokenizer_config_path, std::string* tokenizer_class) try {
+WordPieceSettings read_wordpiece_settings(const nlohmann::json& json, const std::string& path,
+                                          std::string* tokenizer_class) try {
     WordPieceSettings settings;
-    if (!std::filesystem::exists(tokenizer_config_path)) return settings;
-    const nlohmann::json json = read_json_file(tokenizer_config_path, "tokenizer_config.json");
     if (!json.is_object()) return settings;
     const auto flag = [&](const char* key) -> int {  // -1: absent or null
         if (!json.contains(key) || json[key].is_null()) return -1;
-        if (!json[key].is_boolean()) throw Error(std::string(key) + " must be true or false", tokenizer_config_path);
+        if (!json[key].is_boolean()) throw Error(std::string(key) + " must be true or false", path);
         return json[key].get<bool>() ? 1 : 0;
     };
     if (const int lower = flag("do_lower_case"); lower >= 0) settings.lower_case = lower == 1, settings.lower_case_given = true;
@@ -194,7 +192,7 @@ WordPieceSettings read_wordpiece_settings(const std::string& tokenizer_config_pa
         *tokenizer_class = json["tokenizer_class"].get<std::string>();
     return settings;
 } catch (const nlohmann::json::exception& error) {
-    throw_json_content_error(error, tokenizer_config_path);
+    throw_json_content_error(error, path);
 }
 
 std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, const WordPieceSettings& settings) {

@@ -57,7 +57,7 @@ TEST(DecoderConfig, HuggingFaceNamesAndDefaults) {
         "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 100, "use_sliding_window": true,
         "sliding_window": 128, "max_window_layers": 1})");
     EXPECT_EQ(qwen2_window.sliding_window, 128);
-    EXPECT_EQ(qwen2_window.sliding_window_from_layer, 1);
+    EXPECT_EQ(qwen2_window.layer_sliding, (std::vector<bool>{false, true}));  // max_window_layers 1
     const std::string path = (dir.path / "config.json").string();
     expect_error([&] { config_from(dir.path, R"({"model_type": "llama", "num_attention_heads": 6, "num_key_value_heads": 4})"); },
                  "not a multiple of num_key_value_heads", path);
