@@ -91,20 +91,11 @@ at::Tensor albert_forward(AlbertModelImpl& model, const HfConfig& c, const Model
     auto group = model.encoder->albert_layer_groups->ptr<AlbertLayerGroupImpl>(0);
     auto& layer = *group->albert_layers->ptr<AlbertLayerImpl>(0);
     auto& attention = *layer.attention;
-    for (int l = 0; l < c.layers; ++l) {
-        const auto result = multi_head_attention(linear(attention.query, h), linear(attention.key, h), linear(attention.value, h), c.heads, mask);
-        record(recorder, block_hook(l, "attn.hook_pattern"), result.pattern);
-        record(recorder, block_hook(l, "hook_resid_pre"), h);
-        const at::Tensor projected = record(recorder, block_hook(l, "hook_attn_out"), linear(attention.dense, result.context));
-        const at::Tensor a = layer_norm(attention.LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
-        if (!surgery.remove_mlp)
-            h = layer_norm(layer.full_layer_layer_norm, linear(layer.ffn_output, activation_in_place(c.activation, linear(layer.ffn, a))) + a, surgery);
-        else if (surgery.official_compat)
-            h = layer_norm(layer.full_layer_layer_norm, activation(c.activation, a) + a, surgery);
-        else
-            h = a;
-        record(recorder, block_hook(l, "hook_resid_post"), h);
-    }
+    // One shared layer, applied c.layers times.
+    const PostLnLayer shared{attention.query, attention.key, attention.value, attention.dense, attention.LayerNorm,
+                             layer.ffn, layer.ffn_output, layer.full_layer_layer_norm};
+    for (int l = 0; l < c.layers; ++l)
+        h = post_ln_layer(shared, h, mask, l, c, surgery, surgery.official_compat, recorder, linear);
     return h;
 }
 

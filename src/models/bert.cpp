@@ -121,15 +121,9 @@ at::Tensor bert_forward(BertModelImpl& model, const HfConfig& c, const ModelBatc
     for (int l = 0; l < c.layers; ++l) {
         auto& layer = *model.encoder->layer->ptr<BertLayerImpl>(static_cast<std::size_t>(l));
         auto& self = *layer.attention->self;
-        const auto attention = multi_head_attention(linear(self.query, h), linear(self.key, h), linear(self.value, h), c.heads, mask);
-        record(recorder, block_hook(l, "attn.hook_pattern"), attention.pattern);
-        record(recorder, block_hook(l, "hook_resid_pre"), h);
-        const at::Tensor projected = record(recorder, block_hook(l, "hook_attn_out"), linear(layer.attention->output->dense, attention.context));
-        const at::Tensor a = layer_norm(layer.attention->output->LayerNorm, surgery.remove_attention_skip ? projected : projected + h, surgery);
-        h = surgery.remove_mlp
-                ? a
-                : layer_norm(layer.output->LayerNorm, linear(layer.output->dense, activation_in_place(c.activation, linear(layer.intermediate->dense, a))) + a, surgery);
-        record(recorder, block_hook(l, "hook_resid_post"), h);
+        h = post_ln_layer({self.query, self.key, self.value, layer.attention->output->dense, layer.attention->output->LayerNorm,
+                           layer.intermediate->dense, layer.output->dense, layer.output->LayerNorm},
+                          h, mask, l, c, surgery, false, recorder, linear);
     }
     return h;
 }

@@ -73,6 +73,27 @@ at::Tensor head_context(const at::Tensor& pattern, const at::Tensor& value, int 
     return context;
 }
 
+at::Tensor post_ln_layer(const PostLnLayer& layer, const at::Tensor& h, const at::Tensor& additive_mask, int index,
+                         const HfConfig& c, const Surgery& surgery, bool official_compat, Recorder* recorder,
+                         Linears& linear) {
+    const auto attention = multi_head_attention(linear(layer.query, h), linear(layer.key, h), linear(layer.value, h),
+                                                c.heads, additive_mask);
+    record(recorder, block_hook(index, "attn.hook_pattern"), attention.pattern);
+    record(recorder, block_hook(index, "hook_resid_pre"), h);
+    const at::Tensor projected = record(recorder, block_hook(index, "hook_attn_out"), linear(layer.output, attention.context));
+    const at::Tensor a = layer_norm(layer.attention_norm, surgery.remove_attention_skip ? projected : projected + h, surgery);
+    at::Tensor y;
+    if (!surgery.remove_mlp)
+        y = layer_norm(layer.mlp_norm, linear(layer.mlp_out, activation_in_place(c.activation, linear(layer.mlp_in, a))) + a,
+                       surgery);
+    else if (official_compat)
+        y = layer_norm(layer.mlp_norm, activation(c.activation, a) + a, surgery);
+    else
+        y = a;
+    record(recorder, block_hook(index, "hook_resid_post"), y);
+    return y;
+}
+
 AttentionResult multi_head_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int heads,
                                      const at::Tensor& additive_mask) {
     const auto head_size = query.size(2) / heads;

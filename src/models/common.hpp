@@ -82,6 +82,21 @@ public:
     at::Tensor operator()(const Linear& layer, const at::Tensor& x) { return (*this)(x, layer->weight, layer->bias); }
 };
 
+// One post-LN encoder layer (BERT, RoBERTa, DistilBERT, ALBERT: the same equations under each checkpoint's names),
+// with the paper's surgery, recording blocks.{l}.attn.hook_pattern, hook_resid_pre, hook_attn_out, hook_resid_post:
+//   a = LN_attention(W_O · attention(h) [+ h])                     remove_attention_skip drops "+ h"
+//   y = LN_mlp(W_out act(W_in a) + a)                              remove_mlp: y = a, or with `official_compat`
+//                                                                  (ALBERT's official code) LN_mlp(act(a) + a)
+struct PostLnLayer {
+    const Linear &query, &key, &value, &output;
+    const torch::nn::LayerNorm& attention_norm;
+    const Linear &mlp_in, &mlp_out;
+    const torch::nn::LayerNorm& mlp_norm;
+};
+at::Tensor post_ln_layer(const PostLnLayer& layer, const at::Tensor& h, const at::Tensor& additive_mask, int index,
+                         const HfConfig& c, const Surgery& surgery, bool official_compat, Recorder* recorder,
+                         Linears& linear);
+
 // Wraps a torch module as an EncoderModel.
 template <typename Holder, typename ForwardFunction>
 class ModuleModel : public EncoderModel {

@@ -81,17 +81,9 @@ at::Tensor distilbert_forward(DistilBertModelImpl& model, const HfConfig& c, con
     for (int l = 0; l < c.layers; ++l) {
         auto& layer = *model.transformer->layer->ptr<DistilBertBlockImpl>(static_cast<std::size_t>(l));
         auto& attention = *layer.attention;
-        const auto result = multi_head_attention(linear(attention.q_lin, h), linear(attention.k_lin, h),
-                                                 linear(attention.v_lin, h), c.heads, mask);
-        record(recorder, block_hook(l, "attn.hook_pattern"), result.pattern);
-        record(recorder, block_hook(l, "hook_resid_pre"), h);
-        const at::Tensor projected = record(recorder, block_hook(l, "hook_attn_out"), linear(attention.out_lin, result.context));
-        const at::Tensor a = layer_norm(layer.sa_layer_norm, surgery.remove_attention_skip ? projected : projected + h, surgery);
-        h = surgery.remove_mlp
-                ? a
-                : layer_norm(layer.output_layer_norm,
-                             linear(layer.ffn->lin2, activation_in_place(c.activation, linear(layer.ffn->lin1, a))) + a, surgery);
-        record(recorder, block_hook(l, "hook_resid_post"), h);
+        h = post_ln_layer({attention.q_lin, attention.k_lin, attention.v_lin, attention.out_lin, layer.sa_layer_norm,
+                           layer.ffn->lin1, layer.ffn->lin2, layer.output_layer_norm},
+                          h, mask, l, c, surgery, false, recorder, linear);
     }
     return h;
 }
