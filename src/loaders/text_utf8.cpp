@@ -44,19 +44,25 @@ std::string encode(std::uint32_t code) {
 
 // BERT's BasicTokenizer (transformers' tokenization_bert.py) and the `tokenizers` BertNormalizer + BertPreTokenizer,
 // character classes by Unicode general category (utf8proc's tables):
-//   whitespace  space, \t, \n, \r, or category Zs
-//   control     category Cc or Cf (zero-width space, soft hyphen, ...), except \t, \n, \r: removed with NUL and U+FFFD
+//   whitespace  space, \t, \n, \r, category Zs, and the other characters Python's str.split() splits at (\v, \f,
+//               U+001C–U+001F, U+0085: controls, removed before in BERT's cleaning; U+2028, U+2029: the line and
+//               paragraph separators, where BertTokenizer's whitespace_tokenize and the `tokenizers`
+//               BertPreTokenizer split too)
+//   control     category Cc, Cf (zero-width space, soft hyphen, ...) or Co (private use), except \t, \n, \r: removed
+//               with NUL and U+FFFD. Unassigned code points (Cn) are kept, as the `tokenizers` BertNormalizer keeps them
+//               (transformers' slow BertTokenizer removes them: its own two forms disagree there)
 //   punctuation ASCII 33–47, 58–64, 91–96, 123–126, or any category P*
 //   CJK         the CJK Unified Ideograph blocks BERT lists (each character becomes its own word)
 bool is_whitespace(std::uint32_t c) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
+    if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f) || c == 0x85 || c == 0x2028 || c == 0x2029)
+        return true;
     return utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_ZS;
 }
 bool is_control(std::uint32_t c) {
     if (c == '\t' || c == '\n' || c == '\r') return false;
     if (c == 0 || c == 0xfffd) return true;
     const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-    return category == UTF8PROC_CATEGORY_CC || category == UTF8PROC_CATEGORY_CF;
+    return category == UTF8PROC_CATEGORY_CC || category == UTF8PROC_CATEGORY_CF || category == UTF8PROC_CATEGORY_CO;
 }
 bool is_punctuation(std::uint32_t c) {
     if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;

@@ -36,6 +36,8 @@ AWKWARD = [
     "Numbers 1234567 3.14159 1,000,000 42nd 2024-12-04 and contractions don't I'll we'd've.",
     "Punctuation ¿¡…—–‘’“” and code x_1 = f(y)**2; {a: [1, 2]} <tag/> #hash @user.",
     "Zero\u200bwidth space, soft\u00adhyphen, combining\u0301 mark, and Ǆ ǅ ǆ digraphs.",
+    "Line\u2028separator, paragraph\u2029separator, private\ue000use, next\x85line, form\x0cfeed, vertical\x0btab, "
+    "unit\x1fseparator.",
 ]
 
 
@@ -195,13 +197,17 @@ class TransformersJudgesTokenizers(unittest.TestCase):
         return os.path.join(folder, name + ".model")
 
     def judge_spiece(self, model_type, name, slow_class, fast_class, **options):
-        """A unigram spiece.model trained here, judged by the architecture's slow and fast tokenizer."""
+        """A unigram spiece.model trained here, judged by the architecture's slow and fast tokenizer. The two disagree
+        on the line of separators and controls (\\x85, \\x0b, \\x1f: Python's str.split, in the slow
+        preprocess_text, splits there); rankscope follows the slow one."""
         folder = self.folder(model_type)
         model = self.train_sentencepiece(folder, "spiece", model_type="unigram", **options)
         write_config(folder, model_type, 1200)
-        for fast in (False, True):
-            cls = fast_class if fast else slow_class
-            self.judge(f"{name} spiece.model (trained), {'fast' if fast else 'slow'}", folder, cls(model))
+        slow, fast = slow_class(model), fast_class(model)
+        disagree = self.slow_fast_disagreements(slow, fast)
+        self.assertEqual(disagree, {AWKWARD[-1]}, f"{name}: transformers' slow and fast tokenizers disagree elsewhere")
+        self.judge(f"{name} spiece.model (trained), slow", folder, slow)
+        self.judge(f"{name} spiece.model (trained), fast", folder, fast, exclude=disagree)
 
     def test_albert_spiece_slow_and_fast(self):
         self.judge_spiece("albert", "ALBERT", transformers.AlbertTokenizer, transformers.AlbertTokenizerFast,

@@ -68,6 +68,14 @@ TEST(WordPiece, StripAccentsAndChineseCharactersFollowTheSettings) {
     EXPECT_EQ(load_wordpiece(vocab, settings)->encode("caf\xc3\xa9"), (std::vector<int>{4}));  // cased, accents stripped
 }
 
+TEST(WordPiece, LineSeparatorsSplitAndPrivateUseCharactersAreRemoved) {
+    const auto vocab = write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "x", "y", "xy"});
+    const auto tokenizer = load_wordpiece(vocab);
+    EXPECT_EQ(tokenizer->encode("x\xe2\x80\xa8y"), (std::vector<int>{4, 5}));  // U+2028
+    EXPECT_EQ(tokenizer->encode("x\xe2\x80\xa9y"), (std::vector<int>{4, 5}));  // U+2029
+    EXPECT_EQ(tokenizer->encode("x\xee\x80\x80y"), (std::vector<int>{6}));     // U+E000 removed: "xy"
+}
+
 TEST(PackText, ExactlyTokensPerSampleWithSpecialTokens) {
     auto tokenizer = load_wordpiece(write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"}));
     const ModelBatch batch = pack_text(*tokenizer, {"a b a", "b b", "a a a a"}, 2, 5, "text");
