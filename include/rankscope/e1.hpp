@@ -193,7 +193,7 @@ ModelBatch text_batch(const ModelSource& source, const std::string& text_path, i
 void warn_if_mostly_unknown(const Tokenizer& tokenizer, std::int64_t unknowns, std::int64_t content,
                             const std::string& text_path);
 // The warning text_batch and tokenize give when a sentence holds a special token's string ("[MASK]", "<s>", ...)
-// that the tokenizer reads as plain characters where transformers would match the special token.
+// that the tokenizer reads as plain characters (Tokenizer::special_tokens_read_as_text).
 void warn_if_special_token_text(const Tokenizer& tokenizer, const std::vector<std::string>& sentences,
                                 const std::string& text_path);
 // Every weights kind in turn on the same batch (E1, E2, α, and for USE lite the iterate experiment). `dump`

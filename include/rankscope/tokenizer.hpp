@@ -34,9 +34,13 @@ public:
     virtual std::string source() const = 0;  // the file it was read from
     // The id it gives a word it cannot spell ([UNK]); -1 when it has none or does not say.
     virtual int unknown_id() const { return -1; }
-    // Whether a special token's string inside the text ("[MASK]", "<s>") is matched as that token, as transformers'
-    // tokenizers match added tokens (byte-level BPE: yes; WordPiece, SentencePiece: read as plain characters).
-    virtual bool matches_special_tokens_in_text() const { return false; }
+    // Special-token strings that this tokenizer reads as plain characters when the text holds them. The tokenizers of a
+    // Hugging Face folder match their special and added tokens as single tokens, as transformers does ("[MASK]" is
+    // [MASK]'s id): they list only those whose string is not in the vocabulary. A tokenizer trained here, and USE lite,
+    // match none.
+    virtual std::vector<std::string> special_tokens_read_as_text() const {
+        return {"[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<s>", "</s>", "<unk>", "<pad>", "<mask>", "<cls>", "<sep>"};
+    }
 };
 
 // BertTokenizer's text settings, as tokenizer_config.json gives them, with transformers' defaults.
@@ -50,18 +54,27 @@ struct WordPieceSettings {
 // empty object when there is none), and its tokenizer_class. Errors name `path`.
 WordPieceSettings read_wordpiece_settings(const nlohmann::json& tokenizer_config, const std::string& path,
                                           std::string* tokenizer_class = nullptr);
-// WordPiece from vocab.txt, as BERT's tokenizer does it: clean, split on whitespace and punctuation (CJK characters
-// stand alone unless split_chinese is false), lower-case and strip accents as the settings say, then greedy
-// longest-match with "##" continuations. A vocabulary with capitalised pieces lower-cased by default (no
-// do_lower_case given) is warned of: transformers' BertTokenizer does the same, and most of it is then [UNK].
-std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, const WordPieceSettings& settings = {});
+// WordPiece from vocab.txt, as BERT's tokenizer does it: special tokens matched in the text first, then clean, split on
+// whitespace and punctuation (CJK characters stand alone unless split_chinese is false), lower-case and strip accents
+// as the settings say, then greedy longest-match with "##" continuations. A vocabulary with capitalised pieces
+// lower-cased by default (no do_lower_case given) is warned of: transformers' BertTokenizer does the same, and most of
+// it is then [UNK]. The special tokens are BertTokenizer's ([CLS] x [SEP], [UNK], [PAD], [MASK]) unless
+// `tokenizer_config` (tokenizer_config.json, read from config_path) names others (*_token, additional_special_tokens,
+// added_tokens_decoder).
+std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, const WordPieceSettings& settings = {},
+                                          const nlohmann::json* tokenizer_config = nullptr,
+                                          const std::string& config_path = "tokenizer_config.json");
 // Path of the rankscope-spm helper (beside the program, or $RANKSCOPE_SPM); SentencePiece runs there because
 // libsentencepiece and libtorch cannot share a process on Debian 12 (both use libprotobuf).
 std::string spm_helper_path();
 // SentencePiece (libsentencepiece, in the helper) from spiece.model; ALBERT lower-cases first; XLNet puts <sep> <cls> at the end.
-// keep_accents: tokenizer_config.json's (false by default: NFKD without combining characters).
+// keep_accents: tokenizer_config.json's (false by default: NFKD without combining characters). The special tokens of
+// AlbertTokenizer / XLNetTokenizer (or `tokenizer_config`'s) are matched in the text, and the text between them is
+// prepared and encoded piece by piece, as the slow tokenizers do.
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, const std::string& model_type,
-                                              bool lower_case, bool keep_accents = false);
+                                              bool lower_case, bool keep_accents = false,
+                                              const nlohmann::json* tokenizer_config = nullptr,
+                                              const std::string& config_path = "tokenizer_config.json");
 // A SentencePiece unigram model trained on `sentences` (in the helper) into `directory`/spiece.model, loaded as
 // `model_type` ("bert"/"albert": [CLS] x [SEP]; "xlnet": x <sep> <cls>). Deterministic for the same text.
 // For built-in configurations and trained tasks: realistic token statistics without the original vocabulary.
@@ -75,8 +88,12 @@ std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json
 // tokenisation as vocab.txt) or byte-level BPE.
 // `wordpiece_settings`, when given, replace a WordPiece json's normalizer settings, as BertTokenizerFast does with
 // tokenizer_config.json's (load_tokenizer passes them unless its tokenizer_class is PreTrainedTokenizerFast).
+// A WordPiece json's added_tokens are matched in the text, with BertTokenizerFast's special tokens (from
+// `tokenizer_config` when given); a byte-level json's added_tokens alone.
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path,
-                                               const WordPieceSettings* wordpiece_settings = nullptr);
+                                               const WordPieceSettings* wordpiece_settings = nullptr,
+                                               const nlohmann::json* tokenizer_config = nullptr,
+                                               const std::string& config_path = "tokenizer_config.json");
 // The tokenizer of a Hugging Face folder: for the Llama family (llama, mistral, qwen2) tokenizer.model if present
 // (SentencePiece as LlamaTokenizer: <s> first unless tokenizer_config.json's add_bos_token is false, </s> last when
 // add_eos_token is true, the text as it is); else spiece.model, else vocab.txt, else tokenizer.json (WordPiece or

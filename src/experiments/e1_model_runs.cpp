@@ -189,14 +189,13 @@ void warn_if_mostly_unknown(const Tokenizer& tokenizer, std::int64_t unknowns, s
 
 void warn_if_special_token_text(const Tokenizer& tokenizer, const std::vector<std::string>& sentences,
                                 const std::string& text_path) {
-    if (tokenizer.matches_special_tokens_in_text()) return;
+    const std::vector<std::string> read_as_text = tokenizer.special_tokens_read_as_text();
     for (std::size_t i = 0; i < sentences.size(); ++i)
-        for (const char* special : {"[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<s>", "</s>", "<unk>", "<pad>", "<mask>",
-                                    "<cls>", "<sep>"})
+        for (const std::string& special : read_as_text)
             if (sentences[i].find(special) != std::string::npos) {
-                warn(fmt::format("sentence {} of {} holds \"{}\": {} reads it as plain characters (transformers would "
-                                 "match the special token)",
-                                 i + 1, printable(text_path, 1000), special, printable(tokenizer.source(), 1000)));
+                warn(fmt::format("sentence {} of {} holds \"{}\": {} reads it as plain characters, not as a special "
+                                 "token (it has no such token in its vocabulary)",
+                                 i + 1, printable(text_path, 1000), printable(special), printable(tokenizer.source(), 1000)));
                 return;  // once
             }
 }

@@ -28,6 +28,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "loaders/added_tokens.hpp"
 #include "loaders/post_processor.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -62,16 +63,6 @@ const std::vector<std::string>& byte_symbols() {
     return symbols;
 }
 
-// An added token of tokenizer.json, matched literally in the text before the pre-tokenizer.
-struct AddedToken {
-    std::string content;
-    int id = 0;
-    bool lstrip = false, rstrip = false;  // it takes the whitespace on its left / right with it
-};
-
-// The whitespace an added token's lstrip/rstrip takes (ASCII: space, tab, line breaks, vertical tab, form feed).
-bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
 struct Regex {
     pcre2_code* code = nullptr;
     ~Regex() { pcre2_code_free(code); }
@@ -95,43 +86,19 @@ public:
             throw Error(fmt::format("the text to tokenize is not valid UTF-8 (byte {})", bad + 1), "text");
         const std::string normalized = nfc_ ? unicode::nfc(text, "text") : text;
         std::vector<int> ids;
-        // Added tokens are matched literally first (longest first at each position); the text between goes through
-        // the pre-tokenizer and BPE.
-        std::size_t start = 0, at = 0;
-        while (at < normalized.size()) {
-            if (!added_first_bytes_[static_cast<unsigned char>(normalized[at])]) {
-                ++at;
-                continue;
-            }
-            const AddedToken* added = nullptr;
-            for (const auto& token : added_by_length_)
-                if (normalized.compare(at, token.content.size(), token.content) == 0) {
-                    added = &token;
-                    break;
-                }
-            if (!added) {
-                ++at;
-                continue;
-            }
-            // lstrip / rstrip: the token takes the whitespace on its left / right with it (RoBERTa's <mask>).
-            std::size_t before = at;
-            if (added->lstrip)
-                while (before > start && is_ascii_space(normalized[before - 1])) --before;
-            encode_text(normalized.substr(start, before - start), ids);
-            ids.push_back(added->id);
-            at += added->content.size();
-            if (added->rstrip)
-                while (at < normalized.size() && is_ascii_space(normalized[at])) ++at;
-            start = at;
+        // Added tokens are matched literally first (longest first at each position; lstrip / rstrip take the
+        // whitespace beside them, as RoBERTa's <mask>); the text between goes through the pre-tokenizer and BPE.
+        for (const detail::TextSegment& segment : added_.split(normalized)) {
+            if (segment.id >= 0) ids.push_back(segment.id);
+            else encode_text(segment.text, ids);
         }
-        encode_text(normalized.substr(start), ids);
         return ids;
     }
     std::vector<int> prefix() const override { return prefix_; }
     std::vector<int> suffix() const override { return suffix_; }
     int vocab_size() const override { return vocab_size_; }
     std::string source() const override { return path_; }
-    bool matches_special_tokens_in_text() const override { return true; }
+    std::vector<std::string> special_tokens_read_as_text() const override { return {}; }
 
 private:
     const nlohmann::json& field(const nlohmann::json& object, const char* name) const {
@@ -235,27 +202,12 @@ private:
     }
 
     void read_added_tokens(const nlohmann::json& added) {
-        if (!added.is_array()) throw Error("added_tokens must be an array", path_);
-        std::vector<AddedToken> tokens;
-        for (const auto& token : added) {
-            if (!token.is_object() || !token.contains("id") || !token.contains("content") || !token["content"].is_string())
-                throw Error("added_tokens: each needs an integer id and a string content", path_);
-            const std::int64_t id = json_integer(token["id"], 0, kMaxVocabulary - 1, "added_tokens: an id", path_);
-            const std::string content = token["content"].get<std::string>();
-            if (content.empty()) throw Error("added_tokens: an empty content", path_);
-            const auto flag = [&](const char* key) {
-                if (!token.contains(key) || token[key].is_null()) return false;
-                if (!token[key].is_boolean()) throw Error(std::string("added_tokens: ") + key + " must be true or false", path_);
-                return token[key].get<bool>();
-            };
-            tokens.push_back({content, static_cast<int>(id), flag("lstrip"), flag("rstrip")});
-            added_ids_[content] = static_cast<int>(id);
-            vocab_size_ = std::max(vocab_size_, static_cast<int>(id) + 1);
+        const auto tokens = detail::read_tokenizer_json_added_tokens(added, kMaxVocabulary, path_);
+        for (const auto& token : tokens) {
+            added_ids_[token.content] = token.id;
+            vocab_size_ = std::max(vocab_size_, token.id + 1);
         }
-        std::stable_sort(tokens.begin(), tokens.end(),
-                         [](const auto& a, const auto& b) { return a.content.size() > b.content.size(); });
-        added_by_length_ = tokens;
-        for (const auto& token : tokens) added_first_bytes_[static_cast<unsigned char>(token.content[0])] = true;
+        added_ = detail::AddedTokenSplitter(tokens);
     }
 
     void read_post_processor(const nlohmann::json& post) {
@@ -429,8 +381,7 @@ private:
     std::string path_;
     std::unordered_map<std::string, int> ids_, added_ids_;
     std::unordered_map<std::string, int> ranks_;
-    std::vector<AddedToken> added_by_length_;
-    std::array<bool, 256> added_first_bytes_{};
+    detail::AddedTokenSplitter added_;
     std::vector<int> prefix_, suffix_;
     std::shared_ptr<Regex> regex_;
     bool nfc_ = false, ignore_merges_ = false;

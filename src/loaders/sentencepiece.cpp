@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "loaders/added_tokens.hpp"
 #include "rankscope/build_info.hpp"  // RANKSCOPE_SOURCE_DIR
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -58,51 +59,90 @@ bool is_llama_family(const std::string& model_type) {
 class SentencePiece : public Tokenizer {
 public:
     // `llama_framing`: a Llama-family tokenizer.model (LlamaTokenizer's framing); otherwise the encoders' framing by
-    // `model_type` (the built-in configurations' trained models use it for decoders too).
-    SentencePiece(const std::string& path, const std::string& model_type, bool lower_case, bool llama_framing = false,
-                  bool add_bos = true, bool add_eos = false, bool keep_accents = false)
+    // `model_type` (the built-in configurations' trained models use it for decoders too). `special_tokens`: the
+    // tokenizer class's special tokens (with tokenizer_config.json's), matched in the text; null for a model trained
+    // here, which matches none and frames with [CLS]/[SEP] (XLNet: <sep>/<cls>).
+    SentencePiece(const std::string& path, const std::string& model_type, bool lower_case, bool llama_framing,
+                  bool add_bos, bool add_eos, bool keep_accents, const detail::ConfiguredSpecialTokens* special_tokens,
+                  const std::string& config_path)
         : path_(path), xlnet_(model_type == "xlnet"), llama_(llama_framing), lower_case_(lower_case),
           add_bos_(add_bos), add_eos_(add_eos), keep_accents_(keep_accents) {
         // A regular file of at most 64 MiB before the helper reads it (it checks again itself).
         check_input_file(path, kMaxSentencePieceModelBytes, "SentencePiece model");
-        const std::vector<std::string> specials = xlnet_   ? std::vector<std::string>{"<sep>", "<cls>"}
-                                                  : llama_ ? std::vector<std::string>{"<s>", "</s>"}
-                                                           : std::vector<std::string>{"[CLS]", "[SEP]"};
-        std::stringstream info(run_helper({"info", path, specials[0], specials[1]}, path));
+        const std::vector<std::string> roles = xlnet_   ? std::vector<std::string>{"sep_token", "cls_token"}
+                                               : llama_ ? std::vector<std::string>{"bos_token", "eos_token"}
+                                                        : std::vector<std::string>{"cls_token", "sep_token"};
+        std::vector<std::string> framing;  // the framing tokens' pieces, then every special token's
+        for (const auto& role : roles)
+            framing.push_back(special_tokens         ? special_tokens->content(role, config_path)
+                              : role == "sep_token"  ? (xlnet_ ? "<sep>" : "[SEP]")
+                              : role == "cls_token"  ? (xlnet_ ? "<cls>" : "[CLS]")
+                              : role == "bos_token"  ? "<s>"
+                                                     : "</s>");
+        std::vector<std::string> arguments = {"info", path, framing[0], framing[1]};
+        if (special_tokens)
+            for (const auto& token : special_tokens->tokens) arguments.push_back(token.content);
+        std::stringstream info(run_helper(arguments, path));
         info >> vocab_size_;
-        for (const auto& special : specials) {
+        std::unordered_map<std::string, int> piece_ids;
+        for (std::size_t k = 2; k < arguments.size(); ++k) {
             int id = -1;
             info >> id;
-            if (id < 0) throw Error("SentencePiece model has no " + special + " piece", path);
-            specials_.push_back(id);
+            if (id >= 0) piece_ids[arguments[k]] = id;
+        }
+        for (std::size_t k = 0; k < 2; ++k) {
+            if (!piece_ids.count(framing[k]))
+                throw Error("SentencePiece model has no " + printable(framing[k]) + " piece" +
+                                (special_tokens ? " (" + roles[k] + ")" : ""),
+                            path);
+            specials_.push_back(piece_ids.at(framing[k]));
         }
         info >> unknown_id_;
         if (!info || vocab_size_ <= 0) throw Error("not a SentencePiece model", path);
+        if (special_tokens) {
+            std::vector<std::string> unmatched;
+            const auto matched = detail::resolve_ids(
+                special_tokens->tokens,
+                [&](const std::string& content) { return piece_ids.count(content) ? piece_ids.at(content) : -1; },
+                &unmatched);
+            for (const auto& token : matched) vocab_size_ = std::max(vocab_size_, token.id + 1);
+            added_ = detail::AddedTokenSplitter(matched);
+            read_as_text_ = unmatched;
+        } else {
+            // A model trained here: SentencePiece itself matches the user-defined symbols the helper trains with
+            // (tools/rankscope-spm/main.cpp); the other special-token strings are characters.
+            for (const std::string& special : Tokenizer::special_tokens_read_as_text())
+                if (special != "[CLS]" && special != "[SEP]" && special != "[MASK]" && special != "<sep>" && special != "<cls>")
+                    read_as_text_.push_back(special);
+        }
     }
     std::vector<int> encode(const std::string& text) const override { return encode_batch({text}).front(); }
     std::vector<std::vector<int>> encode_batch(const std::vector<std::string>& texts) const override {
-        // As transformers' AlbertTokenizer and XLNetTokenizer prepare text (preprocess_text): collapse whitespace,
-        // `` and '' to ", accents removed unless keep_accents (NFKD without combining characters), then lower-case
-        // (ALBERT's do_lower_case).
+        // Special tokens are split out first; each piece of text between them is prepared and encoded on its own, as
+        // transformers' slow tokenizers do (its fast ALBERT and XLNet tokenizers give a "▁" of its own to the space
+        // before a special token and at the end of the text, and disagree with the slow ones there: followed here is
+        // the slow form, whose preprocess_text is the original ALBERT and XLNet code's). Each piece is one line for the helper.
         std::string contents;
+        std::vector<std::vector<int>> plans(texts.size());  // per text: a line's index (>= 0) or -1 - a special's id
+        int lines = 0;
         for (std::size_t index = 0; index < texts.size(); ++index) {
             const std::string& text = texts[index];
-            if (llama_) {
-                if (const std::size_t at = text.find_first_of("\r\n"); at != std::string::npos)
-                    throw Error(fmt::format("sentence {} holds a {} at byte {} (\"{}...\"): the SentencePiece helper reads one "
-                                            "sentence per line; remove it from the text",
-                                            index + 1, text[at] == '\r' ? "carriage return" : "line break", at + 1,
-                                            printable(text.substr(0, 40))),
-                                path_);
-                contents += text + "\n";
-                continue;
+            if (const std::size_t at = text.find_first_of("\r\n"); llama_ && at != std::string::npos)
+                throw Error(fmt::format("sentence {} holds a {} at byte {} (\"{}...\"): the SentencePiece helper reads one "
+                                        "sentence per line; remove it from the text",
+                                        index + 1, text[at] == '\r' ? "carriage return" : "line break", at + 1,
+                                        printable(text.substr(0, 40))),
+                            path_);
+            for (const detail::TextSegment& segment : added_.split(text)) {
+                if (segment.id >= 0) {
+                    plans[index].push_back(-1 - segment.id);
+                    continue;
+                }
+                const std::string prepared = prepare(segment.text);
+                if (prepared.empty()) continue;  // SentencePiece gives an empty text no ids
+                contents += prepared + "\n";
+                plans[index].push_back(lines++);
             }
-            std::string prepared;
-            for (const auto& word : utf8::basic_split_whitespace(text)) prepared += (prepared.empty() ? "" : " ") + word;
-            for (const char* quote : {"``", "''"})
-                for (std::size_t at; (at = prepared.find(quote)) != std::string::npos;) prepared.replace(at, 2, "\"");
-            if (!keep_accents_) prepared = utf8::strip_combining_compatibility(prepared);
-            contents += (lower_case_ ? utf8::lower_only(prepared) : prepared) + "\n";
         }
         // A fresh file of our own (mkstemp: O_EXCL, mode 0600), never a predictable name another user could plant.
         std::string name = (std::filesystem::temp_directory_path() / "rankscope-spm-XXXXXX").string();
@@ -119,24 +159,33 @@ public:
             written += static_cast<std::size_t>(n);
         }
         ::close(fd);
+        if (lines == 0) std::filesystem::remove(input);
         std::string output;
-        try {
-            output = run_helper({"encode", path_, input.string()}, path_);
-        } catch (...) {
+        if (lines > 0) {
+            try {
+                output = run_helper({"encode", path_, input.string()}, path_);
+            } catch (...) {
+                std::filesystem::remove(input);
+                throw;
+            }
             std::filesystem::remove(input);
-            throw;
         }
-        std::filesystem::remove(input);
-        std::vector<std::vector<int>> all;
-        std::stringstream lines(output);
-        std::string line;
-        while (std::getline(lines, line)) {
+        std::vector<std::vector<int>> encoded_lines;
+        std::stringstream output_lines(output);
+        for (std::string line; std::getline(output_lines, line);) {
             std::stringstream numbers(line);
             std::vector<int> ids;
             for (int id; numbers >> id;) ids.push_back(id);
-            all.push_back(std::move(ids));
+            encoded_lines.push_back(std::move(ids));
         }
-        if (all.size() != texts.size()) throw Error("SentencePiece helper returned a wrong number of lines", path_);
+        if (static_cast<int>(encoded_lines.size()) != lines)
+            throw Error("SentencePiece helper returned a wrong number of lines", path_);
+        std::vector<std::vector<int>> all(texts.size());
+        for (std::size_t index = 0; index < texts.size(); ++index)
+            for (const int step : plans[index]) {
+                if (step < 0) all[index].push_back(-1 - step);
+                else all[index].insert(all[index].end(), encoded_lines[step].begin(), encoded_lines[step].end());
+            }
         return all;
     }
     std::vector<int> prefix() const override {
@@ -154,20 +203,41 @@ public:
     int vocab_size() const override { return vocab_size_; }
     std::string source() const override { return path_; }
     int unknown_id() const override { return unknown_id_; }
+    std::vector<std::string> special_tokens_read_as_text() const override { return read_as_text_; }
 
 private:
+    // One piece of text as the helper's line. Llama: as it is (LlamaTokenizer gives SentencePiece the text; line breaks
+    // are refused before). ALBERT and XLNet: as their preprocess_text does: collapse whitespace, `` and '' to ",
+    // accents removed unless keep_accents (NFKD without combining characters), then lower-case (ALBERT's do_lower_case).
+    std::string prepare(const std::string& text) const {
+        if (llama_) return text;
+        std::string prepared;
+        for (const auto& word : utf8::basic_split_whitespace(text)) prepared += (prepared.empty() ? "" : " ") + word;
+        for (const char* quote : {"``", "''"})
+            for (std::size_t at; (at = prepared.find(quote)) != std::string::npos;) prepared.replace(at, 2, "\"");
+        if (!keep_accents_) prepared = utf8::strip_combining_compatibility(prepared);
+        return lower_case_ ? utf8::lower_only(prepared) : prepared;
+    }
+
     std::string path_;
     bool xlnet_, llama_, lower_case_, add_bos_, add_eos_, keep_accents_;
     int vocab_size_ = 0;
     int unknown_id_ = -1;  // <unk>: the id SentencePiece gives a character the model has no piece for
     std::vector<int> specials_;
+    detail::AddedTokenSplitter added_;  // empty for a model trained here
+    std::vector<std::string> read_as_text_;
 };
 
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, const std::string& model_type,
-                                              bool lower_case, bool keep_accents) {
-    return std::make_unique<SentencePiece>(model_path, model_type, lower_case, false, true, false, keep_accents);
+                                              bool lower_case, bool keep_accents, const nlohmann::json* tokenizer_config,
+                                              const std::string& config_path) {
+    const auto special_tokens = detail::configured_special_tokens(
+        model_type == "xlnet" ? detail::xlnet_special_tokens() : detail::albert_special_tokens(),
+        tokenizer_config ? *tokenizer_config : nlohmann::json::object(), config_path);
+    return std::make_unique<SentencePiece>(model_path, model_type, lower_case, false, true, false, keep_accents,
+                                           &special_tokens, config_path);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config) try {
@@ -203,23 +273,27 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
         if (prefix_space_given && !add_prefix_space)
             throw Error("add_prefix_space false (no \"▁\" before the text) is not supported for tokenizer.model",
                         config_path);
+        const auto special_tokens = detail::configured_special_tokens(detail::llama_special_tokens(), json, config_path);
         return std::make_unique<SentencePiece>((folder / "tokenizer.model").string(), config.model_type, false, true,
-                                               add_bos, add_eos);
+                                               add_bos, add_eos, false, &special_tokens, config_path);
     }
     if (std::filesystem::exists(folder / "spiece.model"))
         return load_sentencepiece((folder / "spiece.model").string(), config.model_type,
-                                  lower_case < 0 ? config.model_type == "albert" : lower_case == 1, keep_accents);
+                                  lower_case < 0 ? config.model_type == "albert" : lower_case == 1, keep_accents, &json,
+                                  config_path);
     // BertTokenizer's settings (do_lower_case true by default, strip_accents, tokenize_chinese_chars); its fast form
     // applies them over a tokenizer.json's normalizer too, unless the folder asks for the bare PreTrainedTokenizerFast.
     std::string tokenizer_class;
     const WordPieceSettings wordpiece = read_wordpiece_settings(json, config_path, &tokenizer_class);
-    if (std::filesystem::exists(folder / "vocab.txt")) return load_wordpiece((folder / "vocab.txt").string(), wordpiece);
+    if (std::filesystem::exists(folder / "vocab.txt"))
+        return load_wordpiece((folder / "vocab.txt").string(), wordpiece, &json, config_path);
     if (std::filesystem::exists(folder / "tokenizer.json")) {
         // GPT2TokenizerFast and RobertaTokenizerFast put tokenizer_config.json's add_prefix_space over the json's.
         if (prefix_space_given && add_prefix_space)
             throw Error("add_prefix_space true (a space before the text) is not supported", config_path);
-        return load_tokenizer_json((folder / "tokenizer.json").string(),
-                                   tokenizer_class == "PreTrainedTokenizerFast" ? nullptr : &wordpiece);
+        const bool bert_class = tokenizer_class != "PreTrainedTokenizerFast";
+        return load_tokenizer_json((folder / "tokenizer.json").string(), bert_class ? &wordpiece : nullptr,
+                                   bert_class ? &json : nullptr, config_path);
     }
     const bool merges = std::filesystem::exists(folder / "vocab.json") || std::filesystem::exists(folder / "merges.txt");
     throw Error("no tokenizer: none of spiece.model, vocab.txt, tokenizer.json" +
@@ -272,7 +346,9 @@ void train_sentencepiece_model(const std::vector<std::string>& lines, const std:
 std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& sentences, const std::string& directory,
                                                int vocab_size, const std::string& model_type) {
     detail::train_sentencepiece_model(sentences, directory, vocab_size, "unigram");
-    return load_sentencepiece((std::filesystem::path(directory) / "spiece.model").string(), model_type, false);
+    // No transformers class behind it: no special tokens matched (its user-defined symbols are SentencePiece's own).
+    return std::make_unique<SentencePiece>((std::filesystem::path(directory) / "spiece.model").string(), model_type,
+                                           false, false, true, false, false, nullptr, "");
 }
 
 // default_rte_path, read_sentences: src/loaders/text_file.cpp (torch-free, bounded, fuzzed).

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loaders/added_tokens.hpp"
 #include "loaders/post_processor.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
@@ -26,9 +27,12 @@ public:
     // From a tokenizer.json whose model is WordPiece (the `tokenizers` form of BertTokenizerFast; e.g. the
     // all-MiniLM-L6-v2 package, which ships no vocab.txt). Read: model.vocab (piece -> id), unk_token,
     // continuing_subword_prefix ("##" only), max_input_chars_per_word; normalizer BertNormalizer (lowercase;
-    // strip_accents null = follow lowercase, as BERT); pre_tokenizer BertPreTokenizer. Anything else is refused in
-    // one line naming the field, so that no tokenizer is silently approximated.
-    WordPiece(const std::string& path, const nlohmann::json& json, const WordPieceSettings* overrides) : path_(path) {
+    // strip_accents null = follow lowercase, as BERT); pre_tokenizer BertPreTokenizer; added_tokens, matched in the
+    // text, with BertTokenizerFast's special tokens from `tokenizer_config` when it is given. Anything else is refused
+    // in one line naming the field, so that no tokenizer is silently approximated.
+    WordPiece(const std::string& path, const nlohmann::json& json, const WordPieceSettings* overrides,
+              const nlohmann::json* tokenizer_config, const std::string& config_path)
+        : path_(path) {
         const auto field = [&](const nlohmann::json& parent, const char* key, const std::string& where) -> const nlohmann::json& {
             if (!parent.is_object() || !parent.contains(key)) throw Error("tokenizer.json has no " + where + key, path);
             return parent.at(key);
@@ -46,8 +50,10 @@ public:
         if (model.contains("continuing_subword_prefix") &&
             !(model["continuing_subword_prefix"].is_string() && model["continuing_subword_prefix"] == "##"))
             throw Error("tokenizer.json: model.continuing_subword_prefix other than \"##\" is not supported", path);
-        if (model.contains("unk_token") && !(model["unk_token"].is_string() && model["unk_token"] == "[UNK]"))
-            throw Error("tokenizer.json: model.unk_token other than \"[UNK]\" is not supported", path);
+        if (model.contains("unk_token") && !model["unk_token"].is_null()) {
+            if (!model["unk_token"].is_string()) throw Error("tokenizer.json: model.unk_token must be a string", path);
+            unknown_ = model["unk_token"].get<std::string>();
+        }
         if (model.contains("max_input_chars_per_word")) {
             const auto& limit = model["max_input_chars_per_word"];
             if (!limit.is_number_integer() || limit.get<std::int64_t>() < 1 || limit.get<std::int64_t>() > 1'000'000)
@@ -70,12 +76,25 @@ public:
         const auto& pre_tokenizer = field(json, "pre_tokenizer", "");
         if (!pre_tokenizer.is_object() || pre_tokenizer.value("type", "") != "BertPreTokenizer")
             throw Error("tokenizer.json: a WordPiece pre_tokenizer other than BertPreTokenizer is not supported", path);
-        for (const char* special : {"[CLS]", "[SEP]", "[UNK]"})
-            if (!ids_.count(special)) throw Error(std::string("tokenizer.json: model.vocab has no ") + special, path);
+        if (!ids_.count(unknown_))
+            throw Error("tokenizer.json: model.vocab has no " + printable(unknown_) + " (model.unk_token)", path);
         size_ = largest + 1;
+        std::vector<detail::AddedToken> added =
+            detail::read_tokenizer_json_added_tokens(json.value("added_tokens", nlohmann::json::array()), 1 << 24, path);
+        if (tokenizer_config) {
+            const auto configured =
+                detail::configured_special_tokens(detail::bert_special_tokens(), *tokenizer_config, config_path);
+            std::vector<detail::AddedToken> specials = configured.tokens;  // the json's ids win
+            specials.insert(specials.end(), added.begin(), added.end());
+            added = specials;
+        }
+        match_added_tokens(added);
         read_post_processor(json.contains("post_processor") ? json["post_processor"] : nlohmann::json());
     }
-    WordPiece(const std::string& path, const WordPieceSettings& settings) : path_(path), options_(basic_options(settings)) {
+    // `tokenizer_config`: tokenizer_config.json (config_path), whose special tokens replace BertTokenizer's defaults.
+    WordPiece(const std::string& path, const WordPieceSettings& settings, const nlohmann::json* tokenizer_config,
+              const std::string& config_path)
+        : path_(path), options_(basic_options(settings)) {
         // One piece per line, id = line index (as Hugging Face's load_vocab); a regular file of bounded size.
         const std::string text = read_file_limited(path, kMaxJsonFileBytes, "vocabulary");
         bool has_upper = false;
@@ -92,21 +111,59 @@ public:
                 for (char c : line) has_upper = has_upper || (c >= 'A' && c <= 'Z');
         }
         if (ids_.size() < 5) throw Error("vocabulary has " + std::to_string(ids_.size()) + " entries (at least 5 expected)", path);
-        for (const char* special : {"[CLS]", "[SEP]", "[UNK]"})
-            if (!ids_.count(special)) throw Error(std::string("vocabulary has no ") + special, path);
-        prefix_ = {ids_.at("[CLS]")};
-        suffix_ = {ids_.at("[SEP]")};
+        // BertTokenizer's special tokens ([CLS] x [SEP], [UNK]), or those tokenizer_config.json names instead.
+        const auto configured = detail::configured_special_tokens(
+            detail::bert_special_tokens(), tokenizer_config ? *tokenizer_config : nlohmann::json::object(), config_path);
+        const auto vocabulary_id = [&](const char* role) {
+            const std::string& content = configured.content(role, config_path);
+            if (!ids_.count(content))
+                throw Error("vocabulary has no " + printable(content) + " (" + role +
+                                (tokenizer_config && tokenizer_config->contains(role) ? " of tokenizer_config.json" : "") + ")",
+                            path);
+            return ids_.at(content);
+        };
+        prefix_ = {vocabulary_id("cls_token")};
+        suffix_ = {vocabulary_id("sep_token")};
+        unknown_ = configured.content("unk_token", config_path);
+        vocabulary_id("unk_token");
+        size_ = next_id;
+        match_added_tokens(configured.tokens);
         if (has_upper && settings.lower_case && !settings.lower_case_given)
             warn(path + ": the vocabulary has capitalised pieces, and no tokenizer_config.json sets do_lower_case: the "
                         "text is lower-cased, as transformers' BertTokenizer does by default (its capitalised pieces are "
                         "never used; a cased model needs \"do_lower_case\": false)");
-        size_ = next_id;
     }
     std::vector<int> encode(const std::string& text) const override {
         std::vector<int> out;
+        for (const detail::TextSegment& segment : added_.split(text)) {
+            if (segment.id >= 0) out.push_back(segment.id);
+            else encode_words(segment.text, out);
+        }
+        return out;
+    }
+    std::vector<int> prefix() const override { return prefix_; }
+    std::vector<int> suffix() const override { return suffix_; }
+    int vocab_size() const override { return size_; }
+    std::string source() const override { return path_; }
+    int unknown_id() const override { return ids_.at(unknown_); }
+    std::vector<std::string> special_tokens_read_as_text() const override { return read_as_text_; }
+
+private:
+    // The special tokens found in the vocabulary are matched in the text; the others are listed as read as text.
+    // An id beyond the vocabulary (tokenizer_config.json's added_tokens_decoder) widens it, as len(tokenizer) does.
+    void match_added_tokens(const std::vector<detail::AddedToken>& tokens) {
+        const auto matched = detail::resolve_ids(
+            tokens, [&](const std::string& content) { return ids_.count(content) ? ids_.at(content) : -1; },
+            &read_as_text_);
+        for (const auto& token : matched) size_ = std::max(size_, token.id + 1);
+        added_ = detail::AddedTokenSplitter(matched);
+    }
+
+    // BasicTokenizer's words of a text segment, each spelled by greedy longest match with "##" continuations.
+    void encode_words(const std::string& text, std::vector<int>& out) const {
         for (const std::string& word : utf8::basic_split(text, options_)) {
             if (utf8::length(word) > max_characters_) {
-                out.push_back(ids_.at("[UNK]"));
+                out.push_back(unknown_id());
                 continue;
             }
             // Greedy longest match.
@@ -134,18 +191,11 @@ public:
                 pieces.push_back(found);
                 start = end;
             }
-            if (bad) out.push_back(ids_.at("[UNK]"));
+            if (bad) out.push_back(unknown_id());
             else out.insert(out.end(), pieces.begin(), pieces.end());
         }
-        return out;
     }
-    std::vector<int> prefix() const override { return prefix_; }
-    std::vector<int> suffix() const override { return suffix_; }
-    int vocab_size() const override { return size_; }
-    std::string source() const override { return path_; }
-    int unknown_id() const override { return ids_.at("[UNK]"); }
 
-private:
     // A WordPiece tokenizer.json's special tokens around the text: none (null), BertProcessing's cls and sep, or
     // TemplateProcessing's single sequence ("[CLS] $A [SEP]"). Anything else is refused.
     void read_post_processor(const nlohmann::json& post) {
@@ -169,6 +219,9 @@ private:
     std::string path_;
     std::vector<int> prefix_, suffix_;
     std::unordered_map<std::string, int> ids_;
+    std::string unknown_ = "[UNK]";
+    detail::AddedTokenSplitter added_;
+    std::vector<std::string> read_as_text_;
     utf8::BasicOptions options_;
     std::size_t max_characters_ = 100;  // BertTokenizer's max_input_chars_per_word
     int size_ = 0;
@@ -195,15 +248,17 @@ WordPieceSettings read_wordpiece_settings(const nlohmann::json& json, const std:
     throw_json_content_error(error, path);
 }
 
-std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, const WordPieceSettings& settings) {
-    return std::make_unique<WordPiece>(vocab_path, settings);
+std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, const WordPieceSettings& settings,
+                                          const nlohmann::json* tokenizer_config, const std::string& config_path) {
+    return std::make_unique<WordPiece>(vocab_path, settings, tokenizer_config, config_path);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path,
-                                               const WordPieceSettings* wordpiece_settings) try {
+                                               const WordPieceSettings* wordpiece_settings,
+                                               const nlohmann::json* tokenizer_config, const std::string& config_path) try {
     const nlohmann::json json = read_json_file(tokenizer_json_path, "tokenizer.json");
     if (json.is_object() && json.contains("model") && json["model"].is_object() && json["model"].value("type", "") == "WordPiece")
-        return std::make_unique<WordPiece>(tokenizer_json_path, json, wordpiece_settings);
+        return std::make_unique<WordPiece>(tokenizer_json_path, json, wordpiece_settings, tokenizer_config, config_path);
     return load_byte_level_bpe(tokenizer_json_path);
 } catch (const nlohmann::json::exception& error) {
     throw_json_content_error(error, tokenizer_json_path);

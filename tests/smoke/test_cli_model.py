@@ -123,16 +123,26 @@ class ModelCommand(unittest.TestCase):
         said = run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE).stderr
         self.assertRegex(said, r"rankscope: warning: \d+ of the \d+ text tokens \(100%\) are the unknown token of")
         self.assertNotIn("unknown token", run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", own).stderr)
-        # A special token's string in the text is read as characters by WordPiece (transformers matches the token):
-        # said once, naming the sentence.
+        # A special token's string in the text is that token, as transformers matches it ([MASK] is id 4, [SEP] 3;
+        # vocab.txt lines 5 and 4), and nothing is said.
         masked = os.path.join(self.directory, "masked.txt")
         with open(masked, "w") as f:
-            f.write("tok5 tok6\ntok7 [MASK] tok8 [SEP]\n")
-        said = run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", masked).stderr
-        warning = (f"rankscope: warning: sentence 2 of {masked} holds \"[SEP]\": "
-                   f"{os.path.join(FIXTURES, 'bert-tiny', 'vocab.txt')} reads it as plain characters "
-                   "(transformers would match the special token)\n")
-        self.assertTrue(said.endswith(warning) and said.count("[SEP]") == 1, said)
+            f.write("tok5 tok6\ntok7 [MASK] tok8 [SEP] <extra>\n")
+        result = run("tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", masked, "--format", "json")
+        ids = [sentence["token_ids"] for sentence in json.loads(result.stdout)["sentences"]]
+        self.assertEqual(ids[1][:4], [7, 4, 8, 3])
+        self.assertNotIn("warning", result.stderr)
+        # A special token the configuration names and the vocabulary lacks is read as characters: said once, naming
+        # the sentence.
+        folder = os.path.join(self.directory, "bert-tiny-extra")
+        shutil.copytree(os.path.join(FIXTURES, "bert-tiny"), folder)
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"additional_special_tokens": ["<extra>"]}, f)
+        said = run("tokenize", "--model", folder, "--text", masked).stderr
+        warning = (f"rankscope: warning: sentence 2 of {masked} holds \"<extra>\": "
+                   f"{os.path.join(folder, 'vocab.txt')} reads it as plain characters, not as a special token (it has "
+                   "no such token in its vocabulary)\n")
+        self.assertTrue(said.endswith(warning) and said.count("<extra>") == 1, said)
 
     def test_draws_zero_skips_e2(self):
         # --draws 0: E1 and the skip ratio as usual, no path products, no paths.csv, no E2 figure, no E2 verdict.

@@ -41,6 +41,21 @@ AWKWARD = [
 ]
 
 
+# Special-token strings inside the text: transformers matches them as single tokens (slow: tokens_trie; fast:
+# AddedVocabulary), with their lstrip (ALBERT's [MASK], XLNet's <mask>), before the tokenizer's own model.
+SPECIAL = [
+    "Paris is the [MASK] of France.",
+    "a[MASK]b [CLS][SEP] [mask] [PAD]x [UNK]",
+    "The <mask> of <sep> France<cls>.",
+    "hello <s>world</s> x <unk>y <pad>",
+    "  [MASK]  spaced   <mask>  out  ",
+    "[MASK]",
+    "x [SEP]",
+    "[MASK][MASK] <mask><mask> end",
+    "Two\u00a0[MASK] and\u3000<mask> after wide spaces.",
+]
+
+
 def texts():
     return rte_sentences(32) + AWKWARD
 
@@ -79,13 +94,15 @@ class TransformersJudgesTokenizers(unittest.TestCase):
         shutil.rmtree(cls.scratch, ignore_errors=True)
         TABLE.emit()
 
-    def judge(self, case, folder, reference, exclude=()):
-        """rankscope against `reference` on every sentence but those in `exclude` (where transformers' own slow and
-        fast tokenizers disagree with each other; the caller checks that rankscope follows the fast one there)."""
-        prefix, got, suffix = rankscope_ids(folder, self.sentences, self.scratch)
+    def judge(self, case, folder, reference, exclude=(), sentences=None):
+        """rankscope against `reference` on every sentence (of `sentences`, else the shared ones) but those in
+        `exclude` (where transformers' own slow and fast tokenizers disagree with each other; the caller checks that
+        rankscope follows the other one there)."""
+        sentences = self.sentences if sentences is None else sentences
+        prefix, got, suffix = rankscope_ids(folder, sentences, self.scratch)
         agree = 0
         failures = []
-        for text, ids in zip(self.sentences, got):
+        for text, ids in zip(sentences, got):
             if text in exclude:
                 continue
             content = reference(text, add_special_tokens=False)["input_ids"]
@@ -95,14 +112,15 @@ class TransformersJudgesTokenizers(unittest.TestCase):
             else:
                 failures.append(f"{text!r}:\n    rankscope    {prefix} {ids} {suffix}\n"
                                 f"    transformers {content} framed {framed}")
-        judged = len(self.sentences) - len(exclude)
+        judged = len(sentences) - len(exclude)
         TABLE.rows.append({"case": case + (f" ({len(exclude)} left out: slow ≠ fast)" if exclude else ""),
                            "hook": f"{agree}/{judged}", "worst_relative_difference": float(judged - agree),
                            "tolerance": 0.0})
         self.assertFalse(failures, f"{case}: {len(failures)} of {judged} sentences differ:\n" + "\n".join(failures[:4]))
 
-    def slow_fast_disagreements(self, slow, fast):
-        return {text for text in self.sentences if slow(text)["input_ids"] != fast(text)["input_ids"]}
+    def slow_fast_disagreements(self, slow, fast, sentences=None):
+        return {text for text in (self.sentences if sentences is None else sentences)
+                if slow(text)["input_ids"] != fast(text)["input_ids"]}
 
     def folder(self, name):
         path = os.path.join(self.scratch, name)
@@ -189,6 +207,65 @@ class TransformersJudgesTokenizers(unittest.TestCase):
         self.judge("ALBERT spiece.model, keep_accents true, slow", folder,
                    transformers.AlbertTokenizer(model, keep_accents=True))
 
+    # ---- special tokens in the text -------------------------------------------------------------------------------
+    def test_special_tokens_in_text_wordpiece(self):
+        # They were read as characters ("[MASK]" gave "[", "mask", "]"); a warning said so.
+        for fast in (False, True):
+            self.judge(f"all-MiniLM-L6-v2 vocab.txt, special tokens in the text, {'fast' if fast else 'slow'}", MINILM,
+                       transformers.AutoTokenizer.from_pretrained(MINILM, use_fast=fast), sentences=SPECIAL)
+        self.judge("all-MiniLM-L6-v2-zip tokenizer.json, special tokens in the text, fast", MINILM_ZIP,
+                   transformers.BertTokenizerFast(tokenizer_file=os.path.join(MINILM_ZIP, "tokenizer.json")),
+                   sentences=SPECIAL)
+
+    def test_special_tokens_named_in_tokenizer_config(self):
+        # A vocab.txt whose special tokens have other names, given by tokenizer_config.json as transformers'
+        # save_pretrained writes it (*_token, added_tokens_decoder with <mask>'s lstrip, an additional special token).
+        # It was refused ("vocabulary has no [UNK]").
+        folder = self.folder("wordpiece-renamed")
+        names = {"[UNK]": "<unk>", "[CLS]": "<s>", "[SEP]": "</s>", "[PAD]": "<pad>", "[MASK]": "<mask>"}
+        with open(os.path.join(MINILM, "vocab.txt"), encoding="utf-8") as f:
+            pieces = [names.get(line.rstrip("\n"), line.rstrip("\n")) for line in f]
+        vocab = os.path.join(self.scratch, "renamed-vocab.txt")
+        with open(vocab, "w", encoding="utf-8") as f:
+            f.write("\n".join(pieces) + "\n")
+        slow = transformers.BertTokenizer(vocab, unk_token="<unk>", cls_token="<s>", sep_token="</s>", pad_token="<pad>",
+                                          mask_token=transformers.AddedToken("<mask>", lstrip=True, normalized=False))
+        slow.add_special_tokens({"additional_special_tokens": ["<extra_id>"]})
+        slow.save_pretrained(folder)
+        write_config(folder, "bert", len(slow))
+        with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+            written = json.load(f)
+        self.assertEqual(written["added_tokens_decoder"][str(len(pieces))]["content"], "<extra_id>")
+        self.assertTrue(written["added_tokens_decoder"][str(pieces.index("<mask>"))]["lstrip"])
+        sentences = SPECIAL + ["An <extra_id> token, <s> and </s> inside, a <mask>  here."] + self.sentences[:8]
+        for fast in (False, True):
+            self.judge(f"vocab.txt with renamed special tokens (tokenizer_config.json), {'fast' if fast else 'slow'}",
+                       folder, transformers.AutoTokenizer.from_pretrained(folder, use_fast=fast), sentences=sentences)
+
+    def test_special_tokens_in_text_sentencepiece(self):
+        # ALBERT and XLNet: transformers' fast tokenizers give the space before a special token (and at the end) a "▁"
+        # of its own, the slow ones do not; rankscope follows the slow ones (the pieces between special tokens
+        # prepared and encoded each on its own) and the sentences where the two disagree are listed.
+        options = {"albert": dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"]),
+                   "xlnet": dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1, control_symbols=["<cls>", "<sep>", "<pad>", "<mask>"])}
+        classes = {"albert": (transformers.AlbertTokenizer, transformers.AlbertTokenizerFast),
+                   "xlnet": (transformers.XLNetTokenizer, transformers.XLNetTokenizerFast)}
+        expected_disagreements = {
+            "albert": {SPECIAL[1], SPECIAL[3], SPECIAL[4], SPECIAL[6]},
+            "xlnet": {SPECIAL[2], SPECIAL[3], SPECIAL[4]}}
+        for model_type in ("albert", "xlnet"):
+            folder = self.folder(model_type + "-special")
+            model = self.train_sentencepiece(folder, "spiece", model_type="unigram", **options[model_type])
+            write_config(folder, model_type, 1200)
+            slow_class, fast_class = classes[model_type]
+            slow, fast = slow_class(model), fast_class(model)
+            disagree = self.slow_fast_disagreements(slow, fast, SPECIAL)
+            self.assertEqual(disagree, expected_disagreements[model_type],
+                             f"{model_type}: transformers' slow and fast tokenizers disagree elsewhere")
+            self.judge(f"{model_type} spiece.model, special tokens in the text, slow", folder, slow, sentences=SPECIAL)
+            self.judge(f"{model_type} spiece.model, special tokens in the text, fast", folder, fast, exclude=disagree,
+                       sentences=SPECIAL)
+
     # ---- SentencePiece --------------------------------------------------------------------------------------------
     def train_sentencepiece(self, folder, name, **options):
         sentencepiece.SentencePieceTrainer.train(
@@ -234,6 +311,8 @@ class TransformersJudgesTokenizers(unittest.TestCase):
                          add_prefix_space=True)
             self.judge(f"Llama 2 tokenizer.model (trained BPE, byte fallback), {'fast' if fast else 'slow'}", folder,
                        reference)
+            self.judge(f"Llama 2 tokenizer.model, special tokens in the text, {'fast' if fast else 'slow'}", folder,
+                       reference, sentences=SPECIAL)
 
     # ---- byte-level BPE -------------------------------------------------------------------------------------------
     def byte_level(self, name, pattern, model_type, special, vocab_size=2000):

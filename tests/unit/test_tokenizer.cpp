@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "loaders/added_tokens.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/models.hpp"  // ModelBatch, HfConfig
 #include "rankscope/tokenizer.hpp"
@@ -66,6 +69,75 @@ TEST(WordPiece, StripAccentsAndChineseCharactersFollowTheSettings) {
     settings.lower_case = false;
     settings.strip_accents = 1;
     EXPECT_EQ(load_wordpiece(vocab, settings)->encode("caf\xc3\xa9"), (std::vector<int>{4}));  // cased, accents stripped
+}
+
+TEST(AddedTokens, LeftmostLongestMatchWithLstripAndRstrip) {
+    using rankscope::detail::AddedToken;
+    using rankscope::detail::TextSegment;
+    const rankscope::detail::AddedTokenSplitter splitter({{"<m>", 7, true, false}, {"<m><m>", 8}, {"</s>", 9, false, true}});
+    const auto segments = splitter.split("a  <m> b<m><m>\xc2\xa0<m></s> \xe3\x80\x80" "c");
+    // "a  " loses its spaces to <m>'s lstrip; <m><m> is one token (longest); U+00A0 is taken by the next <m>'s lstrip;
+    // </s>'s rstrip takes " " and U+3000.
+    const std::vector<std::pair<std::string, int>> expected = {{"a", -1}, {"", 7}, {" b", -1}, {"", 8}, {"", 7},
+                                                               {"", 9}, {"c", -1}};
+    ASSERT_EQ(segments.size(), expected.size());
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+        EXPECT_EQ(segments[k].text, expected[k].first) << k;
+        EXPECT_EQ(segments[k].id, expected[k].second) << k;
+    }
+    EXPECT_EQ(rankscope::detail::AddedTokenSplitter().split("x <m>").size(), 1u);  // no tokens: the whole text
+    EXPECT_TRUE(rankscope::detail::AddedTokenSplitter({{"<m>", -1}}).empty());     // no id: not matched
+}
+
+TEST(AddedTokens, TokenizerConfigReplacesTheClassDefaults) {
+    const auto config = nlohmann::json::parse(R"({
+        "cls_token": "<s>", "mask_token": {"content": "<mask>", "lstrip": false, "rstrip": true}, "pad_token": null,
+        "additional_special_tokens": ["<x>"],
+        "added_tokens_decoder": {"42": {"content": "<y>", "lstrip": true, "special": true}}})");
+    const auto configured = rankscope::detail::configured_special_tokens(rankscope::detail::albert_special_tokens(), config, "tc.json");
+    EXPECT_EQ(configured.content("cls_token", "tc.json"), "<s>");
+    EXPECT_EQ(configured.content("sep_token", "tc.json"), "[SEP]");  // the default
+    EXPECT_THROW(configured.content("pad_token", "tc.json"), Error);  // null: none
+    std::map<std::string, rankscope::detail::AddedToken> by_content;
+    for (const auto& token : configured.tokens) by_content[token.content] = token;
+    EXPECT_EQ(by_content.count("<pad>"), 0u);
+    EXPECT_EQ(by_content.count("[CLS]"), 1u);  // still ALBERT's bos_token, as in AlbertTokenizer
+    EXPECT_FALSE(by_content.at("<mask>").lstrip);  // an object's flags replace ALBERT's lstrip
+    EXPECT_TRUE(by_content.at("<mask>").rstrip);
+    EXPECT_EQ(by_content.at("<x>").id, -1);
+    EXPECT_EQ(by_content.at("<y>").id, 42);
+    EXPECT_TRUE(by_content.at("<y>").lstrip);
+    // A string keeps the class's lstrip (AlbertTokenizer wraps its mask token).
+    const auto string_mask = rankscope::detail::configured_special_tokens(
+        rankscope::detail::albert_special_tokens(), nlohmann::json::parse(R"({"mask_token": "<m>"})"), "tc.json");
+    for (const auto& token : string_mask.tokens)
+        if (token.content == "<m>") EXPECT_TRUE(token.lstrip);
+    // XLNet's default additional tokens are replaced by the config's list.
+    const auto xlnet = rankscope::detail::configured_special_tokens(
+        rankscope::detail::xlnet_special_tokens(), nlohmann::json::parse(R"({"additional_special_tokens": []})"), "tc.json");
+    for (const auto& token : xlnet.tokens) EXPECT_NE(token.content, "<eop>");
+    for (const char* bad : {R"({"cls_token": 3})", R"({"cls_token": ""})", R"({"added_tokens_decoder": {"x": {"content": "a"}}})",
+                            R"({"added_tokens_decoder": {"-1": {"content": "a"}}})", R"({"additional_special_tokens": "a"})",
+                            R"({"mask_token": {"content": "<m>", "lstrip": "yes"}})"})
+        EXPECT_THROW(rankscope::detail::configured_special_tokens(rankscope::detail::bert_special_tokens(), nlohmann::json::parse(bad), "tc.json"),
+                     Error)
+            << bad;
+}
+
+TEST(WordPiece, SpecialTokensInTheTextAreMatchedAndRenamedOnesAreRead) {
+    const auto vocab = write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "[", "mask", "]", "x"});
+    // "[MASK]" is [MASK]; "[mask]" is text; the words around are split as before.
+    EXPECT_EQ(load_wordpiece(vocab)->encode("the [MASK]x [mask]"), (std::vector<int>{5, 4, 9, 6, 7, 8}));
+    const auto renamed = write_vocab({"<pad>", "<unk>", "<s>", "</s>", "<mask>", "the", "x"});
+    EXPECT_THROW(load_wordpiece(renamed), Error);  // BertTokenizer's [UNK], [CLS], [SEP] are not in it
+    const auto config = nlohmann::json::parse(
+        R"({"unk_token": "<unk>", "cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>", "mask_token": "<mask>"})");
+    const auto tokenizer = load_wordpiece(renamed, {}, &config);
+    EXPECT_EQ(tokenizer->prefix(), std::vector<int>{2});
+    EXPECT_EQ(tokenizer->suffix(), std::vector<int>{3});
+    EXPECT_EQ(tokenizer->unknown_id(), 1);
+    EXPECT_EQ(tokenizer->encode("the<mask> y"), (std::vector<int>{5, 4, 1}));
+    EXPECT_TRUE(tokenizer->special_tokens_read_as_text().empty());
 }
 
 TEST(WordPiece, LineSeparatorsSplitAndPrivateUseCharactersAreRemoved) {

@@ -1,0 +1,224 @@
+// Special and added tokens matched in the text: see added_tokens.hpp.
+#include "loaders/added_tokens.hpp"
+
+#include <utf8proc.h>
+
+#include <algorithm>
+
+#include "rankscope/error.hpp"
+#include "rankscope/io.hpp"
+
+namespace rankscope::detail {
+
+namespace {
+
+constexpr std::int64_t kMaxTokenId = (std::int64_t(1) << 24) - 1;
+
+// Unicode's White_Space property (Rust's char::is_whitespace, which the `tokenizers` lstrip/rstrip use; Python's
+// str.strip adds U+001C–U+001F, control characters no tokenizer here keeps).
+bool is_white_space(std::int32_t c) {
+    return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+// The code point at byte `at` and its length in bytes (an invalid byte counts as one non-space byte).
+std::pair<std::int32_t, std::size_t> code_point_at(const std::string& text, std::size_t at) {
+    utf8proc_int32_t code = -1;
+    const utf8proc_ssize_t size = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data()) + at,
+                                                   static_cast<utf8proc_ssize_t>(text.size() - at), &code);
+    return {size > 0 ? code : -1, size > 0 ? static_cast<std::size_t>(size) : 1};
+}
+
+// Where the whitespace at the end of text[begin, end) starts.
+std::size_t trailing_space_start(const std::string& text, std::size_t begin, std::size_t end) {
+    std::size_t after_last_word = begin;
+    for (std::size_t at = begin; at < end;) {
+        const auto [code, size] = code_point_at(text, at);
+        at += size;
+        if (!is_white_space(code)) after_last_word = at;
+    }
+    return after_last_word;
+}
+
+// Where the whitespace at `at` ends.
+std::size_t leading_space_end(const std::string& text, std::size_t at) {
+    while (at < text.size()) {
+        const auto [code, size] = code_point_at(text, at);
+        if (!is_white_space(code)) break;
+        at += size;
+    }
+    return at;
+}
+
+bool flag(const nlohmann::json& token, const char* key, bool fallback, const std::string& where, const std::string& path) {
+    if (!token.contains(key) || token[key].is_null()) return fallback;
+    if (!token[key].is_boolean()) throw Error(where + "." + key + " must be true or false", path);
+    return token[key].get<bool>();
+}
+
+// A token as tokenizer_config.json writes it: "[MASK]" or {"content": "[MASK]", "lstrip": true, ...}. A string keeps
+// `fallback`'s flags.
+AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback, const std::string& where,
+                        const std::string& path) {
+    AddedToken token = fallback;
+    if (value.is_string()) {
+        token.content = value.get<std::string>();
+    } else if (value.is_object() && value.contains("content") && value["content"].is_string()) {
+        token.content = value["content"].get<std::string>();
+        token.lstrip = flag(value, "lstrip", false, where, path);
+        token.rstrip = flag(value, "rstrip", false, where, path);
+    } else {
+        throw Error(where + " must be a string, {\"content\": ...} or null", path);
+    }
+    if (token.content.empty()) throw Error(where + " is empty", path);
+    return token;
+}
+
+void keep_last(std::vector<AddedToken>& tokens, const AddedToken& token) {
+    tokens.erase(std::remove_if(tokens.begin(), tokens.end(), [&](const AddedToken& t) { return t.content == token.content; }),
+                 tokens.end());
+    tokens.push_back(token);
+}
+
+}  // namespace
+
+AddedTokenSplitter::AddedTokenSplitter(std::vector<AddedToken> tokens) {
+    for (const auto& token : tokens)
+        if (token.id >= 0 && !token.content.empty()) keep_last(by_length_, token);
+    std::stable_sort(by_length_.begin(), by_length_.end(),
+                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+    for (const auto& token : by_length_) first_bytes_[static_cast<unsigned char>(token.content[0])] = true;
+}
+
+std::vector<TextSegment> AddedTokenSplitter::split(const std::string& text) const {
+    std::vector<TextSegment> out;
+    const auto add_text = [&](std::size_t begin, std::size_t end) {
+        if (end > begin) out.push_back({text.substr(begin, end - begin), -1});
+    };
+    std::size_t start = 0, at = 0;  // start: where the pending text segment begins
+    while (at < text.size()) {
+        const AddedToken* match = nullptr;
+        if (first_bytes_[static_cast<unsigned char>(text[at])])
+            for (const auto& token : by_length_)
+                if (text.compare(at, token.content.size(), token.content) == 0) {
+                    match = &token;
+                    break;
+                }
+        if (!match) {
+            ++at;
+            continue;
+        }
+        add_text(start, match->lstrip ? trailing_space_start(text, start, at) : at);
+        out.push_back({"", match->id});
+        at += match->content.size();
+        if (match->rstrip) at = leading_space_end(text, at);
+        start = at;
+    }
+    add_text(start, text.size());
+    return out;
+}
+
+std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& added, int id_limit, const std::string& path) {
+    if (!added.is_array()) throw Error("added_tokens must be an array", path);
+    std::vector<AddedToken> tokens;
+    for (const auto& token : added) {
+        if (!token.is_object() || !token.contains("id") || !token.contains("content") || !token["content"].is_string())
+            throw Error("added_tokens: each needs an integer id and a string content", path);
+        AddedToken read;
+        read.id = static_cast<int>(json_integer(token["id"], 0, std::min<std::int64_t>(id_limit - 1, kMaxTokenId),
+                                                "added_tokens: an id", path));
+        read.content = token["content"].get<std::string>();
+        if (read.content.empty()) throw Error("added_tokens: an empty content", path);
+        read.lstrip = flag(token, "lstrip", false, "added_tokens", path);
+        read.rstrip = flag(token, "rstrip", false, "added_tokens", path);
+        tokens.push_back(read);
+    }
+    return tokens;
+}
+
+std::vector<SpecialTokenDefault> bert_special_tokens() {
+    return {{"unk_token", "[UNK]"}, {"sep_token", "[SEP]"}, {"pad_token", "[PAD]"}, {"cls_token", "[CLS]"},
+            {"mask_token", "[MASK]"}};
+}
+std::vector<SpecialTokenDefault> albert_special_tokens() {
+    return {{"bos_token", "[CLS]"}, {"eos_token", "[SEP]"}, {"unk_token", "<unk>"}, {"sep_token", "[SEP]"},
+            {"pad_token", "<pad>"}, {"cls_token", "[CLS]"}, {"mask_token", "[MASK]", true}};
+}
+std::vector<SpecialTokenDefault> xlnet_special_tokens() {
+    // additional_special_tokens defaults to <eop>, <eod> (roles of their own here: the config's list replaces them).
+    return {{"bos_token", "<s>"},     {"eos_token", "</s>"},     {"unk_token", "<unk>"},
+            {"sep_token", "<sep>"},   {"pad_token", "<pad>"},    {"cls_token", "<cls>"},
+            {"mask_token", "<mask>", true}, {"additional_special_tokens", "<eop>"}, {"additional_special_tokens", "<eod>"}};
+}
+std::vector<SpecialTokenDefault> llama_special_tokens() {
+    return {{"unk_token", "<unk>"}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+}
+
+const std::string& ConfiguredSpecialTokens::content(const std::string& role, const std::string& path) const {
+    const auto found = roles.find(role);
+    if (found == roles.end()) throw Error("tokenizer_config.json sets no " + role + " (null), and the framing needs it", path);
+    return found->second;
+}
+
+ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialTokenDefault>& defaults,
+                                                  const nlohmann::json& config, const std::string& path) {
+    ConfiguredSpecialTokens out;
+    const bool has_config = config.is_object();
+    const bool additional_given = has_config && config.contains("additional_special_tokens") &&
+                                  !config["additional_special_tokens"].is_null();
+    for (const auto& entry : defaults) {
+        const std::string role = entry.role;
+        AddedToken token{entry.content, -1, entry.lstrip, false};
+        if (role == "additional_special_tokens") {
+            if (!additional_given) keep_last(out.tokens, token);
+            continue;
+        }
+        if (has_config && config.contains(role)) {
+            if (config[role].is_null()) continue;  // the class has none
+            token = config_token(config[role], token, "tokenizer_config.json " + role, path);
+        }
+        out.roles[role] = token.content;
+        keep_last(out.tokens, token);
+    }
+    if (additional_given) {
+        const auto& list = config["additional_special_tokens"];
+        if (!list.is_array()) throw Error("additional_special_tokens must be a list", path);
+        for (const auto& item : list)
+            keep_last(out.tokens, config_token(item, {}, "tokenizer_config.json additional_special_tokens", path));
+    }
+    if (has_config && config.contains("added_tokens_decoder") && !config["added_tokens_decoder"].is_null()) {
+        const auto& decoder = config["added_tokens_decoder"];
+        if (!decoder.is_object()) throw Error("added_tokens_decoder must be an object of \"id\": token", path);
+        for (const auto& [key, value] : decoder.items()) {
+            const std::string where = "tokenizer_config.json added_tokens_decoder \"" + printable(key, 20) + "\"";
+            if (!value.is_object()) throw Error(where + " must be {\"content\": ...}", path);
+            AddedToken token = config_token(value, {}, where, path);
+            std::size_t used = 0;
+            long long id = -1;
+            try {
+                id = std::stoll(key, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used != key.size() || key.empty() || id < 0 || id > kMaxTokenId)
+                throw Error(where + ": the key must be a token id in [0, 2^24)", path);
+            token.id = static_cast<int>(id);
+            keep_last(out.tokens, token);
+        }
+    }
+    return out;
+}
+
+std::vector<AddedToken> resolve_ids(const std::vector<AddedToken>& tokens,
+                                    const std::function<int(const std::string&)>& id_of,
+                                    std::vector<std::string>* unmatched) {
+    std::vector<AddedToken> out;
+    for (AddedToken token : tokens) {
+        if (token.id < 0) token.id = id_of(token.content);
+        if (token.id >= 0) out.push_back(token);
+        else if (unmatched) unmatched->push_back(token.content);
+    }
+    return out;
+}
+
+}  // namespace rankscope::detail

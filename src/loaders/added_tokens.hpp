@@ -1,0 +1,81 @@
+#pragma once
+// Special and added tokens, matched in the text before a tokenizer's own model sees it, as transformers' tokenizers
+// (slow: tokens_trie.split; fast: AddedVocabulary) do: "Paris is the [MASK] of France." is [MASK]'s id between the
+// text's pieces, not "[", "mask", "]". Shared by the WordPiece, SentencePiece and byte-level BPE readers. Torch-free.
+//
+//   text ─ split at added tokens (leftmost, longest first) ─┬─ text segments ─ the tokenizer (normalize, split, model)
+//                                                           └─ token ids, as they are
+#include <array>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace rankscope::detail {
+
+struct AddedToken {
+    std::string content;
+    int id = -1;                          // -1: the content's id in the tokenizer's vocabulary
+    bool lstrip = false, rstrip = false;  // it takes the whitespace on its left / right with it (ALBERT's [MASK])
+};
+
+// A piece of the text: a segment for the tokenizer (id -1) or an added token's id.
+struct TextSegment {
+    std::string text;
+    int id = -1;
+};
+
+class AddedTokenSplitter {
+public:
+    AddedTokenSplitter() = default;
+    // Tokens with an id (>= 0); a content given twice keeps the last.
+    explicit AddedTokenSplitter(std::vector<AddedToken> tokens);
+    // The text in order: segments between the tokens (whitespace an lstrip/rstrip token takes removed; empty ones left
+    // out) and the tokens' ids. No tokens: the whole text, one segment.
+    std::vector<TextSegment> split(const std::string& text) const;
+    bool empty() const { return by_length_.empty(); }
+
+private:
+    std::vector<AddedToken> by_length_;  // longest first: the longest match at the leftmost position wins
+    std::array<bool, 256> first_bytes_{};
+};
+
+// tokenizer.json's "added_tokens": [{"id", "content", "lstrip", "rstrip", ...}]; ids below `id_limit`. Errors name
+// `path`.
+std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& added, int id_limit, const std::string& path);
+
+// One special token of a transformers tokenizer class: its role in tokenizer_config.json ("cls_token") and default.
+struct SpecialTokenDefault {
+    const char* role;
+    const char* content;
+    bool lstrip = false;  // AlbertTokenizer's and XLNetTokenizer's mask token
+};
+// The classes' defaults (transformers 4.57): BertTokenizer (and DistilBERT's), AlbertTokenizer, XLNetTokenizer,
+// LlamaTokenizer.
+std::vector<SpecialTokenDefault> bert_special_tokens();
+std::vector<SpecialTokenDefault> albert_special_tokens();
+std::vector<SpecialTokenDefault> xlnet_special_tokens();
+std::vector<SpecialTokenDefault> llama_special_tokens();
+
+// The special tokens a tokenizer_config.json gives, over the class's defaults: each role's "*_token" (a string, an
+// AddedToken object {"content", "lstrip", "rstrip"}, or null for none; a string keeps the default's lstrip, as
+// AlbertTokenizer wraps its mask token), "additional_special_tokens", and "added_tokens_decoder" ({"id": token}, whose
+// ids and flags win).
+struct ConfiguredSpecialTokens {
+    std::vector<AddedToken> tokens;            // to match in the text
+    std::map<std::string, std::string> roles;  // role -> content; a role set to null is absent
+    // The content of `role` ("cls_token"); throws naming `path` and the role when the configuration has none.
+    const std::string& content(const std::string& role, const std::string& path) const;
+};
+ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialTokenDefault>& defaults,
+                                                  const nlohmann::json& tokenizer_config, const std::string& path);
+
+// The tokens with their ids: a given id, else `id_of(content)` (-1: not in the vocabulary, then left out and its
+// content added to `unmatched`: read as plain characters).
+std::vector<AddedToken> resolve_ids(const std::vector<AddedToken>& tokens,
+                                    const std::function<int(const std::string&)>& id_of,
+                                    std::vector<std::string>* unmatched);
+
+}  // namespace rankscope::detail
