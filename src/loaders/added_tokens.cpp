@@ -40,6 +40,31 @@ std::size_t trailing_space_start(const std::string& text, std::size_t begin, std
     return after_last_word;
 }
 
+// The regex crate's \w (Unicode): alphabetic, marks, digits, connector punctuation, and the joiners.
+bool is_word_character(std::int32_t c) {
+    if (c < 0) return false;
+    if (c == 0x200c || c == 0x200d) return true;
+    switch (utf8proc_category(c)) {
+        case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
+        case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+        case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO: case UTF8PROC_CATEGORY_PC:
+            return true;
+        default: return false;
+    }
+}
+
+// Whether the character ending at byte `end` (or starting at byte `at`) is a word character.
+bool word_character_before(const std::string& text, std::size_t end) {
+    std::size_t begin = end;
+    while (begin > 0 && (static_cast<unsigned char>(text[begin - 1]) & 0xc0) == 0x80) --begin;
+    if (begin == 0) return false;
+    --begin;
+    return is_word_character(code_point_at(text, begin).first);
+}
+bool word_character_at(const std::string& text, std::size_t at) {
+    return at < text.size() && is_word_character(code_point_at(text, at).first);
+}
+
 // Where the whitespace at `at` ends.
 std::size_t leading_space_end(const std::string& text, std::size_t at) {
     while (at < text.size()) {
@@ -67,6 +92,7 @@ AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback,
         token.content = value["content"].get<std::string>();
         token.lstrip = flag(value, "lstrip", false, where, path);
         token.rstrip = flag(value, "rstrip", false, where, path);
+        token.single_word = flag(value, "single_word", false, where, path);
     } else {
         throw Error(where + " must be a string, {\"content\": ...} or null", path);
     }
@@ -108,6 +134,10 @@ std::vector<TextSegment> AddedTokenSplitter::split(const std::string& text) cons
             ++at;
             continue;
         }
+        if (match->single_word && (word_character_before(text, at) || word_character_at(text, at + match->content.size()))) {
+            at += match->content.size();  // text; the search goes on after it
+            continue;
+        }
         add_text(start, match->lstrip ? trailing_space_start(text, start, at) : at);
         out.push_back({"", match->id});
         at += match->content.size();
@@ -131,6 +161,7 @@ std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& a
         if (read.content.empty()) throw Error("added_tokens: an empty content", path);
         read.lstrip = flag(token, "lstrip", false, "added_tokens", path);
         read.rstrip = flag(token, "rstrip", false, "added_tokens", path);
+        read.single_word = flag(token, "single_word", false, "added_tokens", path);
         tokens.push_back(read);
     }
     return tokens;

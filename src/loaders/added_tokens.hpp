@@ -19,6 +19,10 @@ struct AddedToken {
     std::string content;
     int id = -1;                          // -1: the content's id in the tokenizer's vocabulary
     bool lstrip = false, rstrip = false;  // it takes the whitespace on its left / right with it (ALBERT's [MASK])
+    // Matched only as a word of its own: not where a word character (the regex \w: letters, marks, digits,
+    // connector punctuation) touches it, as the `tokenizers` AddedVocabulary decides (transformers' slow tokenizers
+    // ask for a plain space instead, and differ where punctuation or other whitespace touches it).
+    bool single_word = false;
 };
 
 // A piece of the text: a segment for the tokenizer (id -1) or an added token's id.
@@ -33,7 +37,8 @@ public:
     // Tokens with an id (>= 0); a content given twice keeps the last.
     explicit AddedTokenSplitter(std::vector<AddedToken> tokens);
     // The text in order: segments between the tokens (whitespace an lstrip/rstrip token takes removed; empty ones left
-    // out) and the tokens' ids. No tokens: the whole text, one segment.
+    // out) and the tokens' ids. No tokens: the whole text, one segment. A single_word token inside a word is text, and
+    // the search goes on after it (as the `tokenizers` crate's leftmost-longest iteration does).
     std::vector<TextSegment> split(const std::string& text) const;
     bool empty() const { return by_length_.empty(); }
 
@@ -42,8 +47,8 @@ private:
     std::array<bool, 256> first_bytes_{};
 };
 
-// tokenizer.json's "added_tokens": [{"id", "content", "lstrip", "rstrip", ...}]; ids below `id_limit`. Errors name
-// `path`.
+// tokenizer.json's "added_tokens": [{"id", "content", "lstrip", "rstrip", "single_word", ...}]; ids below
+// `id_limit`. Errors name `path`.
 std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& added, int id_limit, const std::string& path);
 
 // One special token of a transformers tokenizer class: its role in tokenizer_config.json ("cls_token") and default.
@@ -60,7 +65,7 @@ std::vector<SpecialTokenDefault> xlnet_special_tokens();
 std::vector<SpecialTokenDefault> llama_special_tokens();
 
 // The special tokens a tokenizer_config.json gives, over the class's defaults: each role's "*_token" (a string, an
-// AddedToken object {"content", "lstrip", "rstrip"}, or null for none; a string keeps the default's lstrip, as
+// AddedToken object {"content", "lstrip", "rstrip", "single_word"}, or null for none; a string keeps the default's lstrip, as
 // AlbertTokenizer wraps its mask token), "additional_special_tokens", and "added_tokens_decoder" ({"id": token}, whose
 // ids and flags win).
 struct ConfiguredSpecialTokens {

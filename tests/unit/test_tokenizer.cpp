@@ -85,6 +85,14 @@ TEST(AddedTokens, LeftmostLongestMatchWithLstripAndRstrip) {
         EXPECT_EQ(segments[k].text, expected[k].first) << k;
         EXPECT_EQ(segments[k].id, expected[k].second) << k;
     }
+    // single_word: not where a word character (\w: letters, digits, marks, "_") touches it; the search goes on after.
+    rankscope::detail::AddedToken word{"<w>", 5};
+    word.single_word = true;
+    const auto words = rankscope::detail::AddedTokenSplitter({word}).split("a<w> <w>b <w>, _<w> \xc3\xa9<w>");
+    ASSERT_EQ(words.size(), 3u);
+    EXPECT_EQ(words[0].text, "a<w> <w>b ");
+    EXPECT_EQ(words[1].id, 5);
+    EXPECT_EQ(words[2].text, ", _<w> \xc3\xa9<w>");  // "_" and "é" are word characters
     EXPECT_EQ(rankscope::detail::AddedTokenSplitter().split("x <m>").size(), 1u);  // no tokens: the whole text
     EXPECT_TRUE(rankscope::detail::AddedTokenSplitter({{"<m>", -1}}).empty());     // no id: not matched
 }
