@@ -363,34 +363,32 @@ class TransformersJudgesTokenizers(unittest.TestCase):
         texts = ["The <mask> sat on the mat.", "Two  <mask>   <mask>\tmasks.", "<mask> first", "an </s>  end", "x</s> y"]
         unflagged = transformers.PreTrainedTokenizerFast(tokenizer_file=path)
         unflagged = [unflagged(text, add_special_tokens=False)["input_ids"] for text in texts]
+        expected = self.judge_added_token_flags(folder, path, texts, "<mask> lstrip and </s> rstrip",
+                                                lambda content: {"lstrip": content == "<mask>", "rstrip": content == "</s>"})
+        self.assertEqual(sum(a != b for a, b in zip(expected, unflagged)), 4)  # the flags change 4 of the 5 texts
+        # single_word: <mask> only as a word of its own (not touching a letter, digit, mark or "_").
+        texts = ["a<mask>b", "The <mask>, sat.", "<mask>_x and x_<mask>", "é<mask> <mask>.", "<mask><mask> end"]
+        expected = self.judge_added_token_flags(folder, path, texts, "<mask> single_word",
+                                                lambda content: {"single_word": content == "<mask>"})
+        mask = transformers.PreTrainedTokenizerFast(tokenizer_file=path).convert_tokens_to_ids("<mask>")
+        self.assertEqual([ids.count(mask) for ids in expected], [0, 1, 0, 1, 2])  # the flag decides
+
+    def judge_added_token_flags(self, folder, path, texts, name, flags):
+        """Sets each added token's flags (flags(content) -> {flag: value}) in the folder's tokenizer.json and checks
+        rankscope's ids on `texts` against the fast tokenizer read from it; returns transformers' ids."""
         with open(path, encoding="utf-8") as f:
             document = json.load(f)
         for token in document["added_tokens"]:
-            token["lstrip"] = token["content"] == "<mask>"
-            token["rstrip"] = token["content"] == "</s>"
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(document, f)
-        fast = transformers.PreTrainedTokenizerFast(tokenizer_file=path)
-        prefix, got, suffix = rankscope_ids(folder, texts, self.scratch)
-        expected = [fast(text, add_special_tokens=False)["input_ids"] for text in texts]
-        self.assertEqual(got, expected)
-        self.assertEqual(sum(a != b for a, b in zip(expected, unflagged)), 4)  # the flags change 4 of the 5 texts
-        TABLE.rows.append({"case": "RoBERTa tokenizer.json, <mask> lstrip and </s> rstrip, fast", "hook": f"{len(texts)}/{len(texts)}",
-                           "worst_relative_difference": 0.0, "tolerance": 0.0})
-        # single_word: <mask> only as a word of its own (not touching a letter, digit, mark or "_").
-        texts = ["a<mask>b", "The <mask>, sat.", "<mask>_x and x_<mask>", "é<mask> <mask>.", "<mask><mask> end"]
-        for token in document["added_tokens"]:
-            token["single_word"] = token["content"] == "<mask>"
+            token.update(flags(token["content"]))
         with open(path, "w", encoding="utf-8") as f:
             json.dump(document, f)
         fast = transformers.PreTrainedTokenizerFast(tokenizer_file=path)
         _, got, _ = rankscope_ids(folder, texts, self.scratch)
         expected = [fast(text, add_special_tokens=False)["input_ids"] for text in texts]
         self.assertEqual(got, expected)
-        mask = fast.convert_tokens_to_ids("<mask>")
-        self.assertEqual([ids.count(mask) for ids in expected], [0, 1, 0, 1, 2])  # the flag decides
-        TABLE.rows.append({"case": "RoBERTa tokenizer.json, <mask> single_word, fast", "hook": f"{len(texts)}/{len(texts)}",
+        TABLE.rows.append({"case": f"RoBERTa tokenizer.json, {name}, fast", "hook": f"{len(texts)}/{len(texts)}",
                            "worst_relative_difference": 0.0, "tolerance": 0.0})
+        return expected
 
     def test_llama3_pattern_fast(self):
         pattern = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
