@@ -83,7 +83,7 @@ bool flag(const nlohmann::json& token, const char* key, bool fallback, const std
 
 // A token as tokenizer_config.json writes it: "[MASK]" or {"content": "[MASK]", "lstrip": true, ...}. A string keeps
 // `fallback`'s flags.
-AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback, const std::string& where,
+AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback, bool special, const std::string& where,
                         const std::string& path) {
     AddedToken token = fallback;
     if (value.is_string()) {
@@ -93,6 +93,8 @@ AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback,
         token.lstrip = flag(value, "lstrip", false, where, path);
         token.rstrip = flag(value, "rstrip", false, where, path);
         token.single_word = flag(value, "single_word", false, where, path);
+        // transformers' AddedToken: normalized defaults to "not special" (a role's token and an additional one are special)
+        token.normalized = flag(value, "normalized", !flag(value, "special", special, where, path), where, path);
     } else {
         throw Error(where + " must be a string, {\"content\": ...} or null", path);
     }
@@ -108,24 +110,39 @@ void keep_last(std::vector<AddedToken>& tokens, const AddedToken& token) {
 
 }  // namespace
 
-AddedTokenSplitter::AddedTokenSplitter(std::vector<AddedToken> tokens) {
+AddedTokenSplitter::AddedTokenSplitter(std::vector<AddedToken> tokens, Normalizer normalize)
+    : normalize_(std::move(normalize)) {
+    std::vector<AddedToken> unique, as_is, normalized;
     for (const auto& token : tokens)
-        if (token.id >= 0 && !token.content.empty()) keep_last(by_length_, token);
-    std::stable_sort(by_length_.begin(), by_length_.end(),
-                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-    for (const auto& token : by_length_) first_bytes_[static_cast<unsigned char>(token.content[0])] = true;
+        if (token.id >= 0 && !token.content.empty()) keep_last(unique, token);
+    for (AddedToken token : unique) {
+        if (!(token.normalized && normalize_)) {
+            as_is.push_back(token);
+            continue;
+        }
+        token.content = normalize_(token.content);
+        if (!token.content.empty()) normalized.push_back(token);
+    }
+    as_is_.add(as_is);
+    normalized_.add(normalized);
 }
 
-std::vector<TextSegment> AddedTokenSplitter::split(const std::string& text) const {
-    std::vector<TextSegment> out;
+void AddedTokenSplitter::Matcher::add(const std::vector<AddedToken>& all) {
+    tokens = all;
+    std::stable_sort(tokens.begin(), tokens.end(),
+                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+    for (const auto& token : tokens) first_bytes[static_cast<unsigned char>(token.content[0])] = true;
+}
+
+void AddedTokenSplitter::Matcher::split(const std::string& text, std::vector<TextSegment>& out) const {
     const auto add_text = [&](std::size_t begin, std::size_t end) {
         if (end > begin) out.push_back({text.substr(begin, end - begin), -1});
     };
     std::size_t start = 0, at = 0;  // start: where the pending text segment begins
     while (at < text.size()) {
         const AddedToken* match = nullptr;
-        if (first_bytes_[static_cast<unsigned char>(text[at])])
-            for (const auto& token : by_length_)
+        if (first_bytes[static_cast<unsigned char>(text[at])])
+            for (const auto& token : tokens)
                 if (text.compare(at, token.content.size(), token.content) == 0) {
                     match = &token;
                     break;
@@ -145,6 +162,17 @@ std::vector<TextSegment> AddedTokenSplitter::split(const std::string& text) cons
         start = at;
     }
     add_text(start, text.size());
+}
+
+std::vector<TextSegment> AddedTokenSplitter::split(const std::string& text) const {
+    std::vector<TextSegment> segments;
+    as_is_.split(text, segments);
+    if (normalized_.tokens.empty()) return segments;
+    std::vector<TextSegment> out;
+    for (const auto& segment : segments) {
+        if (segment.id >= 0) out.push_back(segment);
+        else normalized_.split(normalize_(segment.text), out);
+    }
     return out;
 }
 
@@ -162,6 +190,7 @@ std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& a
         read.lstrip = flag(token, "lstrip", false, "added_tokens", path);
         read.rstrip = flag(token, "rstrip", false, "added_tokens", path);
         read.single_word = flag(token, "single_word", false, "added_tokens", path);
+        read.normalized = flag(token, "normalized", !flag(token, "special", false, "added_tokens", path), "added_tokens", path);
         tokens.push_back(read);
     }
     return tokens;
@@ -206,7 +235,7 @@ ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialToken
         }
         if (has_config && config.contains(role)) {
             if (config[role].is_null()) continue;  // the class has none
-            token = config_token(config[role], token, "tokenizer_config.json " + role, path);
+            token = config_token(config[role], token, true, "tokenizer_config.json " + role, path);
         }
         out.roles[role] = token.content;
         keep_last(out.tokens, token);
@@ -215,7 +244,7 @@ ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialToken
         const auto& list = config["additional_special_tokens"];
         if (!list.is_array()) throw Error("additional_special_tokens must be a list", path);
         for (const auto& item : list)
-            keep_last(out.tokens, config_token(item, {}, "tokenizer_config.json additional_special_tokens", path));
+            keep_last(out.tokens, config_token(item, {}, true, "tokenizer_config.json additional_special_tokens", path));
     }
     if (has_config && config.contains("added_tokens_decoder") && !config["added_tokens_decoder"].is_null()) {
         const auto& decoder = config["added_tokens_decoder"];
@@ -223,7 +252,7 @@ ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialToken
         for (const auto& [key, value] : decoder.items()) {
             const std::string where = "tokenizer_config.json added_tokens_decoder \"" + printable(key, 20) + "\"";
             if (!value.is_object()) throw Error(where + " must be {\"content\": ...}", path);
-            AddedToken token = config_token(value, {}, where, path);
+            AddedToken token = config_token(value, {}, false, where, path);
             std::size_t used = 0;
             long long id = -1;
             try {

@@ -23,6 +23,10 @@ struct AddedToken {
     // connector punctuation) touches it, as the `tokenizers` AddedVocabulary decides (transformers' slow tokenizers
     // ask for a plain space instead, and differ where punctuation or other whitespace touches it).
     bool single_word = false;
+    // Matched in the normalized text (lower-cased, accents stripped, as the tokenizer normalizes), its content
+    // normalized the same way: a non-special token added with normalized true ("covid19" matches "COVID19" in an
+    // uncased tokenizer). Special tokens are matched in the text as it is.
+    bool normalized = false;
 };
 
 // A piece of the text: a segment for the tokenizer (id -1) or an added token's id.
@@ -33,22 +37,31 @@ struct TextSegment {
 
 class AddedTokenSplitter {
 public:
+    using Normalizer = std::function<std::string(const std::string&)>;
     AddedTokenSplitter() = default;
-    // Tokens with an id (>= 0); a content given twice keeps the last.
-    explicit AddedTokenSplitter(std::vector<AddedToken> tokens);
+    // Tokens with an id (>= 0); a content given twice keeps the last. `normalize`: the tokenizer's normalization
+    // (idempotent: the segments it gives are normalized again by the tokenizer); none: every token is matched as is.
+    explicit AddedTokenSplitter(std::vector<AddedToken> tokens, Normalizer normalize = {});
     // The text in order: segments between the tokens (whitespace an lstrip/rstrip token takes removed; empty ones left
     // out) and the tokens' ids. No tokens: the whole text, one segment. A single_word token inside a word is text, and
-    // the search goes on after it (as the `tokenizers` crate's leftmost-longest iteration does).
+    // the search goes on after it (as the `tokenizers` crate's leftmost-longest iteration does). Normalized tokens are
+    // matched after: in each segment between the others, normalized (the segments they leave are normalized text).
     std::vector<TextSegment> split(const std::string& text) const;
-    bool empty() const { return by_length_.empty(); }
+    bool empty() const { return as_is_.tokens.empty() && normalized_.tokens.empty(); }
 
 private:
-    std::vector<AddedToken> by_length_;  // longest first: the longest match at the leftmost position wins
-    std::array<bool, 256> first_bytes_{};
+    struct Matcher {
+        std::vector<AddedToken> tokens;  // longest first: the longest match at the leftmost position wins
+        std::array<bool, 256> first_bytes{};
+        void add(const std::vector<AddedToken>& all);
+        void split(const std::string& text, std::vector<TextSegment>& out) const;
+    };
+    Matcher as_is_, normalized_;
+    Normalizer normalize_;
 };
 
-// tokenizer.json's "added_tokens": [{"id", "content", "lstrip", "rstrip", "single_word", ...}]; ids below
-// `id_limit`. Errors name `path`.
+// tokenizer.json's "added_tokens": [{"id", "content", "lstrip", "rstrip", "single_word", "normalized", ...}]; ids
+// below `id_limit`. Errors name `path`.
 std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& added, int id_limit, const std::string& path);
 
 // One special token of a transformers tokenizer class: its role in tokenizer_config.json ("cls_token") and default.
@@ -65,7 +78,7 @@ std::vector<SpecialTokenDefault> xlnet_special_tokens();
 std::vector<SpecialTokenDefault> llama_special_tokens();
 
 // The special tokens a tokenizer_config.json gives, over the class's defaults: each role's "*_token" (a string, an
-// AddedToken object {"content", "lstrip", "rstrip", "single_word"}, or null for none; a string keeps the default's lstrip, as
+// AddedToken object {"content", "lstrip", "rstrip", "single_word", "normalized", "special"}, or null for none; a string keeps the default's lstrip, as
 // AlbertTokenizer wraps its mask token), "additional_special_tokens", and "added_tokens_decoder" ({"id": token}, whose
 // ids and flags win).
 struct ConfiguredSpecialTokens {

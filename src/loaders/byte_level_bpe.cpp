@@ -84,13 +84,13 @@ public:
         // Invalid UTF-8 is the text's fault, not tokenizer.json's (read_sentences names the file and line first).
         if (const std::size_t bad = utf8::first_invalid(text); bad != std::string::npos)
             throw Error(fmt::format("the text to tokenize is not valid UTF-8 (byte {})", bad + 1), "text");
-        const std::string normalized = nfc_ ? unicode::nfc(text, "text") : text;
         std::vector<int> ids;
         // Added tokens are matched literally first (longest first at each position; lstrip / rstrip take the
-        // whitespace beside them, as RoBERTa's <mask>); the text between goes through the pre-tokenizer and BPE.
-        for (const detail::TextSegment& segment : added_.split(normalized)) {
+        // whitespace beside them, as RoBERTa's <mask>; those with normalized true in the NFC text); the text between
+        // is normalized and goes through the pre-tokenizer and BPE.
+        for (const detail::TextSegment& segment : added_.split(text)) {
             if (segment.id >= 0) ids.push_back(segment.id);
-            else encode_text(segment.text, ids);
+            else encode_text(nfc_ ? unicode::nfc(segment.text, "text") : segment.text, ids);
         }
         return ids;
     }
@@ -207,7 +207,9 @@ private:
             added_ids_[token.content] = token.id;
             vocab_size_ = std::max(vocab_size_, token.id + 1);
         }
-        added_ = detail::AddedTokenSplitter(tokens);
+        detail::AddedTokenSplitter::Normalizer normalize;
+        if (nfc_) normalize = [](const std::string& text) { return unicode::nfc(text, "text"); };
+        added_ = detail::AddedTokenSplitter(tokens, normalize);
     }
 
     void read_post_processor(const nlohmann::json& post) {

@@ -106,7 +106,11 @@ public:
                 [&](const std::string& content) { return piece_ids.count(content) ? piece_ids.at(content) : -1; },
                 &unmatched);
             for (const auto& token : matched) vocab_size_ = std::max(vocab_size_, token.id + 1);
-            added_ = detail::AddedTokenSplitter(matched);
+            // The slow tokenizers lower-case the text around the special tokens (do_lower_case) before matching, so a
+            // non-special token added with normalized true matches in the lower-cased text.
+            detail::AddedTokenSplitter::Normalizer normalize;
+            if (lower_case_ && !llama_) normalize = [](const std::string& text) { return utf8::lower_only(text); };
+            added_ = detail::AddedTokenSplitter(matched, normalize);
             read_as_text_ = unmatched;
         } else {
             // A model trained here: SentencePiece itself matches the user-defined symbols the helper trains with

@@ -201,6 +201,28 @@ std::vector<std::string> basic_split(const std::string& text, const BasicOptions
     return words;
 }
 
+std::string basic_normalize(const std::string& text, const BasicOptions& options) {
+    std::vector<std::uint32_t> kept;
+    for (std::size_t i = 0; i < text.size();) {
+        const Decoded d = decode(text, i);
+        i += d.size;
+        if (is_control(d.code)) continue;
+        if (is_whitespace(d.code)) {
+            kept.push_back(' ');
+        } else if (options.split_chinese && is_cjk(d.code)) {
+            kept.insert(kept.end(), {' ', d.code, ' '});
+        } else {
+            kept.push_back(d.code);
+        }
+    }
+    std::string out;
+    for (std::uint32_t c : options.lower_case ? lower_word(kept) : kept) {
+        if (options.strip_accents) append_without_accents(c, out);
+        else out += encode(c);
+    }
+    return out;
+}
+
 std::vector<std::string> basic_split_whitespace(const std::string& text) {
     std::vector<std::string> words;
     std::string current;

@@ -23,6 +23,9 @@ struct BasicOptions {
 // Clean, split on whitespace, lower-case and strip accents (as asked), split off punctuation and (as asked) CJK
 // characters.
 std::vector<std::string> basic_split(const std::string& text, const BasicOptions& options);
+// The text as the `tokenizers` BertNormalizer gives it: cleaned (controls removed, whitespace a space), CJK
+// characters spaced (as asked), lower-cased and accents stripped (as asked). basic_split of it gives the same words.
+std::string basic_normalize(const std::string& text, const BasicOptions& options);
 // Split on whitespace only.
 std::vector<std::string> basic_split_whitespace(const std::string& text);
 // Lower-case, then strip accents (NFD without nonspacing marks), as for uncased BERT.

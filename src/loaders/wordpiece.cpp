@@ -156,7 +156,10 @@ private:
             tokens, [&](const std::string& content) { return ids_.count(content) ? ids_.at(content) : -1; },
             &read_as_text_);
         for (const auto& token : matched) size_ = std::max(size_, token.id + 1);
-        added_ = detail::AddedTokenSplitter(matched);
+        const utf8::BasicOptions options = options_;
+        added_ = detail::AddedTokenSplitter(matched, [options](const std::string& text) {
+            return utf8::basic_normalize(text, options);
+        });
     }
 
     // BasicTokenizer's words of a text segment, each spelled by greedy longest match with "##" continuations.

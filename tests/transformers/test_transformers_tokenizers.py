@@ -231,16 +231,21 @@ class TransformersJudgesTokenizers(unittest.TestCase):
         slow = transformers.BertTokenizer(vocab, unk_token="<unk>", cls_token="<s>", sep_token="</s>", pad_token="<pad>",
                                           mask_token=transformers.AddedToken("<mask>", lstrip=True, normalized=False))
         slow.add_special_tokens({"additional_special_tokens": ["<extra_id>"]})
+        slow.add_tokens(["Covid19"])  # not special: normalized (lower-cased) and matched in the normalized text
         slow.save_pretrained(folder)
         write_config(folder, "bert", len(slow))
         with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
             written = json.load(f)
         self.assertEqual(written["added_tokens_decoder"][str(len(pieces))]["content"], "<extra_id>")
         self.assertTrue(written["added_tokens_decoder"][str(pieces.index("<mask>"))]["lstrip"])
-        sentences = SPECIAL + ["An <extra_id> token, <s> and </s> inside, a <mask>  here."] + self.sentences[:8]
+        sentences = SPECIAL + ["An <extra_id> token, <s> and </s> inside, a <mask>  here.",
+                               "COVID19, Covid19 and covid19 cases; covid19s."] + self.sentences[:7]
         for fast in (False, True):
+            reference = transformers.AutoTokenizer.from_pretrained(folder, use_fast=fast)
             self.judge(f"vocab.txt with renamed special tokens (tokenizer_config.json), {'fast' if fast else 'slow'}",
-                       folder, transformers.AutoTokenizer.from_pretrained(folder, use_fast=fast), sentences=sentences)
+                       folder, reference, sentences=sentences)
+            covid = reference.convert_tokens_to_ids("covid19")
+            self.assertEqual(reference(sentences[len(SPECIAL) + 1])["input_ids"].count(covid), 4)  # each case form
 
     def test_special_tokens_in_text_sentencepiece(self):
         # ALBERT and XLNet: transformers' fast tokenizers give the space before a special token (and at the end) a "▁"

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 
@@ -93,6 +94,21 @@ TEST(AddedTokens, LeftmostLongestMatchWithLstripAndRstrip) {
     EXPECT_EQ(words[0].text, "a<w> <w>b ");
     EXPECT_EQ(words[1].id, 5);
     EXPECT_EQ(words[2].text, ", _<w> \xc3\xa9<w>");  // "_" and "é" are word characters
+    // normalized: matched in the normalized text (here lower-cased), after the tokens matched as they are.
+    rankscope::detail::AddedToken lower{"Ab", 6};
+    lower.normalized = true;
+    const auto lowered = rankscope::detail::AddedTokenSplitter(
+        {lower, {"<M>", 7}}, [](const std::string& text) {
+            std::string out = text;
+            for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            return out;
+        }).split("xAB<M>aB<m>");
+    ASSERT_EQ(lowered.size(), 5u);
+    EXPECT_EQ(lowered[0].text, "x");
+    EXPECT_EQ(lowered[1].id, 6);
+    EXPECT_EQ(lowered[2].id, 7);
+    EXPECT_EQ(lowered[3].id, 6);
+    EXPECT_EQ(lowered[4].text, "<m>");  // "<M>" is matched as it is only
     EXPECT_EQ(rankscope::detail::AddedTokenSplitter().split("x <m>").size(), 1u);  // no tokens: the whole text
     EXPECT_TRUE(rankscope::detail::AddedTokenSplitter({{"<m>", -1}}).empty());     // no id: not matched
 }
