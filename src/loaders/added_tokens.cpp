@@ -4,7 +4,9 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <filesystem>
 
+#include "loaders/text_utf8.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 
@@ -86,6 +88,7 @@ bool flag(const nlohmann::json& token, const char* key, bool fallback, const std
 AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback, bool special, const std::string& where,
                         const std::string& path) {
     AddedToken token = fallback;
+    token.special = special;
     if (value.is_string()) {
         token.content = value.get<std::string>();
     } else if (value.is_object() && value.contains("content") && value["content"].is_string()) {
@@ -94,7 +97,8 @@ AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback,
         token.rstrip = flag(value, "rstrip", false, where, path);
         token.single_word = flag(value, "single_word", false, where, path);
         // transformers' AddedToken: normalized defaults to "not special" (a role's token and an additional one are special)
-        token.normalized = flag(value, "normalized", !flag(value, "special", special, where, path), where, path);
+        token.special = flag(value, "special", special, where, path);
+        token.normalized = flag(value, "normalized", !token.special, where, path);
     } else {
         throw Error(where + " must be a string, {\"content\": ...} or null", path);
     }
@@ -190,7 +194,8 @@ std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& a
         read.lstrip = flag(token, "lstrip", false, "added_tokens", path);
         read.rstrip = flag(token, "rstrip", false, "added_tokens", path);
         read.single_word = flag(token, "single_word", false, "added_tokens", path);
-        read.normalized = flag(token, "normalized", !flag(token, "special", false, "added_tokens", path), "added_tokens", path);
+        read.special = flag(token, "special", false, "added_tokens", path);
+        read.normalized = flag(token, "normalized", !read.special, "added_tokens", path);
         tokens.push_back(read);
     }
     return tokens;
@@ -229,6 +234,7 @@ ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialToken
     for (const auto& entry : defaults) {
         const std::string role = entry.role;
         AddedToken token{entry.content, -1, entry.lstrip, false};
+        token.special = true;
         if (role == "additional_special_tokens") {
             if (!additional_given) keep_last(out.tokens, token);
             continue;
@@ -266,7 +272,105 @@ ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialToken
             keep_last(out.tokens, token);
         }
     }
+    // all_special_tokens: the roles' strings and the additional special tokens (not a special token named only by
+    // added_tokens_decoder); with the normalized non-special tokens, the strings the slow tokenizers do not lower-case.
+    std::vector<std::string> named;
+    for (const auto& [role, content] : out.roles) named.push_back(content);
+    if (additional_given && config["additional_special_tokens"].is_array())
+        for (const auto& item : config["additional_special_tokens"])
+            named.push_back(item.is_string() ? item.get<std::string>() : item.value("content", std::string()));
+    else
+        for (const auto& entry : defaults)
+            if (std::string(entry.role) == "additional_special_tokens") named.push_back(entry.content);
+    for (auto& token : out.tokens)
+        token.case_kept_by_slow_tokenizers =
+            std::find(named.begin(), named.end(), token.content) != named.end() || (!token.special && token.normalized);
     return out;
+}
+
+std::string lower_case_except(const std::string& text, const std::vector<AddedToken>& tokens) {
+    std::vector<const AddedToken*> kept;
+    for (const auto& token : tokens)
+        if (token.case_kept_by_slow_tokenizers && !token.content.empty()) kept.push_back(&token);
+    std::stable_sort(kept.begin(), kept.end(),
+                     [](const AddedToken* a, const AddedToken* b) { return a->content.size() > b->content.size(); });
+    std::string out, pending;  // pending: text to lower-case
+    for (std::size_t at = 0; at < text.size();) {
+        const AddedToken* match = nullptr;
+        for (const AddedToken* token : kept)
+            if (text.compare(at, token->content.size(), token->content) == 0) {
+                match = token;
+                break;
+            }
+        if (!match) {
+            pending += text[at++];
+            continue;
+        }
+        out += utf8::lower_only(pending) + match->content;
+        pending.clear();
+        at += match->content.size();
+    }
+    return out + utf8::lower_only(pending);
+}
+
+nlohmann::json with_legacy_token_files(const nlohmann::json& config, const std::string& folder, bool tokenizer_json_too) try {
+    if (config.is_object() && config.contains("added_tokens_decoder") && !config["added_tokens_decoder"].is_null())
+        return config;
+    nlohmann::json merged = config.is_object() ? config : nlohmann::json::object();
+    const std::filesystem::path directory = folder;
+    const std::string map_path = (directory / "special_tokens_map.json").string();
+    if (std::filesystem::exists(map_path)) {
+        const nlohmann::json map = read_json_file(map_path, "special_tokens_map.json");
+        if (!map.is_object()) throw Error("special_tokens_map.json must hold a JSON object", map_path);
+        for (const auto& [key, value] : map.items()) {
+            if (key == "additional_special_tokens" && value.is_array()) {
+                nlohmann::json list = merged.contains(key) && merged[key].is_array() ? merged[key] : nlohmann::json::array();
+                for (const auto& token : value)
+                    if (std::find(list.begin(), list.end(), token) == list.end()) list.push_back(token);
+                merged[key] = list;
+                continue;
+            }
+            if (!(value.is_null() || value.is_string() || value.is_object() || value.is_array()))
+                throw Error(key + " must be a string, {\"content\": ...} or null", map_path);
+            merged[key] = value;
+        }
+    }
+    nlohmann::json decoder = nlohmann::json::object();
+    const std::string added_path = (directory / "added_tokens.json").string();
+    if (std::filesystem::exists(added_path)) {
+        const nlohmann::json added = read_json_file(added_path, "added_tokens.json");
+        if (!added.is_object()) throw Error("added_tokens.json must hold an object of \"token\": id", added_path);
+        std::vector<std::string> specials;  // the contents the roles and the additional special tokens name
+        const auto content_of = [](const nlohmann::json& token) {
+            return token.is_string() ? token.get<std::string>()
+                   : token.is_object() && token.contains("content") && token["content"].is_string()
+                       ? token["content"].get<std::string>()
+                       : std::string();
+        };
+        for (const char* role : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
+            if (merged.contains(role)) specials.push_back(content_of(merged[role]));
+        if (merged.contains("additional_special_tokens") && merged["additional_special_tokens"].is_array())
+            for (const auto& token : merged["additional_special_tokens"]) specials.push_back(content_of(token));
+        for (const auto& [content, id] : added.items()) {
+            const std::int64_t index = json_integer(id, 0, kMaxTokenId, "the id of \"" + printable(content, 40) + "\"", added_path);
+            const bool special = std::find(specials.begin(), specials.end(), content) != specials.end();
+            decoder[std::to_string(index)] = {{"content", content}, {"special", special}, {"normalized", !special}};
+        }
+    }
+    const std::string tokenizer_json_path = (directory / "tokenizer.json").string();
+    if (tokenizer_json_too && std::filesystem::exists(tokenizer_json_path)) {
+        const nlohmann::json tokenizer_json = read_json_file(tokenizer_json_path, "tokenizer.json");
+        if (tokenizer_json.is_object() && tokenizer_json.contains("added_tokens"))
+            for (const AddedToken& token :
+                 read_tokenizer_json_added_tokens(tokenizer_json["added_tokens"], kMaxTokenId + 1, tokenizer_json_path))
+                decoder[std::to_string(token.id)] = {{"content", token.content}, {"lstrip", token.lstrip},
+                                                     {"rstrip", token.rstrip}, {"single_word", token.single_word},
+                                                     {"normalized", token.normalized}};
+    }
+    if (!decoder.empty()) merged["added_tokens_decoder"] = decoder;
+    return merged;
+} catch (const nlohmann::json::exception& error) {
+    throw_json_content_error(error, folder);
 }
 
 std::vector<AddedToken> resolve_ids(const std::vector<AddedToken>& tokens,

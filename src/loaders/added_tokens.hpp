@@ -27,6 +27,11 @@ struct AddedToken {
     // normalized the same way: a non-special token added with normalized true ("covid19" matches "COVID19" in an
     // uncased tokenizer). Special tokens are matched in the text as it is.
     bool normalized = false;
+    bool special = false;
+    // transformers' slow tokenizers lower-case the text (do_lower_case) before they match added tokens, all but the
+    // strings of all_special_tokens (the roles' and additional_special_tokens') and of normalized non-special tokens:
+    // this token's string is one of those (lower_case_except keeps it).
+    bool case_kept_by_slow_tokenizers = false;
 };
 
 // A piece of the text: a segment for the tokenizer (id -1) or an added token's id.
@@ -89,6 +94,17 @@ struct ConfiguredSpecialTokens {
 };
 ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialTokenDefault>& defaults,
                                                   const nlohmann::json& tokenizer_config, const std::string& path);
+
+// tokenizer_config.json as transformers reads a folder saved before added_tokens_decoder existed (transformers < 4.34):
+// when `config` has no added_tokens_decoder, special_tokens_map.json's roles replace the config's (its
+// additional_special_tokens are appended), and added_tokens.json ({"token": id}; special when a role or an additional
+// special token names it) and (when `tokenizer_json_too`) tokenizer.json's added_tokens become an added_tokens_decoder.
+// Files absent: `config` as it is. Errors name the file.
+nlohmann::json with_legacy_token_files(const nlohmann::json& config, const std::string& folder, bool tokenizer_json_too);
+
+// The text lower-cased (Unicode simple mapping, as utf8::lower_only) except the strings of the tokens marked
+// case_kept_by_slow_tokenizers (longest first at each position): transformers' slow tokenize() with do_lower_case.
+std::string lower_case_except(const std::string& text, const std::vector<AddedToken>& tokens);
 
 // The tokens with their ids: a given id, else `id_of(content)` (-1: not in the vocabulary, then left out and its
 // content added to `unmatched`: read as plain characters).

@@ -106,11 +106,12 @@ public:
                 [&](const std::string& content) { return piece_ids.count(content) ? piece_ids.at(content) : -1; },
                 &unmatched);
             for (const auto& token : matched) vocab_size_ = std::max(vocab_size_, token.id + 1);
-            // The slow tokenizers lower-case the text around the special tokens (do_lower_case) before matching, so a
-            // non-special token added with normalized true matches in the lower-cased text.
-            detail::AddedTokenSplitter::Normalizer normalize;
-            if (lower_case_ && !llama_) normalize = [](const std::string& text) { return utf8::lower_only(text); };
-            added_ = detail::AddedTokenSplitter(matched, normalize);
+            // The slow tokenizers match every added token as it is, in the text lower-cased first (do_lower_case)
+            // but for the strings of all_special_tokens and of normalized non-special tokens (lower_case_except).
+            std::vector<detail::AddedToken> as_is = matched;
+            for (auto& token : as_is) token.normalized = false;
+            added_ = detail::AddedTokenSplitter(as_is);
+            if (lower_case_ && !llama_) case_kept_ = matched;
             read_as_text_ = unmatched;
         } else {
             // A model trained here: SentencePiece itself matches the user-defined symbols the helper trains with
@@ -137,7 +138,8 @@ public:
                                         index + 1, text[at] == '\r' ? "carriage return" : "line break", at + 1,
                                         printable(text.substr(0, 40))),
                             path_);
-            for (const detail::TextSegment& segment : added_.split(text)) {
+            for (const detail::TextSegment& segment :
+                 added_.split(case_kept_.empty() ? text : detail::lower_case_except(text, case_kept_))) {
                 if (segment.id >= 0) {
                     plans[index].push_back(-1 - segment.id);
                     continue;
@@ -229,6 +231,7 @@ private:
     int unknown_id_ = -1;  // <unk>: the id SentencePiece gives a character the model has no piece for
     std::vector<int> specials_;
     detail::AddedTokenSplitter added_;  // empty for a model trained here
+    std::vector<detail::AddedToken> case_kept_;  // do_lower_case: the tokens whose strings are not lower-cased
     std::vector<std::string> read_as_text_;
 };
 
@@ -254,6 +257,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
     nlohmann::json json = nlohmann::json::object();  // read once: the settings below and WordPiece's
     if (std::filesystem::exists(tokenizer_config)) {
         json = read_json_file(tokenizer_config.string(), "tokenizer_config.json");
+        if (!json.is_object()) throw Error("tokenizer_config.json must hold a JSON object", tokenizer_config.string());
         auto flag = [&](const char* key, bool& value) {
             if (!json.is_object() || !json.contains(key) || json[key].is_null()) return false;
             if (!json[key].is_boolean()) throw Error(std::string(key) + " must be true or false", tokenizer_config.string());
@@ -270,6 +274,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
         prefix_space_given = flag("add_prefix_space", add_prefix_space);
     }
     const std::string config_path = tokenizer_config.string();
+    // The special and added tokens of a folder saved by transformers before 4.34 are in special_tokens_map.json,
+    // added_tokens.json and tokenizer.json; transformers reads them when tokenizer_config.json has no
+    // added_tokens_decoder, and so does this (a tokenizer.json that is itself the tokenizer has its own).
+    const auto with_legacy_files = [&](bool tokenizer_json_too) {
+        return detail::with_legacy_token_files(json, directory, tokenizer_json_too);
+    };
     // The Llama family's SentencePiece file (Llama 2, Mistral) is tokenizer.model; their tokenizer.json beside it is
     // the same tokenizer in the byte_fallback/Metaspace form, which the byte-level BPE reader refuses.
     if (is_llama_family(config.model_type) && std::filesystem::exists(folder / "tokenizer.model")) {
@@ -277,27 +287,33 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
         if (prefix_space_given && !add_prefix_space)
             throw Error("add_prefix_space false (no \"▁\" before the text) is not supported for tokenizer.model",
                         config_path);
-        const auto special_tokens = detail::configured_special_tokens(detail::llama_special_tokens(), json, config_path);
+        const auto special_tokens =
+            detail::configured_special_tokens(detail::llama_special_tokens(), with_legacy_files(true), config_path);
         return std::make_unique<SentencePiece>((folder / "tokenizer.model").string(), config.model_type, false, true,
                                                add_bos, add_eos, false, &special_tokens, config_path);
     }
-    if (std::filesystem::exists(folder / "spiece.model"))
+    if (std::filesystem::exists(folder / "spiece.model")) {
+        const nlohmann::json merged = with_legacy_files(true);
         return load_sentencepiece((folder / "spiece.model").string(), config.model_type,
-                                  lower_case < 0 ? config.model_type == "albert" : lower_case == 1, keep_accents, &json,
+                                  lower_case < 0 ? config.model_type == "albert" : lower_case == 1, keep_accents, &merged,
                                   config_path);
+    }
     // BertTokenizer's settings (do_lower_case true by default, strip_accents, tokenize_chinese_chars); its fast form
     // applies them over a tokenizer.json's normalizer too, unless the folder asks for the bare PreTrainedTokenizerFast.
     std::string tokenizer_class;
     const WordPieceSettings wordpiece = read_wordpiece_settings(json, config_path, &tokenizer_class);
-    if (std::filesystem::exists(folder / "vocab.txt"))
-        return load_wordpiece((folder / "vocab.txt").string(), wordpiece, &json, config_path);
+    if (std::filesystem::exists(folder / "vocab.txt")) {
+        const nlohmann::json merged = with_legacy_files(true);
+        return load_wordpiece((folder / "vocab.txt").string(), wordpiece, &merged, config_path);
+    }
     if (std::filesystem::exists(folder / "tokenizer.json")) {
         // GPT2TokenizerFast and RobertaTokenizerFast put tokenizer_config.json's add_prefix_space over the json's.
         if (prefix_space_given && add_prefix_space)
             throw Error("add_prefix_space true (a space before the text) is not supported", config_path);
         const bool bert_class = tokenizer_class != "PreTrainedTokenizerFast";
+        const nlohmann::json merged = with_legacy_files(false);
         return load_tokenizer_json((folder / "tokenizer.json").string(), bert_class ? &wordpiece : nullptr,
-                                   bert_class ? &json : nullptr, config_path);
+                                   bert_class ? &merged : nullptr, config_path);
     }
     const bool merges = std::filesystem::exists(folder / "vocab.json") || std::filesystem::exists(folder / "merges.txt");
     throw Error("no tokenizer: none of spiece.model, vocab.txt, tokenizer.json" +

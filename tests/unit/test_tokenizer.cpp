@@ -148,6 +148,46 @@ TEST(AddedTokens, TokenizerConfigReplacesTheClassDefaults) {
             << bad;
 }
 
+TEST(AddedTokens, FoldersSavedBeforeAddedTokensDecoderAreRead) {
+    // transformers < 4.34 wrote special_tokens_map.json and added_tokens.json; tokenizer.json's added_tokens too.
+    const fs::path folder = fs::temp_directory_path() / ("rankscope-legacy-" + std::to_string(::getpid()));
+    fs::create_directories(folder);
+    std::ofstream(folder / "special_tokens_map.json")
+        << R"({"mask_token": {"content": "<m>", "lstrip": true}, "additional_special_tokens": ["<e1>"]})";
+    std::ofstream(folder / "added_tokens.json") << R"({"<e1>": 30, "foo": 31})";
+    std::ofstream(folder / "tokenizer.json") << R"({"added_tokens": [{"id": 32, "content": "<t>", "special": true}]})";
+    const auto config = nlohmann::json::parse(R"({"cls_token": "<c>", "additional_special_tokens": ["<e0>"]})");
+    const auto merged = rankscope::detail::with_legacy_token_files(config, folder.string(), true);
+    EXPECT_EQ(merged["mask_token"]["content"], "<m>");
+    EXPECT_EQ(merged["cls_token"], "<c>");
+    EXPECT_EQ(merged["additional_special_tokens"], nlohmann::json::parse(R"(["<e0>", "<e1>"])"));
+    const auto& decoder = merged["added_tokens_decoder"];
+    EXPECT_EQ(decoder["30"]["special"], true);   // named by additional_special_tokens
+    EXPECT_EQ(decoder["31"]["special"], false);  // a plain added token: normalized
+    EXPECT_EQ(decoder["31"]["normalized"], true);
+    EXPECT_EQ(decoder["32"]["content"], "<t>");
+    EXPECT_FALSE(rankscope::detail::with_legacy_token_files(config, folder.string(), false)["added_tokens_decoder"].contains("32"));
+    // A config that has added_tokens_decoder is read as it is (transformers ignores the old files then).
+    const auto modern = nlohmann::json::parse(R"({"added_tokens_decoder": {}})");
+    EXPECT_EQ(rankscope::detail::with_legacy_token_files(modern, folder.string(), true), modern);
+    std::ofstream(folder / "added_tokens.json") << R"({"<e1>": "x"})";
+    EXPECT_THROW(rankscope::detail::with_legacy_token_files(config, folder.string(), true), Error);
+    std::ofstream(folder / "special_tokens_map.json") << "[1]";
+    EXPECT_THROW(rankscope::detail::with_legacy_token_files(config, folder.string(), true), Error);
+    fs::remove_all(folder);
+}
+
+TEST(AddedTokens, SlowTokenizersLowerCaseAllButTheirSpecialStrings) {
+    const auto configured = rankscope::detail::configured_special_tokens(
+        rankscope::detail::albert_special_tokens(),
+        nlohmann::json::parse(R"({"added_tokens_decoder": {"9": {"content": "NewSpecial", "special": true},
+                                                            "8": {"content": "zzq", "special": false}}})"),
+        "tc.json");
+    // [MASK] (a role) and zzq (normalized, not special) keep their case; NewSpecial (named by no role) does not.
+    EXPECT_EQ(rankscope::detail::lower_case_except("[MASK] <UNK> NewSpecial ZZQ zzq", configured.tokens),
+              "[MASK] <unk> newspecial zzq zzq");
+}
+
 TEST(WordPiece, SpecialTokensInTheTextAreMatchedAndRenamedOnesAreRead) {
     const auto vocab = write_vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "[", "mask", "]", "x"});
     // "[MASK]" is [MASK]; "[mask]" is text; the words around are split as before.
