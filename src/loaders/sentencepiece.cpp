@@ -81,7 +81,8 @@ public:
                                                      : "</s>");
         std::vector<std::string> arguments = {"info", path, framing[0], framing[1]};
         if (special_tokens)
-            for (const auto& token : special_tokens->tokens) arguments.push_back(token.content);
+            for (const auto& token : special_tokens->tokens)  // (a NUL would cut the argument short: never a piece)
+                if (token.content.find('\0') == std::string::npos) arguments.push_back(token.content);
         std::stringstream info(run_helper(arguments, path));
         info >> vocab_size_;
         std::unordered_map<std::string, int> piece_ids;
