@@ -36,8 +36,8 @@ public:
     virtual int unknown_id() const { return -1; }
     // Special-token strings that this tokenizer reads as plain characters when the text holds them. The tokenizers of a
     // Hugging Face folder match their special and added tokens as single tokens, as transformers does ("[MASK]" is
-    // [MASK]'s id): they list only those whose string is not in the vocabulary. A tokenizer trained here, and USE lite,
-    // match none.
+    // [MASK]'s id): they list only those whose string is not in the vocabulary. USE lite matches none; a SentencePiece
+    // model trained here matches its user-defined symbols ([CLS] [SEP] [MASK] <sep> <cls>, SentencePiece itself) only.
     virtual std::vector<std::string> special_tokens_read_as_text() const {
         return {"[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<s>", "</s>", "<unk>", "<pad>", "<mask>", "<cls>", "<sep>"};
     }

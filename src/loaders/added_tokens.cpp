@@ -17,7 +17,7 @@ namespace {
 constexpr std::int64_t kMaxTokenId = (std::int64_t(1) << 24) - 1;
 
 // Unicode's White_Space property (Rust's char::is_whitespace, which the `tokenizers` lstrip/rstrip use; Python's
-// str.strip adds U+001C–U+001F, control characters no tokenizer here keeps).
+// str.strip, in the slow tokenizers, adds U+001C–U+001F: beside an lstrip/rstrip token the two differ there).
 bool is_white_space(std::int32_t c) {
     return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
            c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
@@ -42,14 +42,18 @@ std::size_t trailing_space_start(const std::string& text, std::size_t begin, std
     return after_last_word;
 }
 
-// The regex crate's \w (Unicode): alphabetic, marks, digits, connector punctuation, and the joiners.
+// The regex crate's \w (Unicode): Alphabetic, marks, decimal digits, connector punctuation and the joiners. Alphabetic
+// is the letters (L*, Nl) and Other_Alphabetic, whose characters outside the marks are the circled and squared Latin
+// letters (U+24B6–U+24E9, U+1F130–U+1F149, U+1F150–U+1F169, U+1F170–U+1F189); other numbers (No: ², ½, ①) are not.
 bool is_word_character(std::int32_t c) {
     if (c < 0) return false;
-    if (c == 0x200c || c == 0x200d) return true;
+    if (c == 0x200c || c == 0x200d || (c >= 0x24b6 && c <= 0x24e9) || (c >= 0x1f130 && c <= 0x1f149) ||
+        (c >= 0x1f150 && c <= 0x1f169) || (c >= 0x1f170 && c <= 0x1f189))
+        return true;
     switch (utf8proc_category(c)) {
         case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
         case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
-        case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO: case UTF8PROC_CATEGORY_PC:
+        case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
             return true;
         default: return false;
     }

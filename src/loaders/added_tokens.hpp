@@ -25,7 +25,8 @@ struct AddedToken {
     bool single_word = false;
     // Matched in the normalized text (lower-cased, accents stripped, as the tokenizer normalizes), its content
     // normalized the same way: a non-special token added with normalized true ("covid19" matches "COVID19" in an
-    // uncased tokenizer). Special tokens are matched in the text as it is.
+    // uncased tokenizer). Tokens with normalized false (special tokens, unless they say otherwise) are matched in the
+    // text as it is.
     bool normalized = false;
     bool special = false;
     // transformers' slow tokenizers lower-case the text (do_lower_case) before they match added tokens, all but the

@@ -61,7 +61,8 @@ public:
     // `llama_framing`: a Llama-family tokenizer.model (LlamaTokenizer's framing); otherwise the encoders' framing by
     // `model_type` (the built-in configurations' trained models use it for decoders too). `special_tokens`: the
     // tokenizer class's special tokens (with tokenizer_config.json's), matched in the text; null for a model trained
-    // here, which matches none and frames with [CLS]/[SEP] (XLNet: <sep>/<cls>).
+    // here, which frames with [CLS]/[SEP] (XLNet: <sep>/<cls>) and leaves the matching to SentencePiece (its
+    // user-defined symbols).
     SentencePiece(const std::string& path, const std::string& model_type, bool lower_case, bool llama_framing,
                   bool add_bos, bool add_eos, bool keep_accents, const detail::ConfiguredSpecialTokens* special_tokens,
                   const std::string& config_path)

@@ -94,6 +94,11 @@ TEST(AddedTokens, LeftmostLongestMatchWithLstripAndRstrip) {
     EXPECT_EQ(words[0].text, "a<w> <w>b ");
     EXPECT_EQ(words[1].id, 5);
     EXPECT_EQ(words[2].text, ", _<w> \xc3\xa9<w>");  // "_" and "é" are word characters
+    // As the regex crate's \w: "²" (category No) is not a word character, "Ⓐ" (Other_Alphabetic) is.
+    const auto squared = rankscope::detail::AddedTokenSplitter({word}).split("x\xc2\xb2<w> \xe2\x92\xb6<w>");
+    ASSERT_EQ(squared.size(), 3u);
+    EXPECT_EQ(squared[1].id, 5);
+    EXPECT_EQ(squared[2].text, " \xe2\x92\xb6<w>");
     // normalized: matched in the normalized text (here lower-cased), after the tokens matched as they are.
     rankscope::detail::AddedToken lower{"Ab", 6};
     lower.normalized = true;
