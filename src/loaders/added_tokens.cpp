@@ -87,6 +87,25 @@ bool flag(const nlohmann::json& token, const char* key, bool fallback, const std
     return token[key].get<bool>();
 }
 
+// An AddedToken object's flags, as transformers and the `tokenizers` crate write them: lstrip, rstrip, single_word,
+// special (`special` when absent) and normalized (not special when absent).
+void read_flags(const nlohmann::json& value, bool special, const std::string& where, const std::string& path,
+                AddedToken& token) {
+    token.lstrip = flag(value, "lstrip", false, where, path);
+    token.rstrip = flag(value, "rstrip", false, where, path);
+    token.single_word = flag(value, "single_word", false, where, path);
+    token.special = flag(value, "special", special, where, path);
+    token.normalized = flag(value, "normalized", !token.special, where, path);
+}
+
+// The string of a token as a configuration gives it ("[MASK]" or {"content": "[MASK]", ...}); "" for anything else.
+std::string token_content(const nlohmann::json& token) {
+    if (token.is_string()) return token.get<std::string>();
+    if (token.is_object() && token.contains("content") && token["content"].is_string())
+        return token["content"].get<std::string>();
+    return "";
+}
+
 // A token as tokenizer_config.json writes it: "[MASK]" or {"content": "[MASK]", "lstrip": true, ...}. A string keeps
 // `fallback`'s flags.
 AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback, bool special, const std::string& where,
@@ -97,12 +116,7 @@ AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback,
         token.content = value.get<std::string>();
     } else if (value.is_object() && value.contains("content") && value["content"].is_string()) {
         token.content = value["content"].get<std::string>();
-        token.lstrip = flag(value, "lstrip", false, where, path);
-        token.rstrip = flag(value, "rstrip", false, where, path);
-        token.single_word = flag(value, "single_word", false, where, path);
-        // transformers' AddedToken: normalized defaults to "not special" (a role's token and an additional one are special)
-        token.special = flag(value, "special", special, where, path);
-        token.normalized = flag(value, "normalized", !token.special, where, path);
+        read_flags(value, special, where, path, token);  // (a role's token and an additional one are special)
     } else {
         throw Error(where + " must be a string, {\"content\": ...} or null", path);
     }
@@ -195,11 +209,7 @@ std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& a
                                                 "added_tokens: an id", path));
         read.content = token["content"].get<std::string>();
         if (read.content.empty()) throw Error("added_tokens: an empty content", path);
-        read.lstrip = flag(token, "lstrip", false, "added_tokens", path);
-        read.rstrip = flag(token, "rstrip", false, "added_tokens", path);
-        read.single_word = flag(token, "single_word", false, "added_tokens", path);
-        read.special = flag(token, "special", false, "added_tokens", path);
-        read.normalized = flag(token, "normalized", !read.special, "added_tokens", path);
+        read_flags(token, false, "added_tokens", path, read);
         tokens.push_back(read);
     }
     return tokens;
@@ -232,6 +242,9 @@ const std::string& ConfiguredSpecialTokens::content(const std::string& role, con
 ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialTokenDefault>& defaults,
                                                   const nlohmann::json& config, const std::string& path) {
     ConfiguredSpecialTokens out;
+    // all_special_tokens: the roles' strings and the additional special tokens (not a special token named only by
+    // added_tokens_decoder); with the normalized non-special tokens, the strings the slow tokenizers do not lower-case.
+    std::vector<std::string> named;
     const bool has_config = config.is_object();
     const bool additional_given = has_config && config.contains("additional_special_tokens") &&
                                   !config["additional_special_tokens"].is_null();
@@ -240,7 +253,10 @@ ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialToken
         AddedToken token{entry.content, -1, entry.lstrip, false};
         token.special = true;
         if (role == "additional_special_tokens") {
-            if (!additional_given) keep_last(out.tokens, token);
+            if (!additional_given) {
+                keep_last(out.tokens, token);
+                named.push_back(token.content);
+            }
             continue;
         }
         if (has_config && config.contains(role)) {
@@ -248,13 +264,16 @@ ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialToken
             token = config_token(config[role], token, true, "tokenizer_config.json " + role, path);
         }
         out.roles[role] = token.content;
+        named.push_back(token.content);
         keep_last(out.tokens, token);
     }
     if (additional_given) {
         const auto& list = config["additional_special_tokens"];
         if (!list.is_array()) throw Error("additional_special_tokens must be a list", path);
-        for (const auto& item : list)
+        for (const auto& item : list) {
             keep_last(out.tokens, config_token(item, {}, true, "tokenizer_config.json additional_special_tokens", path));
+            named.push_back(out.tokens.back().content);
+        }
     }
     if (has_config && config.contains("added_tokens_decoder") && !config["added_tokens_decoder"].is_null()) {
         const auto& decoder = config["added_tokens_decoder"];
@@ -276,16 +295,6 @@ ConfiguredSpecialTokens configured_special_tokens(const std::vector<SpecialToken
             keep_last(out.tokens, token);
         }
     }
-    // all_special_tokens: the roles' strings and the additional special tokens (not a special token named only by
-    // added_tokens_decoder); with the normalized non-special tokens, the strings the slow tokenizers do not lower-case.
-    std::vector<std::string> named;
-    for (const auto& [role, content] : out.roles) named.push_back(content);
-    if (additional_given && config["additional_special_tokens"].is_array())
-        for (const auto& item : config["additional_special_tokens"])
-            named.push_back(item.is_string() ? item.get<std::string>() : item.value("content", std::string()));
-    else
-        for (const auto& entry : defaults)
-            if (std::string(entry.role) == "additional_special_tokens") named.push_back(entry.content);
     for (auto& token : out.tokens)
         token.case_kept_by_slow_tokenizers =
             std::find(named.begin(), named.end(), token.content) != named.end() || (!token.special && token.normalized);
@@ -345,16 +354,10 @@ nlohmann::json with_legacy_token_files(const nlohmann::json& config, const std::
         const nlohmann::json added = read_json_file(added_path, "added_tokens.json");
         if (!added.is_object()) throw Error("added_tokens.json must hold an object of \"token\": id", added_path);
         std::vector<std::string> specials;  // the contents the roles and the additional special tokens name
-        const auto content_of = [](const nlohmann::json& token) {
-            return token.is_string() ? token.get<std::string>()
-                   : token.is_object() && token.contains("content") && token["content"].is_string()
-                       ? token["content"].get<std::string>()
-                       : std::string();
-        };
         for (const char* role : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
-            if (merged.contains(role)) specials.push_back(content_of(merged[role]));
+            if (merged.contains(role)) specials.push_back(token_content(merged[role]));
         if (merged.contains("additional_special_tokens") && merged["additional_special_tokens"].is_array())
-            for (const auto& token : merged["additional_special_tokens"]) specials.push_back(content_of(token));
+            for (const auto& token : merged["additional_special_tokens"]) specials.push_back(token_content(token));
         for (const auto& [content, id] : added.items()) {
             const std::int64_t index = json_integer(id, 0, kMaxTokenId, "the id of \"" + printable(content, 40) + "\"", added_path);
             const bool special = std::find(specials.begin(), specials.end(), content) != specials.end();

@@ -108,11 +108,10 @@ public:
                 [&](const std::string& content) { return piece_ids.count(content) ? piece_ids.at(content) : -1; },
                 &unmatched);
             for (const auto& token : matched) vocab_size_ = std::max(vocab_size_, token.id + 1);
-            // The slow tokenizers match every added token as it is, in the text lower-cased first (do_lower_case)
-            // but for the strings of all_special_tokens and of normalized non-special tokens (lower_case_except).
-            std::vector<detail::AddedToken> as_is = matched;
-            for (auto& token : as_is) token.normalized = false;
-            added_ = detail::AddedTokenSplitter(as_is);
+            // The slow tokenizers match every added token as it is (no normalizer given: normalized ones too), in the
+            // text lower-cased first (do_lower_case) but for the strings of all_special_tokens and of normalized
+            // non-special tokens (lower_case_except).
+            added_ = detail::AddedTokenSplitter(matched);
             if (lower_case_ && !llama_) case_kept_ = matched;
             read_as_text_ = unmatched;
         } else {

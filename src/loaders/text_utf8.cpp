@@ -153,54 +153,6 @@ std::size_t length(const std::string& text) {
     return count;
 }
 
-std::vector<std::string> basic_split(const std::string& text, const BasicOptions& options) {
-    // Clean and split on whitespace; CJK characters stand alone.
-    std::vector<std::vector<std::uint32_t>> pieces;
-    std::vector<std::uint32_t> current;
-    auto flush = [&] {
-        if (!current.empty()) pieces.push_back(current);
-        current.clear();
-    };
-    for (std::size_t i = 0; i < text.size();) {
-        const Decoded d = decode(text, i);
-        i += d.size;
-        const std::uint32_t c = d.code;
-        if (is_control(c)) continue;
-        if (is_whitespace(c)) {
-            flush();
-        } else if (options.split_chinese && is_cjk(c)) {
-            flush();
-            pieces.push_back({c});
-        } else {
-            current.push_back(c);
-        }
-    }
-    flush();
-    // Lower case, then strip accents (each as asked); then split off each punctuation character.
-    std::vector<std::string> words;
-    for (const auto& piece : pieces) {
-        std::string normalized;
-        for (std::uint32_t c : options.lower_case ? lower_word(piece) : piece) {
-            if (options.strip_accents) append_without_accents(c, normalized);
-            else normalized += encode(c);
-        }
-        std::string word;
-        for (std::size_t i = 0; i < normalized.size();) {
-            const Decoded d = decode(normalized, i);
-            i += d.size;
-            if (is_punctuation(d.code)) {
-                if (!word.empty()) words.push_back(word);
-                word.clear();
-                words.push_back(encode(d.code));
-            } else {
-                word += encode(d.code);
-            }
-        }
-        if (!word.empty()) words.push_back(word);
-    }
-    return words;
-}
-
 std::string basic_normalize(const std::string& text, const BasicOptions& options) {
     std::vector<std::uint32_t> kept;
     for (std::size_t i = 0; i < text.size();) {
@@ -221,6 +173,33 @@ std::string basic_normalize(const std::string& text, const BasicOptions& options
         else out += encode(c);
     }
     return out;
+}
+
+std::vector<std::string> basic_split(const std::string& text, const BasicOptions& options) {
+    // The normalized text (cleaned, whitespace a space, CJK spaced, lower case and accents as asked), split at its spaces
+    // and around each punctuation character. Neither lower case nor accent stripping makes a space or punctuation
+    // that the character did not have: splitting after normalizing is splitting each word.
+    const std::string normalized = basic_normalize(text, options);
+    std::vector<std::string> words;
+    std::string word;
+    const auto flush = [&] {
+        if (!word.empty()) words.push_back(word);
+        word.clear();
+    };
+    for (std::size_t i = 0; i < normalized.size();) {
+        const Decoded d = decode(normalized, i);
+        if (d.code == ' ') {
+            flush();
+        } else if (is_punctuation(d.code)) {
+            flush();
+            words.push_back(normalized.substr(i, d.size));
+        } else {
+            word += normalized.substr(i, d.size);
+        }
+        i += d.size;
+    }
+    flush();
+    return words;
 }
 
 std::vector<std::string> basic_split_whitespace(const std::string& text) {
