@@ -367,12 +367,17 @@ nlohmann::json with_legacy_token_files(const nlohmann::json& config, const std::
     const std::string tokenizer_json_path = (directory / "tokenizer.json").string();
     if (tokenizer_json_too && std::filesystem::exists(tokenizer_json_path)) {
         const nlohmann::json tokenizer_json = read_json_file(tokenizer_json_path, "tokenizer.json");
-        if (tokenizer_json.is_object() && tokenizer_json.contains("added_tokens"))
-            for (const AddedToken& token :
-                 read_tokenizer_json_added_tokens(tokenizer_json["added_tokens"], kMaxTokenId + 1, tokenizer_json_path))
-                decoder[std::to_string(token.id)] = {{"content", token.content}, {"lstrip", token.lstrip},
-                                                     {"rstrip", token.rstrip}, {"single_word", token.single_word},
-                                                     {"normalized", token.normalized}};
+        if (tokenizer_json.is_object() && tokenizer_json.contains("added_tokens")) {
+            // Checked as the json's own reader checks them; an entry is an added_tokens_decoder token as it stands
+            // (its flags, "special" among them).
+            const auto& added = tokenizer_json["added_tokens"];
+            const auto tokens = read_tokenizer_json_added_tokens(added, kMaxTokenId + 1, tokenizer_json_path);
+            for (std::size_t k = 0; k < tokens.size(); ++k) {
+                nlohmann::json entry = added[k];
+                entry.erase("id");
+                decoder[std::to_string(tokens[k].id)] = entry;
+            }
+        }
     }
     if (!decoder.empty()) merged["added_tokens_decoder"] = decoder;
     return merged;

@@ -171,6 +171,7 @@ TEST(AddedTokens, FoldersSavedBeforeAddedTokensDecoderAreRead) {
     EXPECT_EQ(decoder["31"]["special"], false);  // a plain added token: normalized
     EXPECT_EQ(decoder["31"]["normalized"], true);
     EXPECT_EQ(decoder["32"]["content"], "<t>");
+    EXPECT_EQ(decoder["32"]["special"], true);  // as the json says
     EXPECT_FALSE(rankscope::detail::with_legacy_token_files(config, folder.string(), false)["added_tokens_decoder"].contains("32"));
     // A config that has added_tokens_decoder is read as it is (transformers ignores the old files then).
     const auto modern = nlohmann::json::parse(R"({"added_tokens_decoder": {}})");
