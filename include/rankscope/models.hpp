@@ -1,7 +1,7 @@
 #pragma once
 // Hugging Face architectures as torch::nn modules whose parameter names equal the checkpoint names, with the paper's
 // surgery (SPEC.md §4 E1) as explicit options: the encoders BERT, RoBERTa, DistilBERT, ALBERT, XLNet, and the decoders
-// GPT-2 and the Llama family (Llama, Mistral, Qwen2: one module, told apart by config.json).
+// GPT-2, GPT-NeoX (Pythia) and the Llama family (Llama, Mistral, Qwen2: one module, told apart by config.json).
 //
 //   auto model = load_hf_model("path/to/bert-base-cased");  // config.json + model.safetensors, or a sharded
 //                                                           // model.safetensors.index.json; F32/F16/BF16 weights
@@ -25,7 +25,8 @@ class SafetensorsFile;  // rankscope/io.hpp
 
 // The fields of config.json that the architectures use (Hugging Face's field names and defaults; see hf_config.cpp).
 struct HfConfig {
-    std::string model_type;       // "bert", "roberta", "distilbert", "albert", "xlnet", "gpt2", "llama", "mistral", "qwen2"
+    std::string model_type;       // "bert", "roberta", "distilbert", "albert", "xlnet", "gpt2", "gpt_neox", "llama",
+                                  // "mistral", "qwen2"
     std::string path;             // where it was read from ("" when built in code)
     int vocab_size = 0;
     int hidden_size = 0;          // d (XLNet: d_model)
@@ -43,12 +44,18 @@ struct HfConfig {
     int hidden_groups = 1;        // ALBERT num_hidden_groups (only 1 is supported)
     double layer_norm_eps = 1e-12;
     double initializer_range = 0.02;
-    std::string activation = "gelu";  // "gelu" (erf), "gelu_new" (tanh approximation), "relu"
+    std::string activation = "gelu";  // "gelu" (erf), "gelu_new" or "gelu_fast" (tanh approximation), "relu", "silu"
     int clamp_len = -1;               // XLNet
     int pad_token_id = 0;
-    // ---- decoders (gpt2, llama, mistral, qwen2) ----
+    // ---- decoders (gpt2, gpt_neox, llama, mistral, qwen2) ----
     int kv_heads = 0;                 // num_key_value_heads (grouped-query attention; 0 = heads)
-    double rope_theta = 10000.0;      // rotary base (Llama family)
+    double rope_theta = 10000.0;      // rotary base (Llama family; GPT-NeoX rotary_emb_base)
+    // Rotary positions turn the first rotary_dims features of each head (GPT-NeoX: int(head size × rotary_pct)); the
+    // rest pass unrotated. -1: the whole head (the Llama family).
+    int rotary_dims = -1;
+    // GPT-NeoX use_parallel_residual: y = x + attn(LN_1 x) + mlp(LN_2 x) (both read the layer input), instead of
+    // h = x + attn(LN_1 x), y = h + mlp(LN_2 h).
+    bool parallel_residual = false;
     // rope_scaling: "default" (none), "linear" (inverse frequencies / factor) or "llama3" (Llama 3.1's: wavelengths
     // above original_max_position_embeddings / low_freq_factor divided by factor, below .../ high_freq_factor kept,
     // smoothly interpolated between).
@@ -77,8 +84,9 @@ struct HfConfig {
     // " 514 less RoBERTa's offset 2" after "max_position_embeddings" in the limit's errors; "" without an offset.
     std::string position_offset_note() const;
 };
-// A decoder-only architecture (causal attention): gpt2, llama, mistral, qwen2.
+// A decoder-only architecture (causal attention): gpt2, gpt_neox, llama, mistral, qwen2.
 bool is_decoder(const HfConfig& config);
+bool is_decoder_model_type(const std::string& model_type);
 // The published configurations of bert-base-cased, albert-base-v2, xlnet-base-cased and gpt2 (12 layers, 12 heads,
 // d = 768), and two Llama-style ones of ours: llama-12l (12 layers, d = 768, 12 heads of 64, SwiGLU 2048, RMSNorm eps
 // 1e-6, rope_theta 10000, vocabulary 32000, untied) and llama-gqa (the same with 4 key/value heads: 3 query heads share
@@ -102,8 +110,11 @@ HfConfig read_hf_config(const std::string& path);
 // Beyond the paper, the layers' LayerNorms (not the embedding's): Keep; Remove (identity); Freeze (the paper's affine
 // model of LN: one mean and one standard deviation per sample over all its tokens and features, then γ, β — no
 // token-dependent division, so LN can no longer change the rank structure).
-// Pre-norm decoders (GPT-2, Llama): remove_attention_skip turns x + attn(norm(x)) into attn(norm(x)); remove_mlp turns
-// h + mlp(norm(h)) into h; the LayerNorm setting applies to every norm of the layers and the final norm. RMSNorm's
+// Pre-norm decoders (GPT-2, GPT-NeoX, Llama): remove_attention_skip turns x + attn(norm(x)) into attn(norm(x)); remove_mlp
+// turns h + mlp(norm(h)) into h; the LayerNorm setting applies to every norm of the layers and the final norm. A
+// parallel block (GPT-NeoX's use_parallel_residual) is one sum x + attn(LN_1 x) + mlp(LN_2 x): remove_attention_skip
+// drops its x (the skip both branches share), remove_mlp its mlp term, so SAN is attn(LN_1 x) as in the sequential
+// decoders and SAN+MLP is attn(LN_1 x) + mlp(LN_2 x). RMSNorm's
 // Freeze is the same idea: one root mean square per sample over all its real tokens and features, then γ.
 // bidirectional: decoders only — the same weights with every real token attending to every real token (no causal
 // mask, no sliding window); padding stays masked. Encoders ignore it.

@@ -120,8 +120,7 @@ Findings real_model_findings(const RealModelResult& result) {
     if (result.settings.bidirectional) f.subject += ", bidirectional mask";
     const auto label = [&](const std::string& variant) { return variant_label(variant, result.settings.layer_norm, result.settings.bidirectional); };
     const bool lite = result.model_type == "use_lite";
-    const bool decoder = result.model_type == "gpt2" || result.model_type == "llama" || result.model_type == "mistral" ||
-                         result.model_type == "qwen2";
+    const bool decoder = is_decoder_model_type(result.model_type);
     if (result.settings.layer_norm != LayerNormSurgery::Keep)
         f.notes.push_back("LayerNorm surgery '" + to_string(result.settings.layer_norm) +
                           "' applied to every variant: the paper keeps LayerNorm in every ablation, so its numbers "

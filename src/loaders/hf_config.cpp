@@ -230,16 +230,55 @@ void read_llama_fields(const nlohmann::json& json, const std::string& path, HfCo
     }
 }
 
+// GPTNeoXConfig (Hugging Face's names and defaults): vocab_size 50432, hidden_size 6144, num_hidden_layers 44,
+// num_attention_heads 64, intermediate_size 24576, hidden_act "gelu", rotary_pct 0.25, rotary_emb_base 10000,
+// max_position_embeddings 2048, layer_norm_eps 1e-5, use_parallel_residual true, attention_bias true (query_key_value
+// and dense; the MLP always has biases), rope_scaling null, tie_word_embeddings false. GPTNeoXConfig sets rope_theta and
+// partial_rotary_factor from rotary_emb_base and rotary_pct whatever config.json says of them, so only those two are
+// read. The rotated features per head are int(head size × rotary_pct), as its attention computes them.
+void read_gpt_neox_fields(const nlohmann::json& json, const std::string& path, HfConfig& c) {
+    c.vocab_size = integer_or(json, "vocab_size", 50432, 1, kMaxVocab, path);
+    c.hidden_size = c.embedding_size = integer_or(json, "hidden_size", 6144, 1, kMaxHidden, path);
+    c.layers = integer_or(json, "num_hidden_layers", 44, 1, kMaxLayers, path);
+    c.heads = c.kv_heads = integer_or(json, "num_attention_heads", 64, 1, kMaxHeads, path);
+    c.intermediate_size = integer_or(json, "intermediate_size", 24576, 1, kMaxIntermediate, path);
+    c.defaulted_sizes = defaulted_fields(json, {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                                "intermediate_size"});
+    if (c.hidden_size % c.heads != 0)
+        throw Error(fmt::format("hidden_size {} is not divisible by num_attention_heads {}{}", c.hidden_size, c.heads,
+                                c.defaulted_sizes),
+                    path);
+    c.head_size = c.hidden_size / c.heads;
+    const double rotary_pct = real_or(json, "rotary_pct", 0.25, 0.0, 1.0, path);
+    c.rotary_dims = static_cast<int>(c.head_size * rotary_pct);  // Python's int(): toward zero
+    if (c.rotary_dims % 2 != 0)
+        throw Error(fmt::format("rotary_pct {} of head size {} rotates {} features per head; an odd count is not "
+                                "supported (rotary positions turn pairs)",
+                                rotary_pct, c.head_size, c.rotary_dims),
+                    path);
+    c.rope_theta = real_or(json, "rotary_emb_base", 10000.0, 1.0, 1e12, path);
+    if (present(json, "rope_scaling")) read_rope_scaling(json["rope_scaling"], path, c);
+    c.activation = string_or(json, "hidden_act", "gelu", path);
+    c.max_position_embeddings = integer_or(json, "max_position_embeddings", 2048, 1, kMaxPositions, path);
+    c.layer_norm_eps = real_or(json, "layer_norm_eps", 1e-5, 1e-30, 1.0, path);
+    c.parallel_residual = boolean_or(json, "use_parallel_residual", true, path);
+    c.qkv_bias = c.output_bias = boolean_or(json, "attention_bias", true, path);
+    c.mlp_bias = true;
+    c.tie_word_embeddings = boolean_or(json, "tie_word_embeddings", false, path);
+    c.pad_token_id = -1;  // embed_in has no padding row
+}
+
 }  // namespace
 
 std::string HfConfig::position_offset_note() const {
     return position_offset > 0 ? fmt::format(" {} less RoBERTa's offset {}", max_position_embeddings, position_offset) : "";
 }
 
-bool is_decoder(const HfConfig& config) {
-    return config.model_type == "gpt2" || config.model_type == "llama" || config.model_type == "mistral" ||
-           config.model_type == "qwen2";
+bool is_decoder_model_type(const std::string& model_type) {
+    return model_type == "gpt2" || model_type == "gpt_neox" || model_type == "llama" || model_type == "mistral" ||
+           model_type == "qwen2";
 }
+bool is_decoder(const HfConfig& config) { return is_decoder_model_type(config.model_type); }
 
 HfConfig read_hf_config(const std::string& path) try {
     const nlohmann::json json = read_json_file(path, "config file");
@@ -324,21 +363,26 @@ HfConfig read_hf_config(const std::string& path) try {
             throw Error(fmt::format("d_head {} must equal d_model {} / n_head {}", c.head_size, c.hidden_size, c.heads), path);
     } else if (c.model_type == "gpt2") {
         read_gpt2_fields(json, path, c);
+    } else if (c.model_type == "gpt_neox") {
+        read_gpt_neox_fields(json, path, c);
     } else if (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2") {
         read_llama_fields(json, path, c);
     } else {
         throw Error("unknown model_type '" + printable(c.model_type, 40) +
-                        "' (expected bert, roberta, distilbert, albert, xlnet, gpt2, llama, mistral or qwen2)",
+                        "' (expected bert, roberta, distilbert, albert, xlnet, gpt2, gpt_neox, llama, mistral or qwen2)",
                     path);
     }
-    if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "relu" && c.activation != "silu")
-        throw Error("unsupported activation '" + printable(c.activation, 40) + "' (expected gelu, gelu_new, relu or silu)",
+    if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "gelu_fast" && c.activation != "relu" &&
+        c.activation != "silu")
+        throw Error("unsupported activation '" + printable(c.activation, 40) +
+                        "' (expected gelu, gelu_new, gelu_fast, relu or silu)",
                     path);
     // The parameter budget, in double (no overflow): embeddings, then the layers (ALBERT shares one).
     if (is_decoder(c)) {
         const double h = c.hidden_size, attention_width = double(c.heads) * c.head_size,
                      kv_width = double(c.kv_heads) * c.head_size;
-        const double mlp = (c.model_type == "gpt2" ? 2.0 : 3.0) * h * c.intermediate_size;
+        const bool two_matrices = c.model_type == "gpt2" || c.model_type == "gpt_neox";  // no gate
+        const double mlp = (two_matrices ? 2.0 : 3.0) * h * c.intermediate_size;
         const double parameters = (double(c.vocab_size) + (c.model_type == "gpt2" ? c.max_position_embeddings : 0)) * h +
                                   double(c.layers) * (2.0 * h * attention_width + 2.0 * h * kv_width + mlp);
         if (parameters > kMaxParameters)

@@ -102,6 +102,7 @@ std::unique_ptr<EncoderModel> make_architecture(const HfConfig& config, models::
     if (config.model_type == "albert") return models::make_albert(config, draw);
     if (config.model_type == "xlnet") return models::make_xlnet(config, draw);
     if (config.model_type == "gpt2") return models::make_gpt2(config, draw);
+    if (config.model_type == "gpt_neox") return models::make_gpt_neox(config, draw);
     if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2")
         return models::make_llama(config, draw);
     throw Error("unknown model_type '" + config.model_type + "'", config.path);
@@ -124,10 +125,11 @@ std::string shape_list(const std::vector<std::int64_t>& shape) {
 
 std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& first_parameter) {
     // Checkpoints saved from task heads prefix the base model ("bert.", "roberta.", "distilbert.", "albert.",
-    // "transformer." for XLNet and GPT-2, "model." for the Llama family); the heads' own tensors sit beside it.
+    // "transformer." for XLNet and GPT-2, "gpt_neox." for GPT-NeoX, "model." for the Llama family); the heads' own
+    // tensors sit beside it.
     std::string prefix;
     const auto names = weights.names();
-    for (const char* candidate : {"bert.", "roberta.", "distilbert.", "albert.", "transformer.", "model."}) {
+    for (const char* candidate : {"bert.", "roberta.", "distilbert.", "albert.", "transformer.", "gpt_neox.", "model."}) {
         if (!names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& name) {
                 return name.rfind(candidate, 0) == 0 || name.find('.') == std::string::npos || is_task_head_tensor(name);
             }) && weights.contains(std::string(candidate) + first_parameter))
@@ -139,22 +141,23 @@ std::string checkpoint_prefix(const HfCheckpoint& weights, const std::string& fi
 bool is_task_head_tensor(const std::string& name) {
     // BERT/ALBERT (cls., predictions., sop_classifier.), DistilBERT (vocab_transform., vocab_layer_norm.,
     // vocab_projector., pre_classifier.), XLNet (lm_loss, sequence_summary., logits_proj., the SQuAD
-    // head's start_logits., end_logits., answer_class.), GPT-2 (lm_head., multiple_choice_head.), Llama (score.), and
-    // every family's classifier. / qa_outputs.
+    // head's start_logits., end_logits., answer_class.), GPT-2 (lm_head., multiple_choice_head.), GPT-NeoX
+    // (embed_out.), Llama (score.), and every family's classifier. / qa_outputs.
     for (const char* head : {"cls.", "lm_loss", "predictions.", "sequence_summary.", "classifier.", "sop_classifier.",
                              "qa_outputs.", "lm_head.", "score.", "logits_proj.", "start_logits.", "end_logits.",
                              "answer_class.", "multiple_choice_head.", "vocab_transform.", "vocab_layer_norm.",
-                             "vocab_projector.", "pre_classifier."})
+                             "vocab_projector.", "pre_classifier.", "embed_out."})
         if (name.rfind(head, 0) == 0) return true;
     return false;
 }
 
 void warn_unread_tensors(const HfCheckpoint& weights, const std::string& prefix, const std::set<std::string>& read,
                          const HfConfig& config) {
-    // Buffers that transformers saves beside the parameters and recomputes: the position ids, GPT-2's causal mask,
-    // the rotary frequencies.
+    // Buffers that transformers saves beside the parameters and recomputes: the position ids, GPT-2's and GPT-NeoX's
+    // causal masks, the rotary frequencies.
     auto is_buffer = [](const std::string& name) {
-        for (const char* suffix : {"position_ids", ".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq"})
+        for (const char* suffix : {"position_ids", ".attn.bias", ".attn.masked_bias", ".attention.bias",
+                                   ".attention.masked_bias", "rotary_emb.inv_freq"})
             if (name.size() >= std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
                 return true;
         return false;
@@ -217,7 +220,8 @@ void throw_missing(const std::vector<std::string>& missing, const std::string& s
     throw Error(fmt::format("{} tensor{} missing: {}", missing.size(), missing.size() == 1 ? "" : "s", list), source);
 }
 
-// "encoder.layer." (BERT, RoBERTa), "transformer.layer." (DistilBERT), "layer." (XLNet), "h." (GPT-2), "layers." (the Llama family): layer l's tensors are
+// "encoder.layer." (BERT, RoBERTa), "transformer.layer." (DistilBERT), "layer." (XLNet), "h." (GPT-2), "layers." (GPT-NeoX,
+// the Llama family): layer l's tensors are
 // "<list><l>.<name>"; nullptr for ALBERT, whose one shared layer is stored once.
 const char* layer_list_of(const std::string& model_type) {
     if (model_type == "bert" || model_type == "roberta") return "encoder.layer.";
@@ -266,6 +270,10 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(cons
         tensors.push_back({"wpe.weight", {positions, h}});
         per_layer(".mlp.c_fc.weight", {h, inner});
         per_layer(".attn.c_attn.weight", {h, 3 * h});
+    } else if (c.model_type == "gpt_neox") {
+        tensors.push_back({"embed_in.weight", {vocab, h}});
+        per_layer(".mlp.dense_h_to_4h.weight", {inner, h});
+        per_layer(".attention.query_key_value.weight", {3 * h, h});
     } else {  // the Llama family
         tensors.push_back({"embed_tokens.weight", {vocab, h}});
         per_layer(".mlp.gate_proj.weight", {inner, h});

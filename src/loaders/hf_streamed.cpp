@@ -25,6 +25,7 @@ namespace {
 
 const models::DecoderLayout* decoder_layout(const HfConfig& config) {
     if (config.model_type == "gpt2") return &models::gpt2_layout();
+    if (config.model_type == "gpt_neox") return &models::gpt_neox_layout();
     if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2")
         return &models::llama_layout();
     return nullptr;
@@ -91,7 +92,7 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
     const HfConfig config = read_hf_config((folder / "config.json").string());
     const models::DecoderLayout* layout = decoder_layout(config);
     if (!layout)
-        throw Error("streamed loading reads decoders (gpt2, llama, mistral, qwen2), not model_type '" + config.model_type +
+        throw Error("streamed loading reads decoders (gpt2, gpt_neox, llama, mistral, qwen2), not model_type '" + config.model_type +
                         "': load it whole",
                     config.path);
     auto weights = std::make_shared<const HfCheckpoint>(directory);
@@ -133,7 +134,7 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
     }
     auto source = std::make_unique<StreamedLayers>(weights, prefix, config, *layout);
     return std::make_unique<models::DecoderModel>(
-        config, top, std::move(source), config.model_type == "gpt2" ? models::gpt2_forward_all() : models::llama_forward_all());
+        config, top, std::move(source), layout->forward);
 }
 
 std::int64_t hf_model_float32_bytes(const std::string& directory) {

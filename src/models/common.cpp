@@ -11,11 +11,13 @@ namespace rankscope::models {
 
 at::Tensor activation(const std::string& name, const at::Tensor& x) {
     if (name == "gelu") return torch::gelu(x);
-    if (name == "gelu_new" || name == "gelu_pytorch_tanh")
+    // gelu_fast (transformers' FastGELUActivation, GPT-NeoX-20B) is the same tanh approximation written as
+    // 0.5 x (1 + tanh(0.7978845608 x (1 + 0.044715 x²))): 0.7978845608 is √(2/π) to 10 digits.
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
         return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
     if (name == "relu") return torch::relu(x);
     if (name == "silu") return torch::silu(x);  // x σ(x), the Llama family's SwiGLU gate
-    throw Error("unsupported activation '" + name + "' (expected gelu, gelu_new, relu or silu)");
+    throw Error("unsupported activation '" + name + "' (expected gelu, gelu_new, gelu_fast, relu or silu)");
 }
 
 at::Tensor activation_in_place(const std::string& name, at::Tensor x) {

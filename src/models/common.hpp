@@ -7,7 +7,7 @@
 
 namespace rankscope::models {
 
-// "gelu" = x Φ(x) (erf), "gelu_new" = tanh approximation, "relu", "silu" = x σ(x).
+// "gelu" = x Φ(x) (erf), "gelu_new" = "gelu_fast" = tanh approximation, "relu", "silu" = x σ(x).
 at::Tensor activation(const std::string& name, const at::Tensor& x);
 // The same on a temporary the caller no longer needs, in place where one operator does it (gelu, relu, silu): the
 // same values, one buffer fewer at the MLP's widest point. Out of place when autograd records `x` (training).
@@ -141,6 +141,7 @@ at::Tensor sinusoidal_position_table(std::int64_t positions, std::int64_t dim);
 std::unique_ptr<EncoderModel> make_albert(const HfConfig& config, Draw draw);
 std::unique_ptr<EncoderModel> make_xlnet(const HfConfig& config, Draw draw);
 std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config, Draw draw);
+std::unique_ptr<EncoderModel> make_gpt_neox(const HfConfig& config, Draw draw);
 std::unique_ptr<EncoderModel> make_llama(const HfConfig& config, Draw draw);  // llama, mistral, qwen2
 
 }  // namespace rankscope::models

@@ -33,10 +33,10 @@ AttentionResult grouped_query_attention(const at::Tensor& query, const at::Tenso
 }
 
 RotaryTables rotary_tables(const at::Tensor& positions, const HfConfig& c, const at::TensorOptions& options) {
-    // As Hugging Face: inv_freq from int64 exponents in float32, angles in float32.
-    const int head_size = c.head_size;
+    // As Hugging Face: inv_freq from int64 exponents in float32, angles in float32; r = the rotated features per head.
+    const int rotated = c.rotary_dims < 0 ? c.head_size : c.rotary_dims;
     const at::TensorOptions f32 = options.dtype(torch::kFloat);
-    const at::Tensor exponents = torch::arange(0, head_size, 2, options.dtype(torch::kLong)).to(torch::kFloat) / head_size;
+    const at::Tensor exponents = torch::arange(0, rotated, 2, options.dtype(torch::kLong)).to(torch::kFloat) / rotated;
     at::Tensor inv_freq = 1.0 / torch::pow(torch::scalar_tensor(c.rope_theta, f32), exponents);  // [k/2]
     if (c.rope_type == "linear") inv_freq = inv_freq / c.rope_factor;
     if (c.rope_type == "llama3") {
@@ -56,10 +56,14 @@ RotaryTables rotary_tables(const at::Tensor& positions, const HfConfig& c, const
 }
 
 at::Tensor apply_rotary(const at::Tensor& x, int heads, const RotaryTables& tables) {
-    const auto B = x.size(0), n = x.size(1), k = x.size(2) / heads;
+    const auto B = x.size(0), n = x.size(1), k = x.size(2) / heads, r = tables.cos.size(-1);
+    if (r == 0) return x;  // rotary_pct 0: no positions at all
     const at::Tensor h = x.view({B, n, heads, k}).transpose(1, 2);  // [B, H, n, k]
-    const at::Tensor rotated_half = torch::cat({-h.slice(-1, k / 2), h.slice(-1, 0, k / 2)}, -1);
-    return (h * tables.cos + rotated_half * tables.sin).transpose(1, 2).reshape({B, n, heads * k});
+    const at::Tensor turned = r < k ? h.slice(-1, 0, r) : h;        // [B, H, n, r]
+    const at::Tensor rotated_half = torch::cat({-turned.slice(-1, r / 2), turned.slice(-1, 0, r / 2)}, -1);
+    at::Tensor out = turned * tables.cos + rotated_half * tables.sin;
+    if (r < k) out = torch::cat({out, h.slice(-1, r)}, -1);  // the unrotated features after the rotated ones
+    return out.transpose(1, 2).reshape({B, n, heads * k});
 }
 
 namespace {

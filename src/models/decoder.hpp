@@ -1,5 +1,5 @@
 #pragma once
-// Pieces shared by the decoder files (gpt2.cpp, llama.cpp): the causal / sliding-window / padding mask, position ids
+// Pieces shared by the decoder files (gpt2.cpp, gpt_neox.cpp, llama.cpp): the causal / sliding-window / padding mask, position ids
 // that count real tokens, grouped-query attention, rotary positions, RMSNorm and the pre-norm LayerNorm under the
 // surgery. Every tensor made here takes its device and dtype from an input (`.options()`), never the CPU default.
 //
@@ -25,11 +25,13 @@ at::Tensor attention_allowed(const at::Tensor& attention_mask, bool bidirectiona
 AttentionResult grouped_query_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int heads,
                                         int kv_heads, const at::Tensor& allowed);
 
-// Rotary positions as Hugging Face's Llama ("rotate_half" convention, float32 tables):
-//   inv_freq_i = θ^(−2i/k), i = 0..k/2−1; angle = position · inv_freq; cos, sin = [cos(angle), cos(angle)] ...
-//   x' = x cos + rotate_half(x) sin, rotate_half([x1, x2]) = [−x2, x1] (halves of each head's k features).
+// Rotary positions as Hugging Face's Llama and GPT-NeoX ("rotate_half" convention, float32 tables), on the first r
+// features of each head (r = k, or GPT-NeoX's int(k × rotary_pct)):
+//   inv_freq_i = θ^(−2i/r), i = 0..r/2−1; angle = position · inv_freq; cos, sin = [cos(angle), cos(angle)] ...
+//   x'[:r] = x[:r] cos + rotate_half(x[:r]) sin, rotate_half([x1, x2]) = [−x2, x1] (halves of the r features);
+//   x'[r:] = x[r:].
 struct RotaryTables {
-    at::Tensor cos, sin;  // [B, 1, n, k] in the inputs' dtype
+    at::Tensor cos, sin;  // [B, 1, n, r] in the inputs' dtype
 };
 // The config's rope_theta, head_size and rope_scaling ("linear": inv_freq / factor; "llama3": Llama 3.1's per-frequency
 // rule, see HfConfig) decide inv_freq.
@@ -89,10 +91,11 @@ using DecoderForward = std::function<std::vector<at::Tensor>(torch::nn::Module& 
 
 // Where each piece of an architecture sits in its checkpoint (names without the checkpoint's prefix).
 struct DecoderLayout {
-    std::string layer_list;       // "h" (GPT-2), "layers" (Llama family): layer l's tensors are "<list>.<l>.<name>"
-    std::string token_embedding;  // "wte.weight", "embed_tokens.weight"
+    std::string layer_list;       // "h" (GPT-2), "layers" (GPT-NeoX, Llama family): layer l's tensors are "<list>.<l>.<name>"
+    std::string token_embedding;  // "wte.weight", "embed_in.weight", "embed_tokens.weight"
     std::function<std::shared_ptr<torch::nn::Module>(const HfConfig&)> make_layer;  // one layer, weights unset
     std::function<std::shared_ptr<torch::nn::Module>(const HfConfig&)> make_top;    // the model without layers
+    DecoderForward forward;
 };
 
 // A decoder model: the module in memory, or (streamed) only its top with the layers read one at a time.
@@ -123,10 +126,9 @@ private:
     bool streamed_ = false;
 };
 
-// The architecture tables (gpt2.cpp, llama.cpp).
+// The architecture tables (gpt2.cpp, gpt_neox.cpp, llama.cpp).
 const DecoderLayout& gpt2_layout();
+const DecoderLayout& gpt_neox_layout();
 const DecoderLayout& llama_layout();
-DecoderForward gpt2_forward_all();
-DecoderForward llama_forward_all();
 
 }  // namespace rankscope::models

@@ -113,11 +113,9 @@ std::vector<at::Tensor> gpt2_forward(torch::nn::Module& top, const HfConfig& c, 
 const DecoderLayout& gpt2_layout() {
     static const DecoderLayout layout{
         "h", "wte.weight", [](const HfConfig& c) { return GPT2Block(c).ptr(); },
-        [](const HfConfig& c) { return GPT2Model(c).ptr(); }};
+        [](const HfConfig& c) { return GPT2Model(c).ptr(); }, &gpt2_forward};
     return layout;
 }
-
-DecoderForward gpt2_forward_all() { return &gpt2_forward; }
 
 std::unique_ptr<EncoderModel> make_gpt2(const HfConfig& config, Draw draw) {
     GPT2Model module(config);

@@ -121,11 +121,9 @@ std::vector<at::Tensor> llama_forward(torch::nn::Module& top, const HfConfig& c,
 const DecoderLayout& llama_layout() {
     static const DecoderLayout layout{
         "layers", "embed_tokens.weight", [](const HfConfig& c) { return LlamaDecoderLayer(c).ptr(); },
-        [](const HfConfig& c) { return LlamaModel(c).ptr(); }};
+        [](const HfConfig& c) { return LlamaModel(c).ptr(); }, &llama_forward};
     return layout;
 }
-
-DecoderForward llama_forward_all() { return &llama_forward; }
 
 std::unique_ptr<EncoderModel> make_llama(const HfConfig& config, Draw draw) {
     LlamaModel module(config);

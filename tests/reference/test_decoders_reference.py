@@ -1,4 +1,4 @@
-"""GPT-2 and the Llama family (Llama, Mistral, Qwen2) against a python3-torch reference written here from the
+"""GPT-2, GPT-NeoX and the Llama family (Llama, Mistral, Qwen2) against a python3-torch reference written here from the
 published equations (not the transformers package): tiny random checkpoints in the exact Hugging Face layouts
 (bare and prefixed names, single-file and sharded, F32 / F16 / BF16, tied and untied heads, GQA, Qwen2's biases,
 sliding windows), a batch with right and left padding, and every activation `rankscope model --dump` records
@@ -6,8 +6,9 @@ sliding windows), a batch with right and left padding, and every activation `ran
 ln_final.hook_normalized) compared to the reference in float64: max |rankscope − reference| / max |reference| at
 most 1e-5 per tensor.
 
-Equations (Radford et al. 2019; Touvron et al. 2023; Su et al. 2021 RoFormer; Zhang & Sennrich 2019 RMSNorm;
-Ainslie et al. 2023 GQA), with the conventions rankscope documents: positions count real tokens; padding keys are
+Equations (Radford et al. 2019; Black et al. 2022 GPT-NeoX-20B: rotary on a fraction of each head, parallel
+attention and MLP; Touvron et al. 2023; Su et al. 2021 RoFormer; Zhang & Sennrich 2019 RMSNorm; Ainslie et al. 2023
+GQA), with the conventions rankscope documents: positions count real tokens; padding keys are
 masked; causal mask j <= i; sliding window i − j < w; the last layer's hook_resid_post is before the final norm."""
 import json
 import math
@@ -194,6 +195,55 @@ def llama_reference(w, c, ids, mask, bidirectional=False, norm="keep"):
     return out
 
 
+def gpt_neox_reference(w, c, ids, mask, bidirectional=False, norm="keep"):
+    """GPT-NeoX: query_key_value's outputs are [H, 3, k] (head by head); rotary turns the first int(k · rotary_pct)
+    features of each head; parallel: x + attn(LN_1 x) + mlp(LN_2 x), else GPT-2's order."""
+    d, H = c["hidden_size"], c["num_attention_heads"]
+    size = d // H
+    turned = int(size * c.get("rotary_pct", 0.25))
+    eps = c.get("layer_norm_eps", 1e-5)
+    frequency = inverse_frequencies({"rope_theta": c.get("rotary_emb_base", 10000.0),
+                                     "rope_scaling": c.get("rope_scaling")}, turned)
+    act = {"gelu": lambda x: torch.nn.functional.gelu(x), "gelu_fast": gelu_new}[c.get("hidden_act", "gelu")]
+    ln = lambda x, name: layer_norm(x, w[name + ".weight"], w[name + ".bias"], eps, norm, mask)  # noqa: E731
+
+    def linear(x, name):
+        y = x @ w[name + ".weight"].T
+        return y + w[name + ".bias"] if name + ".bias" in w else y
+
+    def partial_rotary(x, pos):
+        B, n, _ = x.shape
+        heads = x.view(B, n, H, size)
+        if turned == 0:
+            return x
+        first = rotary(heads[..., :turned].reshape(B, n, H * turned), H, pos, frequency).view(B, n, H, turned)
+        return torch.cat([first, heads[..., turned:]], -1).reshape(B, n, d)
+
+    pos = positions(mask)
+    ok = allowed(mask, bidirectional, 0)
+    x = w["embed_in.weight"][ids]
+    out = {"hook_embed": x}
+    B, n = ids.shape
+    for l in range(c["num_hidden_layers"]):
+        p = f"layers.{l}."
+        out[f"blocks.{l}.hook_resid_pre"] = x
+        qkv = linear(ln(x, p + "input_layernorm"), p + "attention.query_key_value").view(B, n, H, 3, size)
+        q, k, v = (qkv[:, :, :, i].reshape(B, n, d) for i in range(3))
+        pattern, context = attention(partial_rotary(q, pos), partial_rotary(k, pos), v, H, H, ok)
+        a = linear(context, p + "attention.dense")
+        mlp = lambda u: linear(act(linear(ln(u, p + "post_attention_layernorm"), p + "mlp.dense_h_to_4h")),  # noqa: E731
+                               p + "mlp.dense_4h_to_h")
+        if c.get("use_parallel_residual", True):
+            x = x + a + mlp(x)
+        else:
+            h = x + a
+            x = h + mlp(h)
+        out[f"blocks.{l}.attn.hook_pattern"], out[f"blocks.{l}.hook_attn_out"] = pattern, a
+        out[f"blocks.{l}.hook_resid_post"] = x
+    out["ln_final.hook_normalized"] = ln(x, "final_layer_norm")
+    return out
+
+
 # ---- checkpoints in the Hugging Face layouts ----------------------------------------------------------------------
 def gpt2_weights(c, rng):
     d, m, V, P = c["n_embd"], c["n_inner"] or 4 * c["n_embd"], c["vocab_size"], c["n_positions"]
@@ -230,6 +280,23 @@ def llama_weights(c, rng, qkv_bias=False, o_bias=False, mlp_bias=False):
             w[p + "self_attn.o_proj.bias"] = r(d)
         if mlp_bias:
             w.update({p + "mlp.gate_proj.bias": r(m), p + "mlp.up_proj.bias": r(m), p + "mlp.down_proj.bias": r(d)})
+    return w
+
+
+def gpt_neox_weights(c, rng):
+    d, m, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    bias = c.get("attention_bias", True)
+    r = lambda *shape, s=0.3: rng.normal(0, s, shape).astype(np.float32)  # noqa: E731
+    w = {"embed_in.weight": r(V, d, s=1.0), "final_layer_norm.weight": 1 + r(d), "final_layer_norm.bias": r(d)}
+    for l in range(c["num_hidden_layers"]):
+        p = f"layers.{l}."
+        w.update({p + "input_layernorm.weight": 1 + r(d), p + "input_layernorm.bias": r(d),
+                  p + "post_attention_layernorm.weight": 1 + r(d), p + "post_attention_layernorm.bias": r(d),
+                  p + "attention.query_key_value.weight": r(3 * d, d), p + "attention.dense.weight": r(d, d),
+                  p + "mlp.dense_h_to_4h.weight": r(m, d), p + "mlp.dense_h_to_4h.bias": r(m),
+                  p + "mlp.dense_4h_to_h.weight": r(d, m), p + "mlp.dense_4h_to_h.bias": r(d)})
+        if bias:
+            w.update({p + "attention.query_key_value.bias": r(3 * d), p + "attention.dense.bias": r(d)})
     return w
 
 
@@ -393,6 +460,35 @@ class DecodersAgainstEquations(unittest.TestCase):
         folder = os.path.join(self.folder, "mistral")
         w = save(folder, c, llama_weights(c, self.rng), prefix="model.", dtype="F16")
         self.check(folder, llama_reference, w, c, 2)
+
+
+    def test_gpt_neox_parallel_prefixed_with_legacy_buffers_streamed(self):
+        # Pythia's layout: gpt_neox. prefix, the LM head embed_out, the buffers older transformers saved; head size 8,
+        # rotary_pct 0.25: 2 features turned per head.
+        c = {"model_type": "gpt_neox", "vocab_size": 50, "hidden_size": 16, "intermediate_size": 24,
+             "num_hidden_layers": 2, "num_attention_heads": 2, "rotary_pct": 0.25, "rotary_emb_base": 10000,
+             "max_position_embeddings": 16, "use_parallel_residual": True}
+        folder = os.path.join(self.folder, "gpt-neox")
+        extra = {"embed_out.weight": self.rng.normal(0, 0.3, (50, 16)).astype(np.float32)}
+        for l in range(2):
+            extra[f"gpt_neox.layers.{l}.attention.bias"] = np.tril(np.ones((16, 16), np.float32))[None, None]
+            extra[f"gpt_neox.layers.{l}.attention.masked_bias"] = np.array(-1e9, np.float32)
+            extra[f"gpt_neox.layers.{l}.attention.rotary_emb.inv_freq"] = np.ones(1, np.float32)
+        w = save(folder, c, gpt_neox_weights(c, self.rng), prefix="gpt_neox.", extra=extra)
+        self.check(folder, gpt_neox_reference, w, c, 2)
+        self.check(folder, gpt_neox_reference, w, c, 2, "--stream", "on")
+        self.check(folder, gpt_neox_reference, w, c, 2, "--mask", "bidirectional", "--layer-norm", "freeze",
+                   bidirectional=True, norm="freeze")
+
+    def test_gpt_neox_sequential_whole_head_linear_scaling_bf16_sharded(self):
+        c = {"model_type": "gpt_neox", "vocab_size": 50, "hidden_size": 24, "intermediate_size": 20,
+             "num_hidden_layers": 2, "num_attention_heads": 3, "rotary_pct": 1.0, "rotary_emb_base": 500,
+             "use_parallel_residual": False, "attention_bias": False, "hidden_act": "gelu_fast",
+             "rope_scaling": {"type": "linear", "factor": 3.0}}
+        folder = os.path.join(self.folder, "gpt-neox-sequential")
+        w = save(folder, c, gpt_neox_weights(c, self.rng), dtype="BF16", shards=2)
+        self.check(folder, gpt_neox_reference, w, c, 2)
+        self.check(folder, gpt_neox_reference, w, c, 2, "--stream", "on", "--layer-norm", "remove", norm="remove")
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ class TransformersJudgesModels(unittest.TestCase):
         index = os.path.join(checkpoint, "model.safetensors.index.json")
         self.assertEqual(os.path.exists(index), shards, f"{case}: sharded = {shards} expected")
 
-        decoder = model_type in ("gpt2", "llama", "mistral", "qwen2")
+        decoder = model_type in ("gpt2", "gpt_neox", "llama", "mistral", "qwen2")
         vocabulary = hf_config.vocab_size
         # Padding holds pad_id: RoBERTa's positions count the ids that are not its pad (1).
         real = torch.from_numpy(mask)
@@ -237,6 +237,34 @@ class TransformersJudgesModels(unittest.TestCase):
         self.check("gpt2: token_type_ids given (wte added)", "gpt2",
                    dict(vocab_size=91, n_embd=24, n_layer=2, n_head=4, n_positions=16),
                    transformers.GPT2Model, MASK_DECODER, token_types=True)
+
+    def test_gpt_neox_parallel_quarter_rotary(self):
+        # Pythia's layout: parallel block, rotary on a quarter of each head (2 of 8 features), the LM head's prefix.
+        self.check("gpt_neox: parallel, rotary_pct 0.25, ForCausalLM, F32", "gpt_neox",
+                   dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                        num_attention_heads=4, rotary_pct=0.25, max_position_embeddings=64),
+                   transformers.GPTNeoXForCausalLM, MASK_DECODER)
+
+    def test_gpt_neox_sequential_no_attention_bias_bf16_sharded(self):
+        self.check("gpt_neox: sequential, rotary_pct 0.5, no attention bias, BF16, sharded", "gpt_neox",
+                   dict(vocab_size=97, hidden_size=48, intermediate_size=40, num_hidden_layers=2,
+                        num_attention_heads=4, rotary_pct=0.5, use_parallel_residual=False, attention_bias=False,
+                        max_position_embeddings=64),
+                   transformers.GPTNeoXModel, MASK_DECODER, dtype=torch.bfloat16, shards=True)
+
+    def test_gpt_neox_whole_head_linear_scaling_gelu_fast_f16(self):
+        self.check("gpt_neox: rotary_pct 1, linear rope ×2, base 500, gelu_fast, F16", "gpt_neox",
+                   dict(vocab_size=97, hidden_size=24, intermediate_size=32, num_hidden_layers=2,
+                        num_attention_heads=3, rotary_pct=1.0, rotary_emb_base=500, hidden_act="gelu_fast",
+                        rope_scaling={"rope_type": "linear", "factor": 2.0}, max_position_embeddings=64),
+                   transformers.GPTNeoXModel, MASK_DECODER, dtype=torch.float16)
+
+    def test_gpt_neox_no_rotary(self):
+        # rotary_pct 0: no position information at all (the causal mask alone tells the tokens apart).
+        self.check("gpt_neox: rotary_pct 0", "gpt_neox",
+                   dict(vocab_size=97, hidden_size=24, intermediate_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, rotary_pct=0.0, max_position_embeddings=64),
+                   transformers.GPTNeoXModel, MASK_DECODER)
 
     def test_llama_gqa_bf16_sharded_head_dim(self):
         self.check("llama: GQA 6/2, head_dim 10, biases, BF16, sharded", "llama",

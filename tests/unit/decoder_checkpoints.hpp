@@ -36,6 +36,8 @@ inline HfConfig config_from(const fs::path& folder, const std::string& json) {
 
 inline const char* kTinyLlama = R"({"model_type": "llama", "vocab_size": 30, "hidden_size": 16, "intermediate_size": 24,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2})";
+inline const char* kTinyGptNeox = R"({"model_type": "gpt_neox", "vocab_size": 30, "hidden_size": 16,
+    "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4, "rotary_pct": 0.5})";
 inline const char* kTinyGpt2 = R"({"model_type": "gpt2", "vocab_size": 30, "n_embd": 16, "n_layer": 2, "n_head": 4,
     "n_positions": 16})";
 

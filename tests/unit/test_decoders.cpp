@@ -1,6 +1,7 @@
-// GPT-2 and the Llama family: config.json read as Hugging Face reads it, the checkpoint loader's errors (sharded and
+// GPT-2, GPT-NeoX and the Llama family: config.json read as Hugging Face reads it, the checkpoint loader's errors (sharded and
 // not), the surgeries and masks on the decoders' forward, the built-in configurations and the attention-sink measures.
-// The forward itself is checked against a python3-torch reference in tests/reference/test_decoders_reference.py.
+// The forward itself is checked against a python3-torch reference in tests/reference/test_decoders_reference.py and
+// against transformers in tests/transformers/test_transformers_models.py.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <tuple>
 
 #include "decoder_checkpoints.hpp"
@@ -73,6 +75,32 @@ TEST(DecoderConfig, HuggingFaceNamesAndDefaults) {
     EXPECT_EQ(llama3.rope_original_max_positions, 8192);
     expect_error([&] { config_from(dir.path, R"({"model_type": "gpt2", "n_embd": 10, "n_head": 4})"); },
                  "not divisible by n_head", path);
+    // GPTNeoXConfig: rotary on int(head size × rotary_pct) features (0.25 by default), rotary_emb_base (its rope_theta
+    // and partial_rotary_factor are overwritten from these two), parallel block, attention biases.
+    const HfConfig neox = config_from(dir.path, R"({"model_type": "gpt_neox", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100, "rope_theta": 7.0, "partial_rotary_factor": 1.0})");
+    EXPECT_EQ(neox.head_size, 16);
+    EXPECT_EQ(neox.rotary_dims, 4);
+    EXPECT_DOUBLE_EQ(neox.rope_theta, 10000.0);
+    EXPECT_TRUE(neox.parallel_residual && neox.qkv_bias && neox.output_bias && neox.mlp_bias);
+    EXPECT_FALSE(neox.tie_word_embeddings);
+    EXPECT_EQ(neox.vocab_size, 50432);
+    EXPECT_DOUBLE_EQ(neox.layer_norm_eps, 1e-5);
+    EXPECT_EQ(neox.activation, "gelu");
+    EXPECT_EQ(neox.pad_token_id, -1);
+    const HfConfig sequential = config_from(dir.path, R"({"model_type": "gpt_neox", "hidden_size": 64,
+        "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 100, "rotary_pct": 0.3,
+        "rotary_emb_base": 500, "use_parallel_residual": false, "attention_bias": false, "hidden_act": "gelu_fast"})");
+    EXPECT_EQ(sequential.rotary_dims, 4);  // int(16 × 0.3) = int(4.8)
+    EXPECT_DOUBLE_EQ(sequential.rope_theta, 500.0);
+    EXPECT_FALSE(sequential.parallel_residual || sequential.qkv_bias || sequential.output_bias);
+    EXPECT_TRUE(sequential.mlp_bias);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "gpt_neox", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100, "rotary_pct": 0.2})"); },
+                 "rotates 3 features per head; an odd count is not supported", path);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "gpt_neox", "hidden_size": 60, "num_attention_heads": 8})"); },
+                 "hidden_size 60 is not divisible by num_attention_heads 8", path);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "gpt_neox"})"); }, "parameters", path);  // 20e9
     expect_error([&] { config_from(dir.path, R"({"model_type": "llama"})"); }, "parameters", path);  // 6.7e9 > the limit
 }
 
@@ -236,7 +264,7 @@ TEST(DecoderLoader, ShardedPrefixedCheckpointRoundTripsAndErrorsNameTheFile) {
 
 TEST(DecoderForward, CausalMaskSurgeriesAndBidirectional) {
     TempFolder dir("decoder-forward");
-    for (const char* json : {kTinyGpt2, kTinyLlama}) {
+    for (const char* json : {kTinyGpt2, kTinyLlama, kTinyGptNeox}) {
         const HfConfig config = config_from(dir.path, json);
         auto model = make_hf_model(config, 3);
         for (auto& [name, parameter] : model->parameters()) {  // larger weights: attention far from uniform
@@ -278,6 +306,51 @@ TEST(DecoderForward, CausalMaskSurgeriesAndBidirectional) {
                                     skip.get("blocks.1.hook_resid_pre") + skip.get("blocks.1.hook_attn_out")));
         // The final norm is recorded apart from the last layer's output.
         EXPECT_FALSE(torch::allclose(causal.get("ln_final.hook_normalized"), causal.get("blocks.1.hook_resid_post")));
+    }
+}
+
+// GPT-NeoX's parallel block y = x + a + m, m = mlp(LN_2(x)): each surgery drops its terms, and the MLP term is
+// computed here from the parameters. The sequential block (use_parallel_residual false) feeds the MLP x + a instead.
+TEST(DecoderForward, GptNeoxParallelAndSequentialBlocksUnderEachSurgery) {
+    TempFolder dir("gpt-neox-forward");
+    for (const bool parallel : {true, false}) {
+        std::string json = kTinyGptNeox;
+        json.insert(json.size() - 1, parallel ? "" : R"(, "use_parallel_residual": false)");
+        const HfConfig config = config_from(dir.path, json);
+        auto model = make_hf_model(config, 4);
+        std::map<std::string, at::Tensor> weights;
+        for (auto& [name, parameter] : model->parameters()) {
+            torch::NoGradGuard no_grad;
+            if (parameter.dim() == 2) parameter.normal_(0.0, 0.5);
+            else parameter.normal_(name.find("norm.weight") != std::string::npos ? 1.0 : 0.0, 0.1);
+            weights[name] = parameter;
+        }
+        const ModelBatch batch = batch_of(config, torch::ones({2, 6}, torch::kLong));
+        auto run = [&](bool remove_skip, bool remove_mlp) {
+            Surgery surgery;
+            surgery.remove_attention_skip = remove_skip;
+            surgery.remove_mlp = remove_mlp;
+            Recorder recorder;
+            model->forward(batch, surgery, &recorder);
+            return recorder;
+        };
+        auto mlp_of = [&](const at::Tensor& input) {  // layer 1's feed-forward, from its parameters
+            const std::string p = "layers.1.";
+            const at::Tensor u = torch::layer_norm(input, {16}, weights[p + "post_attention_layernorm.weight"],
+                                                   weights[p + "post_attention_layernorm.bias"], 1e-5);
+            const at::Tensor inner = torch::gelu(torch::linear(u, weights[p + "mlp.dense_h_to_4h.weight"],
+                                                               weights[p + "mlp.dense_h_to_4h.bias"]));
+            return torch::linear(inner, weights[p + "mlp.dense_4h_to_h.weight"], weights[p + "mlp.dense_4h_to_h.bias"]);
+        };
+        for (const bool remove_skip : {false, true})
+            for (const bool remove_mlp : {false, true}) {
+                const Recorder r = run(remove_skip, remove_mlp);
+                const at::Tensor x = r.get("blocks.1.hook_resid_pre"), a = r.get("blocks.1.hook_attn_out");
+                const at::Tensor h = remove_skip ? a : x + a;
+                const at::Tensor expected = remove_mlp ? h : h + mlp_of(parallel ? x : h);
+                EXPECT_TRUE(torch::allclose(r.get("blocks.1.hook_resid_post"), expected, 1e-5, 1e-5))
+                    << "parallel " << parallel << ", remove_attention_skip " << remove_skip << ", remove_mlp " << remove_mlp;
+            }
     }
 }
 
