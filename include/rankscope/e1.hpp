@@ -135,8 +135,9 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
 
 struct RealModelResult {
     std::string model;          // display name
-    std::string model_type;     // "bert", "albert", "xlnet", "use_lite"
+    std::string model_type;     // "bert", "albert", "xlnet", "gpt2", "gpt_neox", "llama", ..., "use_lite"
     int layers = 0, heads = 0;
+    bool parallel_block = false;  // GPT-NeoX's use_parallel_residual: attention and MLP both read the layer input
     std::int64_t samples = 0, tokens = 0;
     RealModelSettings settings;
     std::vector<WeightsRun> runs;
@@ -154,7 +155,7 @@ std::string variant_label(const std::string& variant, LayerNormSurgery layer_nor
 // ---- one `rankscope model` run, shared by the command line and the Python module (e1_model_runs.cpp) ---------------
 // What a model argument names: a Hugging Face folder (config.json + model.safetensors: an architecture of models.hpp),
 // USE lite ("use-lite", or a folder holding model.json + vocab.json), or a built-in configuration (bert-base-cased,
-// albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa: random init only).
+// albert-base-v2, xlnet-base-cased, gpt2, pythia-160m, llama-12l, llama-gqa: random init only).
 struct ModelSource {
     enum Kind { HuggingFace, UseLite, BuiltIn };
     Kind kind = HuggingFace;

@@ -87,13 +87,14 @@ struct HfConfig {
 // A decoder-only architecture (causal attention): gpt2, gpt_neox, llama, mistral, qwen2.
 bool is_decoder(const HfConfig& config);
 bool is_decoder_model_type(const std::string& model_type);
-// The published configurations of bert-base-cased, albert-base-v2, xlnet-base-cased and gpt2 (12 layers, 12 heads,
-// d = 768), and two Llama-style ones of ours: llama-12l (12 layers, d = 768, 12 heads of 64, SwiGLU 2048, RMSNorm eps
+// The published configurations of bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2 and pythia-160m (12 layers,
+// 12 heads, d = 768; Pythia: GPT-NeoX's parallel block, rotary on 16 of each head's 64 features, vocabulary 50304),
+// and two Llama-style ones of ours: llama-12l (12 layers, d = 768, 12 heads of 64, SwiGLU 2048, RMSNorm eps
 // 1e-6, rope_theta 10000, vocabulary 32000, untied) and llama-gqa (the same with 4 key/value heads: 3 query heads share
 // each), for random-init runs without a download. Throws for other names.
 HfConfig builtin_hf_config(const std::string& name);
 bool is_builtin_hf_config(const std::string& name);
-// Their names: bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa.
+// Their names: bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, pythia-160m, llama-12l, llama-gqa.
 const std::vector<std::string>& builtin_hf_config_names();
 // Whether a --model argument means the built-in configuration: a built-in name, unless a folder of that name here holds
 // a config.json (a checkpoint: read first, as Hugging Face's from_pretrained does). A folder without one — an --out

@@ -80,7 +80,7 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, con
 // For built-in configurations and trained tasks: realistic token statistics without the original vocabulary.
 std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& sentences, const std::string& directory,
                                                int vocab_size, const std::string& model_type);
-// Byte-level BPE from a Hugging Face tokenizer.json (GPT-2, Llama 3, Qwen2; byte_level_bpe.cpp lists what is read and
+// Byte-level BPE from a Hugging Face tokenizer.json (GPT-2, GPT-NeoX, Llama 3, Qwen2; byte_level_bpe.cpp lists what is read and
 // what is refused): encode() gives the content ids; prefix()/suffix() the post-processor's special tokens (Llama 3:
 // <|begin_of_text|> first; GPT-2: none).
 std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path);

@@ -1,7 +1,7 @@
 """Real architectures (SPEC.md §4, E1/E2): the encoders BERT, RoBERTa, DistilBERT, ALBERT and XLNet and the decoders
-GPT-2, Llama, Mistral and Qwen2 from a Hugging Face folder (config.json + model.safetensors or a sharded index, and
-the tokenizer files), Universal Sentence Encoder lite ("use-lite"), or a built-in configuration (bert-base-cased,
-albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa: random init only).
+GPT-2, GPT-NeoX (Pythia), Llama, Mistral and Qwen2 from a Hugging Face folder (config.json + model.safetensors or a
+sharded index, and the tokenizer files), Universal Sentence Encoder lite ("use-lite"), or a built-in configuration
+(bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, pythia-160m, llama-12l, llama-gqa: random init only).
 
 >>> run = run_model("models/all-MiniLM-L6-v2", samples=8, tokens=32)   # a folder, from the working directory
 (tests/fixtures/bert-tiny is a test fixture: its 64-word vocabulary makes every word of real text [UNK], so every

@@ -278,7 +278,7 @@ def test_model_api_torch_tensors_parameters_and_errors(tmp_path):
     # A name that is no folder says what a model argument takes (it said "cannot open config file: ... (bert-large-
     # cased/config.json)"); a folder without config.json names the file.
     unknown = ("no such model folder, and not a built-in configuration (bert-base-cased, albert-base-v2, xlnet-base-cased, "
-               "gpt2, llama-12l, llama-gqa) or use-lite: point it at a downloaded Hugging Face folder (bert-large-cased)")
+               "gpt2, pythia-160m, llama-12l, llama-gqa) or use-lite: point it at a downloaded Hugging Face folder (bert-large-cased)")
     assert cli_error("model", "--model", "bert-large-cased", "--weights", "init") == unknown
     with pytest.raises(rs.Error) as raised:
         rs.load_model("bert-large-cased")

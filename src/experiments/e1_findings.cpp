@@ -395,6 +395,12 @@ Findings real_model_findings(const RealModelResult& result) {
         }
         if (decoder && !run.heads.empty()) reading += sink_reading(run, result, f);
     }
+    if (result.parallel_block)
+        f.notes.push_back(fmt::format(
+            "{} has parallel blocks (GPT-NeoX's use_parallel_residual): each layer is x + attn(LN₁ x) + mlp(LN₂ x). SAN "
+            "drops x and the MLP term and SAN+skip the MLP term, as in the paper's sequential blocks; SAN+MLP is "
+            "attn(LN₁ x) + mlp(LN₂ x), its MLP reading the layer input, not the attention output.",
+            result.model));
     if (lite || L < kPretrainedCollapseDepth)
         f.notes.push_back(fmt::format("{} has {} layers: claims about collapse over 3–5 pretrained layers are not comparable "
                                       "here; the values are in residual.csv.",

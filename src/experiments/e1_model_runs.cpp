@@ -232,6 +232,7 @@ RealModelResult run_real_model_experiment(const ModelSource& source, const Model
     result.model_type = source.model_type();
     result.layers = source.config.layers;
     result.heads = source.config.heads;
+    result.parallel_block = source.config.parallel_residual;
     result.samples = batch.input_ids.size(0);
     result.tokens = batch.input_ids.size(1);
     result.settings = settings;

@@ -3,6 +3,7 @@
 // The checkpoint-name → parameter table is the module tree itself (member name = checkpoint name); every parameter
 // must be present with its exact shape, and finite.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -31,8 +32,8 @@ bool is_floating(DType dtype) {
 }  // namespace
 
 const std::vector<std::string>& builtin_hf_config_names() {
-    static const std::vector<std::string> names = {"bert-base-cased", "albert-base-v2", "xlnet-base-cased",
-                                                   "gpt2",            "llama-12l",      "llama-gqa"};
+    static const std::vector<std::string> names = {"bert-base-cased", "albert-base-v2", "xlnet-base-cased", "gpt2",
+                                                   "pythia-160m",     "llama-12l",      "llama-gqa"};
     return names;
 }
 
@@ -74,6 +75,17 @@ HfConfig builtin_hf_config(const std::string& name) {
         c.activation = "gelu_new";
         c.qkv_bias = c.output_bias = c.mlp_bias = true;
         c.tie_word_embeddings = true;
+    } else if (name == "pythia-160m") {  // the published EleutherAI pythia-160m config.json (GPT-NeoX layout)
+        c.model_type = "gpt_neox";
+        c.vocab_size = 50304;
+        c.max_position_embeddings = 2048;
+        c.layer_norm_eps = 1e-5;
+        c.activation = "gelu";
+        c.rope_theta = 10000.0;  // rotary_emb_base
+        c.rotary_dims = 16;      // int(64 × rotary_pct 0.25)
+        c.parallel_residual = true;
+        c.qkv_bias = c.output_bias = c.mlp_bias = true;
+        c.pad_token_id = -1;
     } else if (name == "llama-12l" || name == "llama-gqa") {
         // Ours, Llama-shaped at GPT-2's size: SwiGLU width 2048 (≈ 8/3 d), no biases, untied head.
         c.model_type = "llama";
@@ -86,8 +98,8 @@ HfConfig builtin_hf_config(const std::string& name) {
         c.pad_token_id = -1;
         if (name == "llama-gqa") c.kv_heads = 4;  // 3 query heads share each key/value head
     } else {
-        throw Error("no built-in configuration named '" + name +
-                    "' (bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa)");
+        throw Error(fmt::format("no built-in configuration named '{}' ({})", name,
+                                fmt::join(builtin_hf_config_names(), ", ")));
     }
     return c;
 }

@@ -1,4 +1,4 @@
-"""`rankscope model` on the built-in decoder configurations at random init (gpt2, llama-gqa) end to end: the
+"""`rankscope model` on the built-in decoder configurations at random init (gpt2, pythia-160m, llama-gqa) end to end: the
 attention-sink tables, the causal vs bidirectional option and its refusal on an encoder."""
 import json
 import os
@@ -56,6 +56,18 @@ class DecoderModelCommand(unittest.TestCase):
         heads = read_csv(os.path.join(out, "attention_heads.csv"))
         self.assertEqual(len(heads), 12 * 12)  # query heads, not the 4 key/value heads
         self.assertEqual({row["mask"] for row in heads}, {"bidirectional"})
+
+    def test_pythia_160m_parallel_blocks(self):
+        out, _ = self.model("pythia-160m")
+        rows = read_csv(os.path.join(out, "residual.csv"))
+        self.assertEqual({row["variant"] for row in rows}, {"SAN", "SAN+MLP", "SAN+skip", "transformer"})
+        last = {row["variant"]: float(row["mean"]) for row in rows if int(row["layer"]) == 12}
+        self.assertEqual(len(last), 4)
+        self.assertLess(last["SAN"], last["transformer"])  # pure attention collapses furthest
+        self.assertEqual(len(read_csv(os.path.join(out, "attention_heads.csv"))), 12 * 12)
+        with open(os.path.join(out, "findings.json")) as f:
+            notes = " ".join(json.load(f)["notes"])
+        self.assertIn("pythia-160m has parallel blocks (GPT-NeoX's use_parallel_residual)", notes)
 
     def test_a_folder_named_like_a_built_in_hides_it_only_when_it_is_a_checkpoint(self):
         # An earlier `--out gpt2` in the working directory: no config.json, so `--model gpt2` is still the built-in,

@@ -422,6 +422,24 @@ class TransformersJudgesTokenizers(unittest.TestCase):
                            "worst_relative_difference": 0.0, "tolerance": 0.0})
         return expected
 
+    def test_gpt_neox_byte_level_multi_space_tokens_fast(self):
+        # Pythia's tokenizer.json: GPT-2's byte-level BPE with an NFC normalizer, <|endoftext|> and <|padding|>, and
+        # runs of 2 to 24 spaces added as normalized, non-special tokens (code indentation), matched longest first.
+        folder, path = self.byte_level("gpt_neox", None, "gpt_neox", ["<|endoftext|>", "<|padding|>"])
+        tokenizer = tokenizers.Tokenizer.from_file(path)
+        tokenizer.normalizer = tokenizers.normalizers.NFC()
+        tokenizer.add_tokens([tokenizers.AddedToken(" " * k, normalized=True) for k in range(24, 1, -1)])
+        tokenizer.save(path)
+        write_config(folder, "gpt_neox", tokenizer.get_vocab_size())
+        spaced = ["def f(x):    return  x", "a" + " " * 30 + "b", "   three before", "after three   ",
+                  "tab\t   and  two", "Caf\u0065\u0301 and\u00a0  non-breaking", "<|endoftext|>  <|padding|> x"]
+        fast = transformers.GPTNeoXTokenizerFast(tokenizer_file=path)
+        self.judge("GPT-NeoX byte-level BPE tokenizer.json (trained, NFC, 23 space-run tokens), fast", folder, fast,
+                   sentences=self.sentences + spaced)
+        # The space runs are used: 30 spaces are the 24-space token and the 6-space one.
+        ids = fast("a" + " " * 30 + "b", add_special_tokens=False)["input_ids"]
+        self.assertEqual([fast.convert_ids_to_tokens(i) for i in ids[1:3]], [" " * 24, " " * 6])
+
     def test_llama3_pattern_fast(self):
         pattern = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
                    r"""\s*[\r\n]+|\s+(?!\S)|\s+""")

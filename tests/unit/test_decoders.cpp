@@ -384,6 +384,9 @@ TEST(DecoderBuiltIns, PublishedSizes) {
         return total;
     };
     EXPECT_EQ(count("gpt2"), 124439808);  // the published GPT-2 small
+    // The published pythia-160m: 162,322,944 parameters, of which embed_out (the untied LM head, not made here) holds
+    // 50304 × 768.
+    EXPECT_EQ(count("pythia-160m"), 162322944LL - 50304LL * 768);
     // llama-12l: 32000·768 embeddings + 12 × (4·768² attention + 3·768·2048 SwiGLU + 2·768 norms) + 768 final norm.
     EXPECT_EQ(count("llama-12l"), 32000LL * 768 + 12LL * (4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768) + 768);
     EXPECT_EQ(count("llama-gqa"), 32000LL * 768 + 12LL * (2 * 768 * 768 + 2 * 768 * 256 + 3 * 768 * 2048 + 2 * 768) + 768);

@@ -116,6 +116,10 @@ std::vector<std::pair<std::string, HfConfig>> configurations() {
         "dim": 16, "n_layers": 2, "n_heads": 4, "hidden_dim": 24, "max_position_embeddings": 20})"));
     out.emplace_back("gpt2", config_from_json("gpt2", R"({"model_type": "gpt2", "vocab_size": 30, "n_embd": 16,
         "n_layer": 2, "n_head": 4, "n_positions": 16})"));
+    // GPT-NeoX: partial rotary (the unrotated features concatenated back) and the parallel block.
+    out.emplace_back("gpt_neox", config_from_json("gpt_neox", R"({"model_type": "gpt_neox", "vocab_size": 30,
+        "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "rotary_pct": 0.5})"));
     out.emplace_back("llama", config_from_json("llama", R"({"model_type": "llama", "vocab_size": 30, "hidden_size": 16,
         "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "attention_bias": true, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,

@@ -317,8 +317,8 @@ TEST(HostileConfig, SizesAreLimitedAndConsistent) {
     EXPECT_ERROR(config({{"model_type", "roberta"}, {"pad_token_id", 7}, {"max_position_embeddings", 8}}), "config.json",
                  "max_position_embeddings 8 leaves no position after pad_token_id 7");
     EXPECT_ERROR(config({{"model_type", "robrta"}}), "config.json",
-                 "unknown model_type 'robrta' (expected bert, roberta, distilbert, albert, xlnet, gpt2, llama, mistral "
-                 "or qwen2)");
+                 "unknown model_type 'robrta' (expected bert, roberta, distilbert, albert, xlnet, gpt2, gpt_neox, llama, "
+                 "mistral or qwen2)");
     // DistilBERT's own names (dim, n_layers, n_heads, hidden_dim), no token types, LayerNorm eps 1e-12.
     const HfConfig distilbert = config({{"model_type", "distilbert"}, {"dim", 12}, {"n_layers", 3}, {"n_heads", 4},
                                         {"hidden_dim", 20}, {"sinusoidal_pos_embds", true}, {"activation", "relu"}});

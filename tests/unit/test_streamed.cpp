@@ -22,10 +22,11 @@ struct StreamedCase {
 };
 
 // Tiny checkpoints in the layouts the streamed loader reads: prefixed or bare names, one file or shards, GQA, biases,
-// Qwen2's sliding window from layer 1 (tokens > window, so it changes the result).
+// Qwen2's sliding window from layer 1 (tokens > window, so it changes the result), GPT-NeoX's parallel block.
 const std::vector<StreamedCase> kCases = {
     {"llama-gqa", kTinyLlama, "model.", 3, 6},
     {"gpt2", kTinyGpt2, "transformer.", 1, 6},
+    {"gpt-neox", kTinyGptNeox, "gpt_neox.", 2, 6},
     {"llama-biases", R"({"model_type": "llama", "vocab_size": 30, "hidden_size": 16, "intermediate_size": 24,
         "num_hidden_layers": 3, "num_attention_heads": 4, "attention_bias": true, "mlp_bias": true})", "", 2, 6},
     {"qwen2-window", R"({"model_type": "qwen2", "vocab_size": 30, "hidden_size": 16, "intermediate_size": 24,

@@ -27,7 +27,7 @@ const rankscope::cli::Subcommand kSubcommands[] = {
     {"theory", "Random SAN variants collapsing layer by layer beside the theorems' bounds (theory.csv + figure)",
      rankscope::cli::setup_theory},
     {"paths", "Path decomposition check, path-length counts, path-product sampling", rankscope::cli::setup_paths},
-    {"model", "E1/E2 on a Hugging Face folder (BERT, RoBERTa, DistilBERT, ALBERT, XLNet, GPT-2, Llama, Mistral, Qwen2) or a built-in config",
+    {"model", "E1/E2 on a Hugging Face folder (BERT, RoBERTa, DistilBERT, ALBERT, XLNet, GPT-2, GPT-NeoX, Llama, Mistral, Qwen2) or a built-in config",
      rankscope::cli::setup_model},
     {"tokenize", "The token ids a model folder's tokenizer gives a text (vocab.txt, spiece.model, tokenizer.json)",
      rankscope::cli::setup_tokenize},

