@@ -44,7 +44,7 @@ struct HfConfig {
     int hidden_groups = 1;        // ALBERT num_hidden_groups (only 1 is supported)
     double layer_norm_eps = 1e-12;
     double initializer_range = 0.02;
-    std::string activation = "gelu";  // "gelu" (erf), "gelu_new" or "gelu_fast" (tanh approximation), "relu", "silu"
+    std::string activation = "gelu";  // "gelu" (erf), "gelu_new", "gelu_fast" or "gelu_pytorch_tanh" (tanh approximation), "relu", "silu"
     int clamp_len = -1;               // XLNet
     int pad_token_id = 0;
     // ---- decoders (gpt2, gpt_neox, llama, mistral, qwen2) ----
@@ -222,7 +222,7 @@ std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_
 // every parameter's presence and shape are checked. Errors name the file (shard, index) and the tensor. Nothing is
 // drawn; a BERT or ALBERT pooler absent from the checkpoint (no measurement uses it) is zero.
 std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory);
-// The same folder read one layer at a time (decoders: gpt2, llama, mistral, qwen2): the forward reads each layer from
+// The same folder read one layer at a time (decoders: gpt2, gpt_neox, llama, mistral, qwen2): the forward reads each layer from
 // the memory-mapped shards when it reaches it, runs every surgery through it and frees it (its pages are handed back to
 // the page cache), so the peak memory is about one layer in float32, the token-embedding rows in use, the other
 // embeddings and the activations. Every tensor's presence, shape and dtype are checked before any work, a layer's

@@ -80,10 +80,17 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path, con
 // For built-in configurations and trained tasks: realistic token statistics without the original vocabulary.
 std::unique_ptr<Tokenizer> train_sentencepiece(const std::vector<std::string>& sentences, const std::string& directory,
                                                int vocab_size, const std::string& model_type);
+// Special tokens (by content) that frame each sample in place of a tokenizer.json's post_processor, as
+// GPTNeoXTokenizerFast's update_post_processor does: its bos_token first when add_bos_token, its eos_token last when
+// add_eos_token (both false by default), whatever the json's post_processor says.
+struct ReplacedFraming {
+    std::vector<std::string> prefix, suffix;
+};
 // Byte-level BPE from a Hugging Face tokenizer.json (GPT-2, GPT-NeoX, Llama 3, Qwen2; byte_level_bpe.cpp lists what is read and
 // what is refused): encode() gives the content ids; prefix()/suffix() the post-processor's special tokens (Llama 3:
-// <|begin_of_text|> first; GPT-2: none).
-std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path);
+// <|begin_of_text|> first; GPT-2: none), or `framing`'s when given.
+std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path,
+                                               const ReplacedFraming* framing = nullptr);
 // A tokenizer.json by its model.type: WordPiece (BertTokenizerFast's form: BertNormalizer, BertPreTokenizer; the same
 // tokenisation as vocab.txt) or byte-level BPE.
 // `wordpiece_settings`, when given, replace a WordPiece json's normalizer settings, as BertTokenizerFast does with
@@ -93,7 +100,8 @@ std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path,
                                                const WordPieceSettings* wordpiece_settings = nullptr,
                                                const nlohmann::json* tokenizer_config = nullptr,
-                                               const std::string& config_path = "tokenizer_config.json");
+                                               const std::string& config_path = "tokenizer_config.json",
+                                               const ReplacedFraming* framing = nullptr);
 // The tokenizer of a Hugging Face folder: for the Llama family (llama, mistral, qwen2) tokenizer.model if present
 // (SentencePiece as LlamaTokenizer: <s> first unless tokenizer_config.json's add_bos_token is false, </s> last when
 // add_eos_token is true, the text as it is); else spiece.model, else vocab.txt, else tokenizer.json (WordPiece or

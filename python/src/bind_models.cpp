@@ -69,7 +69,7 @@ bool parse_mask_option(const std::string& mask, const HfConfig& config) {
     if (mask != "causal" && mask != "bidirectional")
         throw Error("unknown mask '" + mask + "' (expected causal or bidirectional)", "mask");
     if (!is_decoder(config))
-        throw Error("mask applies to decoders (gpt2, llama, mistral, qwen2); " + config.model_type +
+        throw Error("mask applies to decoders (gpt2, gpt_neox, llama, mistral, qwen2); " + config.model_type +
                         " is an encoder, its attention is already bidirectional",
                     "mask");
     return mask == "bidirectional";

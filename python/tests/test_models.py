@@ -382,7 +382,7 @@ def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
     # Encoders have no causal mask to change: the command line's message.
     assert "applies to decoders" in cli_error("model", "--model", fixture("bert-tiny"), "--weights", "init", "--mask",
                                               "causal")
-    with pytest.raises(rs.Error, match=r"^mask applies to decoders \(gpt2, llama, mistral, qwen2\); bert is an encoder"):
+    with pytest.raises(rs.Error, match=r"^mask applies to decoders \(gpt2, gpt_neox, llama, mistral, qwen2\); bert is an encoder"):
         rs.run_model(fixture("bert-tiny"), weights="init", mask="causal", samples=2, tokens=8)
     # The messages name settings as keyword arguments (they said "--stream on", "--tokens 600", "use --weights init").
     with pytest.raises(rs.Error, match=r"^streaming reads a decoder checkpoint's layers .*; bert-tiny is a bert model "

@@ -129,7 +129,7 @@ bool stream_layers(const ModelSource& source, Streaming stream, bool pretrained)
 
 void check_streaming(const ModelSource& source, Streaming stream) {
     if (stream != Streaming::On || can_stream(source)) return;
-    throw Error("streaming reads a decoder checkpoint's layers one at a time (gpt2, llama, mistral, qwen2 folders); " +
+    throw Error("streaming reads a decoder checkpoint's layers one at a time (gpt2, gpt_neox, llama, mistral, qwen2 folders); " +
                     source.name + " is " +
                     (source.kind == ModelSource::HuggingFace ? "a " + source.config.model_type + " model"
                                                              : std::string("not a Hugging Face folder")),

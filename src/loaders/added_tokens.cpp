@@ -98,14 +98,6 @@ void read_flags(const nlohmann::json& value, bool special, const std::string& wh
     token.normalized = flag(value, "normalized", !token.special, where, path);
 }
 
-// The string of a token as a configuration gives it ("[MASK]" or {"content": "[MASK]", ...}); "" for anything else.
-std::string token_content(const nlohmann::json& token) {
-    if (token.is_string()) return token.get<std::string>();
-    if (token.is_object() && token.contains("content") && token["content"].is_string())
-        return token["content"].get<std::string>();
-    return "";
-}
-
 // A token as tokenizer_config.json writes it: "[MASK]" or {"content": "[MASK]", "lstrip": true, ...}. A string keeps
 // `fallback`'s flags.
 AddedToken config_token(const nlohmann::json& value, const AddedToken& fallback, bool special, const std::string& where,
@@ -395,6 +387,13 @@ std::vector<AddedToken> resolve_ids(const std::vector<AddedToken>& tokens,
         else if (unmatched) unmatched->push_back(token.content);
     }
     return out;
+}
+
+std::string token_content(const nlohmann::json& token) {
+    if (token.is_string()) return token.get<std::string>();
+    if (token.is_object() && token.contains("content") && token["content"].is_string())
+        return token["content"].get<std::string>();
+    return "";
 }
 
 }  // namespace rankscope::detail

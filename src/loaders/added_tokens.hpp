@@ -66,6 +66,9 @@ private:
     Normalizer normalize_;
 };
 
+// The string of a token as a configuration gives it ("[MASK]" or {"content": "[MASK]", ...}); "" for anything else.
+std::string token_content(const nlohmann::json& token);
+
 // tokenizer.json's "added_tokens": [{"id", "content", "lstrip", "rstrip", "single_word", "normalized", ...}]; ids
 // below `id_limit`. Errors name `path`.
 std::vector<AddedToken> read_tokenizer_json_added_tokens(const nlohmann::json& added, int id_limit, const std::string& path);

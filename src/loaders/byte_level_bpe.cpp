@@ -70,14 +70,27 @@ struct Regex {
 
 class ByteLevelBpe : public Tokenizer {
 public:
-    explicit ByteLevelBpe(const std::string& path) : path_(path) {
+    ByteLevelBpe(const std::string& path, const ReplacedFraming* framing) : path_(path) {
         const nlohmann::json json = read_json_file(path, "tokenizer.json");
         if (!json.is_object()) throw Error("tokenizer.json must hold a JSON object", path);
         read_model(field(json, "model"));
         read_normalizer(json.value("normalizer", nlohmann::json()));
         read_pre_tokenizer(field(json, "pre_tokenizer"));
         read_added_tokens(json.value("added_tokens", nlohmann::json::array()));
-        read_post_processor(json.value("post_processor", nlohmann::json()));
+        if (!framing) {
+            read_post_processor(json.value("post_processor", nlohmann::json()));
+            return;
+        }
+        // The tokenizer class replaces the post_processor (GPTNeoXTokenizerFast): its tokens by content.
+        auto id_of = [&](const std::string& content) {
+            if (added_ids_.count(content)) return added_ids_.at(content);
+            if (ids_.count(content)) return ids_.at(content);
+            throw Error("the special token '" + printable(content, 40) +
+                            "' that tokenizer_config.json puts around each sample is not in the vocabulary",
+                        path_);
+        };
+        for (const auto& content : framing->prefix) prefix_.push_back(id_of(content));
+        for (const auto& content : framing->suffix) suffix_.push_back(id_of(content));
     }
 
     std::vector<int> encode(const std::string& text) const override {
@@ -394,8 +407,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path) try {
-    return std::make_unique<ByteLevelBpe>(tokenizer_json_path);
+std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& tokenizer_json_path, const ReplacedFraming* framing) try {
+    return std::make_unique<ByteLevelBpe>(tokenizer_json_path, framing);
 } catch (const nlohmann::json::exception& error) {
     throw_json_content_error(error, tokenizer_json_path);
 }

@@ -82,12 +82,13 @@ bool boolean_or(const nlohmann::json& json, const char* name, bool fallback, con
     return json[name].get<bool>();
 }
 
-// The fields of `names` that config.json leaves out, as " (not in config.json, so their defaults: a, b)", or "".
+// The fields of `names` that config.json leaves out or sets to null, as " (absent or null in config.json, so their
+// defaults: a, b)", or "".
 std::string defaulted_fields(const nlohmann::json& json, std::initializer_list<const char*> names) {
     std::string list;
     for (const char* name : names)
         if (!present(json, name)) list += (list.empty() ? "" : ", ") + std::string(name);
-    return list.empty() ? std::string() : " (not in config.json, so their defaults: " + list + ")";
+    return list.empty() ? std::string() : " (absent or null in config.json, so their defaults: " + list + ")";
 }
 
 // GPT2Config (Hugging Face's names and defaults): n_embd 768, n_layer 12, n_head 12, n_inner null (= 4 n_embd),
@@ -237,6 +238,14 @@ void read_llama_fields(const nlohmann::json& json, const std::string& path, HfCo
 // partial_rotary_factor from rotary_emb_base and rotary_pct whatever config.json says of them, so only those two are
 // read. The rotated features per head are int(head size × rotary_pct), as its attention computes them.
 void read_gpt_neox_fields(const nlohmann::json& json, const std::string& path, HfConfig& c) {
+    // null where GPTNeoXConfig keeps it: transformers then fails to build these (a TypeError or KeyError), and reads
+    // a null use_parallel_residual or attention_bias as false (`if config.use_parallel_residual:`, nn.Linear(bias=None)).
+    for (const char* name : {"rotary_pct", "rotary_emb_base", "layer_norm_eps", "hidden_act"})
+        if (json.contains(name) && json[name].is_null())
+            throw Error(std::string("config field '") + name + "' is null (transformers cannot build GPT-NeoX with it)", path);
+    auto null_or_boolean = [&](const char* name, bool fallback) {
+        return json.contains(name) && json[name].is_null() ? false : boolean_or(json, name, fallback, path);
+    };
     c.vocab_size = integer_or(json, "vocab_size", 50432, 1, kMaxVocab, path);
     c.hidden_size = c.embedding_size = integer_or(json, "hidden_size", 6144, 1, kMaxHidden, path);
     c.layers = integer_or(json, "num_hidden_layers", 44, 1, kMaxLayers, path);
@@ -249,20 +258,27 @@ void read_gpt_neox_fields(const nlohmann::json& json, const std::string& path, H
                                 c.defaulted_sizes),
                     path);
     c.head_size = c.hidden_size / c.heads;
+    // transformers' rotary setup takes a config's head_dim, when there is one, as the head size it rotates a fraction
+    // of (the attention's heads stay hidden_size / num_attention_heads wide).
+    const int rotary_head = integer_or(json, "head_dim", c.head_size, 1, kMaxHidden, path);
     const double rotary_pct = real_or(json, "rotary_pct", 0.25, 0.0, 1.0, path);
-    c.rotary_dims = static_cast<int>(c.head_size * rotary_pct);  // Python's int(): toward zero
+    c.rotary_dims = static_cast<int>(rotary_head * rotary_pct);  // Python's int(): toward zero
     if (c.rotary_dims % 2 != 0)
         throw Error(fmt::format("rotary_pct {} of head size {} rotates {} features per head; an odd count is not "
                                 "supported (rotary positions turn pairs)",
-                                rotary_pct, c.head_size, c.rotary_dims),
+                                rotary_pct, rotary_head, c.rotary_dims),
+                    path);
+    if (c.rotary_dims > c.head_size)
+        throw Error(fmt::format("head_dim {} × rotary_pct {} rotates {} features of heads {} wide", rotary_head, rotary_pct,
+                                c.rotary_dims, c.head_size),
                     path);
     c.rope_theta = real_or(json, "rotary_emb_base", 10000.0, 1.0, 1e12, path);
     if (present(json, "rope_scaling")) read_rope_scaling(json["rope_scaling"], path, c);
     c.activation = string_or(json, "hidden_act", "gelu", path);
     c.max_position_embeddings = integer_or(json, "max_position_embeddings", 2048, 1, kMaxPositions, path);
     c.layer_norm_eps = real_or(json, "layer_norm_eps", 1e-5, 1e-30, 1.0, path);
-    c.parallel_residual = boolean_or(json, "use_parallel_residual", true, path);
-    c.qkv_bias = c.output_bias = boolean_or(json, "attention_bias", true, path);
+    c.parallel_residual = null_or_boolean("use_parallel_residual", true);
+    c.qkv_bias = c.output_bias = null_or_boolean("attention_bias", true);
     c.mlp_bias = true;
     c.tie_word_embeddings = boolean_or(json, "tie_word_embeddings", false, path);
     c.pad_token_id = -1;  // embed_in has no padding row
@@ -372,10 +388,10 @@ HfConfig read_hf_config(const std::string& path) try {
                         "' (expected bert, roberta, distilbert, albert, xlnet, gpt2, gpt_neox, llama, mistral or qwen2)",
                     path);
     }
-    if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "gelu_fast" && c.activation != "relu" &&
-        c.activation != "silu")
+    if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "gelu_fast" &&
+        c.activation != "gelu_pytorch_tanh" && c.activation != "relu" && c.activation != "silu")
         throw Error("unsupported activation '" + printable(c.activation, 40) +
-                        "' (expected gelu, gelu_new, gelu_fast, relu or silu)",
+                        "' (expected gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu or silu)",
                     path);
     // The parameter budget, in double (no overflow): embeddings, then the layers (ALBERT shares one).
     if (is_decoder(c)) {

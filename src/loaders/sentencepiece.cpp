@@ -256,15 +256,16 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
     bool add_prefix_space = false, prefix_space_given = false;
     const auto tokenizer_config = folder / "tokenizer_config.json";
     nlohmann::json json = nlohmann::json::object();  // read once: the settings below and WordPiece's
+    // A boolean setting of tokenizer_config.json into `value` when given (absent or null: left as it is).
+    auto flag = [&](const char* key, bool& value) {
+        if (!json.is_object() || !json.contains(key) || json[key].is_null()) return false;
+        if (!json[key].is_boolean()) throw Error(std::string(key) + " must be true or false", tokenizer_config.string());
+        value = json[key].get<bool>();
+        return true;
+    };
     if (std::filesystem::exists(tokenizer_config)) {
         json = read_json_file(tokenizer_config.string(), "tokenizer_config.json");
         if (!json.is_object()) throw Error("tokenizer_config.json must hold a JSON object", tokenizer_config.string());
-        auto flag = [&](const char* key, bool& value) {
-            if (!json.is_object() || !json.contains(key) || json[key].is_null()) return false;
-            if (!json[key].is_boolean()) throw Error(std::string(key) + " must be true or false", tokenizer_config.string());
-            value = json[key].get<bool>();
-            return true;
-        };
         bool lower = false;
         if (flag("do_lower_case", lower)) lower_case = lower ? 1 : 0;
         if (is_llama_family(config.model_type)) {  // read (and checked) only where they are used
@@ -313,8 +314,27 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
             throw Error("add_prefix_space true (a space before the text) is not supported", config_path);
         const bool bert_class = tokenizer_class != "PreTrainedTokenizerFast";
         const nlohmann::json merged = with_legacy_files(false);
+        // GPTNeoXTokenizerFast (the class a gpt_neox folder without tokenizer_class gets from AutoTokenizer) replaces
+        // the json's post_processor: bos_token first with add_bos_token, eos_token last with add_eos_token (both
+        // false by default; both tokens "<|endoftext|>" by default).
+        const bool neox_class = tokenizer_class == "GPTNeoXTokenizer" || tokenizer_class == "GPTNeoXTokenizerFast" ||
+                                (tokenizer_class.empty() && config.model_type == "gpt_neox");
+        ReplacedFraming neox_framing;
+        if (neox_class) {
+            auto role = [&](const char* key) {
+                if (!json.contains(key)) return std::string("<|endoftext|>");
+                const std::string content = detail::token_content(json[key]);
+                if (content.empty()) throw Error(std::string(key) + " is null or empty, and a sample needs it", config_path);
+                return content;
+            };
+            bool add_bos_token = false, add_eos_token = false;
+            flag("add_bos_token", add_bos_token);
+            flag("add_eos_token", add_eos_token);
+            if (add_bos_token) neox_framing.prefix.push_back(role("bos_token"));
+            if (add_eos_token) neox_framing.suffix.push_back(role("eos_token"));
+        }
         return load_tokenizer_json((folder / "tokenizer.json").string(), bert_class ? &wordpiece : nullptr,
-                                   bert_class ? &merged : nullptr, config_path);
+                                   bert_class ? &merged : nullptr, config_path, neox_class ? &neox_framing : nullptr);
     }
     const bool merges = std::filesystem::exists(folder / "vocab.json") || std::filesystem::exists(folder / "merges.txt");
     throw Error("no tokenizer: none of spiece.model, vocab.txt, tokenizer.json" +

@@ -258,11 +258,12 @@ std::unique_ptr<Tokenizer> load_wordpiece(const std::string& vocab_path, const W
 
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json_path,
                                                const WordPieceSettings* wordpiece_settings,
-                                               const nlohmann::json* tokenizer_config, const std::string& config_path) try {
+                                               const nlohmann::json* tokenizer_config, const std::string& config_path,
+                                               const ReplacedFraming* framing) try {
     const nlohmann::json json = read_json_file(tokenizer_json_path, "tokenizer.json");
     if (json.is_object() && json.contains("model") && json["model"].is_object() && json["model"].value("type", "") == "WordPiece")
         return std::make_unique<WordPiece>(tokenizer_json_path, json, wordpiece_settings, tokenizer_config, config_path);
-    return load_byte_level_bpe(tokenizer_json_path);
+    return load_byte_level_bpe(tokenizer_json_path, framing);
 } catch (const nlohmann::json::exception& error) {
     throw_json_content_error(error, tokenizer_json_path);
 }

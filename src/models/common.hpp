@@ -7,7 +7,7 @@
 
 namespace rankscope::models {
 
-// "gelu" = x Φ(x) (erf), "gelu_new" = "gelu_fast" = tanh approximation, "relu", "silu" = x σ(x).
+// "gelu" = x Φ(x) (erf), "gelu_new" = "gelu_fast" = "gelu_pytorch_tanh" = tanh approximation, "relu", "silu" = x σ(x).
 at::Tensor activation(const std::string& name, const at::Tensor& x);
 // The same on a temporary the caller no longer needs, in place where one operator does it (gelu, relu, silu): the
 // same values, one buffer fewer at the MLP's widest point. Out of place when autograd records `x` (training).

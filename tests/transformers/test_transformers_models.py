@@ -259,6 +259,16 @@ class TransformersJudgesModels(unittest.TestCase):
                         rope_scaling={"rope_type": "linear", "factor": 2.0}, max_position_embeddings=64),
                    transformers.GPTNeoXModel, MASK_DECODER, dtype=torch.float16)
 
+    def test_gpt_neox_head_dim_key_and_null_flags(self):
+        # transformers' rotary setup reads head_dim when a config has one (here 4 of the heads' 8 features turn), and
+        # a null use_parallel_residual or attention_bias is false to it (rankscope took their defaults, 1.2 and 0.32
+        # off); gelu_pytorch_tanh is the tanh GELU.
+        self.check("gpt_neox: head_dim 4 of heads 8, use_parallel_residual null, attention_bias null, gelu_pytorch_tanh",
+                   "gpt_neox", dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                    num_attention_heads=4, rotary_pct=1.0, head_dim=4, use_parallel_residual=None,
+                                    attention_bias=None, hidden_act="gelu_pytorch_tanh", max_position_embeddings=64),
+                   transformers.GPTNeoXForCausalLM, MASK_DECODER)
+
     def test_gpt_neox_no_rotary(self):
         # rotary_pct 0: no position information at all (the causal mask alone tells the tokens apart).
         self.check("gpt_neox: rotary_pct 0", "gpt_neox",

@@ -439,6 +439,28 @@ class TransformersJudgesTokenizers(unittest.TestCase):
         # The space runs are used: 30 spaces are the 24-space token and the 6-space one.
         ids = fast("a" + " " * 30 + "b", add_special_tokens=False)["input_ids"]
         self.assertEqual([fast.convert_ids_to_tokens(i) for i in ids[1:3]], [" " * 24, " " * 6])
+        # GPTNeoXTokenizerFast replaces the json's post_processor: <|endoftext|> around each text only with
+        # tokenizer_config.json's add_bos_token / add_eos_token (rankscope followed the json: 47/47 lines differed).
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+        document["post_processor"] = {"type": "TemplateProcessing", "single": [
+            {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [0], "tokens": ["<|endoftext|>"]}}}
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(document, f)
+        for settings, framing in (({"tokenizer_class": "GPTNeoXTokenizer"}, ([], [])),
+                                  ({"add_bos_token": True, "add_eos_token": True}, ([0], [0])),
+                                  ({"tokenizer_class": "GPTNeoXTokenizer", "add_eos_token": True}, ([], [0]))):
+            with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                json.dump(settings, f)
+            reference = transformers.AutoTokenizer.from_pretrained(folder)
+            self.assertIsInstance(reference, transformers.GPTNeoXTokenizerFast)
+            self.judge(f"GPT-NeoX tokenizer.json with a TemplateProcessing post_processor, tokenizer_config {settings}",
+                       folder, reference, sentences=spaced)
+            prefix, _, suffix = rankscope_ids(folder, spaced[:1], self.scratch)
+            self.assertEqual((prefix, suffix), framing)
+        os.remove(os.path.join(folder, "tokenizer_config.json"))
 
     def test_llama3_pattern_fast(self):
         pattern = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""

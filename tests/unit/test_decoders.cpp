@@ -101,6 +101,21 @@ TEST(DecoderConfig, HuggingFaceNamesAndDefaults) {
     expect_error([&] { config_from(dir.path, R"({"model_type": "gpt_neox", "hidden_size": 60, "num_attention_heads": 8})"); },
                  "hidden_size 60 is not divisible by num_attention_heads 8", path);
     expect_error([&] { config_from(dir.path, R"({"model_type": "gpt_neox"})"); }, "parameters", path);  // 20e9
+    // head_dim is the head size the rotary fraction is taken of; null flags are false, as transformers reads them;
+    // null where transformers cannot build the model is refused.
+    const HfConfig nulls = config_from(dir.path, R"({"model_type": "gpt_neox", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100, "head_dim": 8, "rotary_pct": 0.5,
+        "use_parallel_residual": null, "attention_bias": null, "hidden_act": "gelu_pytorch_tanh"})");
+    EXPECT_EQ(nulls.head_size, 16);
+    EXPECT_EQ(nulls.rotary_dims, 4);
+    EXPECT_FALSE(nulls.parallel_residual || nulls.qkv_bias || nulls.output_bias);
+    expect_error([&] { config_from(dir.path, R"({"model_type": "gpt_neox", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 100, "head_dim": 32, "rotary_pct": 1.0})"); },
+                 "head_dim 32 × rotary_pct 1 rotates 32 features of heads 16 wide", path);
+    for (const char* field : {"rotary_pct", "rotary_emb_base", "layer_norm_eps", "hidden_act"})
+        expect_error([&] { config_from(dir.path, fmt::format(R"({{"model_type": "gpt_neox", "hidden_size": 64,
+            "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 100, "{}": null}})", field)); },
+                     fmt::format("config field '{}' is null", field), path);
     expect_error([&] { config_from(dir.path, R"({"model_type": "llama"})"); }, "parameters", path);  // 6.7e9 > the limit
 }
 

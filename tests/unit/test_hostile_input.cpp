@@ -375,7 +375,7 @@ TEST(HostileConfig, SizesAreLimitedAndConsistent) {
                  "layer_types holds 'chunked_attention' (expected full_attention or sliding_attention)");
     // A size left out takes the class's default, and the error it leads to says so.
     EXPECT_ERROR(qwen2({{"num_attention_heads", nullptr}}), "config.json",
-                 "hidden_size 8 is not divisible by num_attention_heads 32 (and no head_dim is given) (not in config.json, "
+                 "hidden_size 8 is not divisible by num_attention_heads 32 (and no head_dim is given) (absent or null in config.json, "
                  "so their defaults: num_attention_heads)");
 }
 

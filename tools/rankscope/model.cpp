@@ -107,7 +107,7 @@ void run_model(const ModelOptions& options) {
     // Settings before the batch: a wrong one is said before any text is read (and before the text's own warnings).
     const bool decoder = source.kind != ModelSource::UseLite && is_decoder(source.config);
     if (!options.mask.empty() && !decoder)
-        throw Error("--mask applies to decoders (gpt2, llama, mistral, qwen2); " + source.name +
+        throw Error("--mask applies to decoders (gpt2, gpt_neox, llama, mistral, qwen2); " + source.name +
                         " is an encoder, its attention is already bidirectional",
                     "--mask");
     // The batch: the user's token ids (--inputs), or --text packed to --samples × --tokens real tokens.
@@ -265,7 +265,7 @@ std::function<void()> setup_model(CLI::App& command) {
         ->capture_default_str()
         ->check(CLI::IsMember({"keep", "remove", "freeze"}));
     command.add_option("--mask", options->mask,
-                       "Decoders (gpt2, llama, mistral, qwen2): causal (their own mask, the default) or bidirectional "
+                       "Decoders (gpt2, gpt_neox, llama, mistral, qwen2): causal (their own mask, the default) or bidirectional "
                        "(the same weights, every real token attending to every real token)")
         ->check(CLI::IsMember({"causal", "bidirectional"}));
     command.add_option("--sink-threshold", options->sink_threshold,
