@@ -22,8 +22,8 @@ struct DynamicsCheckpoint {
     long step = 0;
     std::filesystem::path path;
 };
-// The checkpoint folders of a run, by step: `directory`/checkpoints/step-N or `directory`/step-N (folders holding a
-// config.json). Throws Error naming the folder when there is none.
+// The checkpoint folders of a run, by step: `directory`/checkpoints/step-N or `directory`/step-N, or stepN (Pythia's
+// revision names; folders holding a config.json). Throws Error naming the folder when there is none.
 std::vector<DynamicsCheckpoint> find_checkpoints(const std::filesystem::path& directory);
 
 struct DynamicsSettings {
@@ -35,7 +35,7 @@ struct DynamicsSettings {
 };
 struct DynamicsResult {
     std::string model;                  // the run folder's name
-    std::string model_type;             // "bert", "albert"
+    std::string model_type;             // "bert", "albert", "gpt_neox", ... (any Hugging Face architecture)
     std::string text;                   // the text file the batch was cut from
     int layers = 0, heads = 0;
     std::int64_t samples = 0, tokens = 0;

@@ -113,6 +113,9 @@ at::Tensor head_attention_summaries(const at::Tensor& pattern, const at::Tensor&
 HeadAttentionStats head_attention_stats(const at::Tensor& summaries);
 // The fraction of heads whose first_token_share exceeds `threshold` (strictly).
 double sink_rate(const std::vector<double>& first_token_share, double threshold);
+// The mean attention entropy (nats) of a uniform head on a sample of n real tokens: ln n, or under a causal mask
+// (1/n) Σ_{i=1..n} ln i (query i sees i keys).
+double uniform_head_entropy(std::int64_t tokens, bool causal);
 
 // E1, E2, the skip ratio and (USE lite) the iterate experiment for one set of weights.
 struct WeightsRun {

@@ -51,6 +51,13 @@ HeadAttentionStats head_attention_stats(const at::Tensor& pattern, const at::Ten
     return head_attention_stats(head_attention_summaries(pattern, attention_mask));
 }
 
+double uniform_head_entropy(std::int64_t tokens, bool causal) {
+    if (!causal) return std::log(double(tokens));
+    double total = 0;
+    for (std::int64_t i = 2; i <= tokens; ++i) total += std::log(double(i));
+    return total / double(tokens);
+}
+
 double sink_rate(const std::vector<double>& first_token_share, double threshold) {
     if (first_token_share.empty()) return 0.0;
     std::size_t sinks = 0;

@@ -22,10 +22,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Whether a folder name claims to be a checkpoint: step-* (rankscope pretrain's step-000100), or "step" and a digit
+// (Pythia's revisions step0 ... step143000, as the hub names them). Other names (final/, logs, steps/) are not.
+bool checkpoint_name(const std::string& name) {
+    return name.rfind("step-", 0) == 0 || (name.rfind("step", 0) == 0 && name.size() > 4 && name[4] >= '0' && name[4] <= '9');
+}
+
+// N of step-N or stepN; -1 when the rest is not a whole number up to 10^9.
 long step_of(const std::string& name) {
-    if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
+    const std::size_t start = name.rfind("step-", 0) == 0 ? 5 : 4;
+    if (name.size() == start) return -1;
     long step = 0;
-    for (std::size_t i = 5; i < name.size(); ++i) {
+    for (std::size_t i = start; i < name.size(); ++i) {
         if (name[i] < '0' || name[i] > '9') return -1;
         step = step * 10 + (name[i] - '0');
         if (step > 1000000000L) return -1;  // up to 10^9, as the error message says
@@ -74,12 +82,12 @@ std::vector<DynamicsCheckpoint> find_checkpoints(const fs::path& directory) {
     // trajectory without a word). Other names (final/, logs) are not checkpoints and are left alone.
     for (const auto& entry : fs::directory_iterator(root)) {
         const std::string name = entry.path().filename().string();
-        if (name.rfind("step-", 0) != 0) continue;
+        if (!checkpoint_name(name)) continue;
         // pretrain's own unfinished writes (an interrupted run): step-N.partial, step-N.old
         if (name.size() > 8 && (name.substr(name.size() - 8) == ".partial" || name.substr(name.size() - 4) == ".old")) continue;
         const long step = step_of(name);
         if (step < 0)
-            throw Error("'" + printable(name, 40) + "' is not a checkpoint name step-N (N a whole number up to 10^9)",
+            throw Error("'" + printable(name, 40) + "' is not a checkpoint name step-N or stepN (N a whole number up to 10^9)",
                         entry.path().string());
         if (!entry.is_directory(ec)) throw Error("a checkpoint step-N must be a folder, this is a file", entry.path().string());
         if (!fs::is_regular_file(entry.path() / "config.json", ec))
@@ -95,8 +103,9 @@ std::vector<DynamicsCheckpoint> find_checkpoints(const fs::path& directory) {
     if (out.empty())
         throw Error(fs::is_regular_file(directory / "config.json", ec)
                         ? "one checkpoint, not a run: `rankscope model --model` measures it; dynamics reads a folder of "
-                          "step-N checkpoint folders (or its checkpoints/ subfolder)"
-                        : "no checkpoint folders step-N (with a config.json) in the folder or its checkpoints/ subfolder",
+                          "step-N or stepN checkpoint folders (or its checkpoints/ subfolder)"
+                        : "no checkpoint folders step-N or stepN (with a config.json) in the folder or its checkpoints/ "
+                          "subfolder",
                     directory.string());
     return out;
 }
@@ -106,8 +115,10 @@ DynamicsResult run_dynamics(const std::vector<DynamicsCheckpoint>& checkpoints, 
     if (checkpoints.empty()) throw Error("run_dynamics: no checkpoints");
     DynamicsResult result;
     const ModelSource first = resolve_model_source(checkpoints.front().path.string());
-    if (first.kind != ModelSource::HuggingFace || (first.config.model_type != "bert" && first.config.model_type != "albert"))
-        throw Error("dynamics reads BERT or ALBERT checkpoints (rankscope pretrain)", checkpoints.front().path.string());
+    if (first.kind != ModelSource::HuggingFace)
+        throw Error("dynamics reads Hugging Face checkpoint folders (rankscope pretrain's, or a model's training "
+                    "checkpoints such as Pythia's), not USE lite",
+                    checkpoints.front().path.string());
     const fs::path run_dir = checkpoints.front().path.parent_path().filename() == "checkpoints"
                                  ? checkpoints.front().path.parent_path().parent_path()
                                  : checkpoints.front().path.parent_path();
@@ -178,8 +189,9 @@ Table dynamics_attention_table(const DynamicsResult& result) {
     Table table({{"model", Table::Text}, {"step", Table::Integer}, {"checkpoint", Table::Integer}, {"layer", Table::Integer},
                  {"entropy_mean", Table::Real}, {"first_token_share_mean", Table::Real},
                  {"first_token_share_max", Table::Real}, {"uniform_entropy", Table::Real}});
-    // Every sample is packed full (no padding): a uniform head spreads over all n keys.
-    const double uniform = std::log(static_cast<double>(result.tokens));
+    // Every sample is packed full (no padding): a uniform head spreads over all n keys, or under a decoder's causal
+    // mask over the i keys query i sees.
+    const double uniform = uniform_head_entropy(result.tokens, is_decoder_model_type(result.model_type));
     for (std::size_t c = 0; c < result.runs.size(); ++c)
         for (std::size_t l = 0; l < result.runs[c].heads.size(); ++l) {
             const auto& h = result.runs[c].heads[l];
@@ -240,15 +252,17 @@ Figure dynamics_attention_figure(const std::string& model, const std::vector<lon
     PanelFigure figure("dynamics_attention", model + ": attention through pretraining (unmodified model)", 1, 2, 480, 330);
     figure.reserve_colorbox(kColorbox);
     figure.add_preface(heatmap_palette());
-    // Entropy over its own maximum ln n, on a fixed [0, 1] as failure_modes draws it: comparable between runs, and a
-    // nearly uniform run is one colour instead of a colour bar stretched over 1e-5 nats (repeated tick labels).
+    // Entropy over its own maximum (a uniform head's: ln n, or causal (1/n) Σ ln i), on a fixed [0, 1] as failure_modes
+    // draws it: comparable between runs, and a nearly uniform run is one colour instead of a colour bar stretched over
+    // 1e-5 nats (repeated tick labels).
     figure.add_panel("set cbrange [0:1]\n" +
                      heatmap_panel("dynamics_attention.csv", "1",
                                    csv_number("entropy_mean") + " / " + csv_number("uniform_entropy"),
-                                   "attention entropy / ln n, mean over heads (1 = uniform)", steps, "entropy / ln n",
+                                   "attention entropy / a uniform head's, mean over heads (1 = uniform)", steps,
+                                   "entropy / uniform",
                                    "block (0 = first)", 0, layers - 1));
     figure.add_panel("set cbrange [0:1]\n" + heatmap_panel("dynamics_attention.csv", "1", csv_number("first_token_share_mean"),
-                                                           "share to the first token ([CLS])", steps, "share",
+                                                           "share to the first token", steps, "share",
                                                            "block (0 = first)", 0, layers - 1));
     return figure.build();
 }
@@ -295,6 +309,8 @@ Findings dynamics_findings(const DynamicsResult& result) {
     if (san_last && san_last_first) {
         // Judged over the 95% intervals of the two means (e1.hpp), as `model` judges the claim.
         const IntervalTest shape = pretrained_san_shape(residual_interval(*san_last_first), residual_interval(*san_last));
+        // As `model` judges it: the paper's depths are of bidirectional encoders, a decoder runs with its causal mask.
+        const bool decoder = is_decoder_model_type(result.model_type);
         f.check({"dynamics", std::string(kPretrainedSanClaim) + " (E1, final checkpoint)",
                  "≈0 after 3–5 layers pretrained (Fig. 2)",
                  fmt::format("SAN at step {} after layer 1: {}; after layer {}: {}", result.steps.back(),
@@ -302,13 +318,14 @@ Findings dynamics_findings(const DynamicsResult& result) {
                  // The claim's depth, whatever this model's: a 1-layer model read "≤ 0.05 after layer 1, and above it
                  // after layer 1" (it is judged not comparable).
                  fmt::format("≤ {} after layer {}, and above it after layer 1, over the whole 95% interval of each mean "
-                             "over samples{}",
+                             "over samples{}{}",
                              kCollapsedResidual, L >= kPretrainedCollapseDepth ? depth : kPretrainedCollapseDepth,
                              L >= kPretrainedCollapseDepth
                                  ? ""
-                                 : fmt::format(" (needs {} layers; this model has {})", kPretrainedCollapseDepth, L)),
-                 judge_interval(L >= kPretrainedCollapseDepth, shape.holds_everywhere, shape.holds_nowhere),
-                 "final checkpoint"});
+                                 : fmt::format(" (needs {} layers; this model has {})", kPretrainedCollapseDepth, L),
+                             decoder ? "; not judged under a causal mask (the paper's encoders are bidirectional)" : ""),
+                 judge_interval(L >= kPretrainedCollapseDepth && !decoder, shape.holds_everywhere, shape.holds_nowhere),
+                 decoder ? "final checkpoint, causal mask" : "final checkpoint"});
     }
     std::string reading = fmt::format("Relative residual after the last layer ({}), from step {} to step {}: {}.",
                                       L, result.steps.front(), result.steps.back(), fmt::join(sentences, "; "));
@@ -325,8 +342,10 @@ Findings dynamics_findings(const DynamicsResult& result) {
         };
         const double e0 = mean_entropy(first), e1 = mean_entropy(last);
         f.key("attention entropy, mean over layers and heads (nats), first → last checkpoint", fmt::format("{:.3g} → {:.3g}", e0, e1));
-        reading += fmt::format(" Attention entropy (mean over layers and heads) goes from {:.3g} to {:.3g} nats (uniform over {} "
-                               "keys: {:.3g}).", e0, e1, result.tokens, std::log(double(result.tokens)));
+        const bool causal = is_decoder_model_type(result.model_type);
+        reading += fmt::format(" Attention entropy (mean over layers and heads) goes from {:.3g} to {:.3g} nats (a uniform "
+                               "{}head over {} tokens: {:.3g}).",
+                               e0, e1, causal ? "causal " : "", result.tokens, uniform_head_entropy(result.tokens, causal));
     }
     f.reading = reading;
     return f;

@@ -86,12 +86,12 @@ std::string sink_reading(const WeightsRun& run, const RealModelResult& result, F
     const double baseline = result.settings.bidirectional ? 1.0 / double(result.tokens) : uniform;
     return fmt::format("Attention sinks ({} weights, {} mask): {} of {} heads put more than {} of their attention on the "
                        "first real token (sink rate {}); the mean first-token share is {}, {} the {} of a uniform {} head; "
-                       "mean attention entropy {} nats (uniform over all {} tokens: {}). ",
+                       "mean attention entropy {} nats (a uniform {} head over {} tokens: {}). ",
                        run.weights, mask, static_cast<int>(std::lround(rate * double(shares.size()))), shares.size(),
                        threshold, quote_number(rate), quote_number(mean_share),
                        mean_share > 2 * baseline ? "well above" : mean_share < 0.5 * baseline ? "well below" : "close to",
-                       quote_number(baseline), mask, quote_number(entropy), result.tokens,
-                       quote_number(std::log(double(result.tokens))));
+                       quote_number(baseline), mask, quote_number(entropy), mask, result.tokens,
+                       quote_number(uniform_head_entropy(result.tokens, !result.settings.bidirectional)));
 }
 
 }  // namespace

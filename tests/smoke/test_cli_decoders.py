@@ -1,4 +1,5 @@
-"""`rankscope model` on the built-in decoder configurations at random init (gpt2, pythia-160m, llama-gqa) end to end: the
+"""`rankscope model` on the built-in decoder configurations at random init (gpt2, pythia-160m, llama-gqa) end to end
+(and `rankscope dynamics` on Pythia-style step folders): the
 attention-sink tables, the causal vs bidirectional option and its refusal on an encoder."""
 import json
 import os
@@ -8,8 +9,31 @@ import sys
 import tempfile
 import unittest
 
+import numpy as np
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from common import BINARY, FIXTURES, RTE, read_csv, require, run  # noqa: E402
+
+
+def write_byte_tokenizer(folder):
+    """A byte-level BPE tokenizer.json with no merges: GPT-2's 256 byte symbols (ids 0-255) and <|endoftext|> (256)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    symbols, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            symbols[byte] = chr(byte)
+        else:
+            symbols[byte], extra = chr(256 + extra), extra + 1
+    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    document = {"version": "1.0", "truncation": None, "padding": None,
+                "added_tokens": [{"id": 256, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                                  "rstrip": False, "normalized": False, "special": True}],
+                "normalizer": None, "pre_tokenizer": level, "post_processor": level, "decoder": level,
+                "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                          "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                          "vocab": {symbols[b]: b for b in range(256)}, "merges": []}}
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(document, f)
 
 
 class DecoderModelCommand(unittest.TestCase):
@@ -68,6 +92,33 @@ class DecoderModelCommand(unittest.TestCase):
         with open(os.path.join(out, "findings.json")) as f:
             notes = " ".join(json.load(f)["notes"])
         self.assertIn("pythia-160m has parallel blocks (GPT-NeoX's use_parallel_residual)", notes)
+
+    def test_dynamics_reads_pythia_style_step_folders(self):
+        # Pythia's training checkpoints as the hub names its revisions (step0, step1000): `dynamics` reads any Hugging
+        # Face architecture, and the pretrained-collapse check is not judged under a decoder's causal mask.
+        from test_decoders_reference import gpt_neox_weights, save
+        c = {"model_type": "gpt_neox", "vocab_size": 257, "hidden_size": 16, "intermediate_size": 24,
+             "num_hidden_layers": 5, "num_attention_heads": 2, "rotary_pct": 0.25, "max_position_embeddings": 64}
+        run_folder = os.path.join(self.directory, "pythia-run")
+        for step, seed in (("step0", 1), ("step1000", 2)):
+            folder = os.path.join(run_folder, step)
+            save(folder, c, gpt_neox_weights(c, np.random.default_rng(seed)), prefix="gpt_neox.")
+            write_byte_tokenizer(folder)
+        out = os.path.join(self.directory, "pythia-dynamics")
+        run("dynamics", "--checkpoints", run_folder, "--text", RTE, "--samples", "2", "--tokens", "16", "--draws", "0",
+            "--out", out)
+        self.assertEqual({int(r["step"]) for r in read_csv(os.path.join(out, "dynamics_residual.csv"))}, {0, 1000})
+        with open(os.path.join(out, "findings.json")) as f:
+            findings = json.load(f)
+        self.assertIn("(gpt_neox, 5 layers), 2 checkpoints from step 0 to 1000", findings["subject"])
+        [check] = [c for c in findings["checks"] if c["experiment"] == "dynamics"]
+        self.assertEqual(check["verdict"], "not comparable at these settings")
+        self.assertIn("not judged under a causal mask", check["criterion"])
+        # step-1000 beside step1000: one step, two folders.
+        shutil.copytree(os.path.join(run_folder, "step1000"), os.path.join(run_folder, "step-1000"))
+        failed = run("dynamics", "--checkpoints", run_folder, "--out", out + "-twice", check=False)
+        self.assertEqual(failed.returncode, 2)
+        self.assertIn("two checkpoint folders for step 1000", failed.stderr)
 
     def test_a_folder_named_like_a_built_in_hides_it_only_when_it_is_a_checkpoint(self):
         # An earlier `--out gpt2` in the working directory: no config.json, so `--model gpt2` is still the built-in,

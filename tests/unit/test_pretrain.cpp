@@ -279,6 +279,23 @@ TEST(Dynamics, FindsCheckpointsByStep) {
     refused("step-000005", false, "without a config.json");
     refused("step-000007", false, "must be a folder, this is a file");
     refused("step-1", true, "two checkpoint folders for step 1: step-");
+    refused("step12x", true, "is not a checkpoint name step-N or stepN");
+    refused("step1", true, "two checkpoint folders for step 1");
+    // Pythia's revision names (step0 ... step143000) beside pretrain's; "steps" and "stepping" are not checkpoints.
+    TempFolder pythia("dynamics-pythia");
+    for (const char* name : {"step143000", "step0", "step-000512", "steps", "stepping"}) {
+        fs::create_directories(pythia.path / name);
+        std::ofstream(pythia.path / name / "config.json") << "{}";
+    }
+    std::vector<long> steps;
+    for (const auto& checkpoint : find_checkpoints(pythia.path)) steps.push_back(checkpoint.step);
+    EXPECT_EQ(steps, (std::vector<long>{0, 512, 143000}));
+}
+
+TEST(Dynamics, AUniformHeadsEntropyFollowsTheMask) {
+    EXPECT_DOUBLE_EQ(uniform_head_entropy(4, false), std::log(4.0));
+    EXPECT_NEAR(uniform_head_entropy(3, true), (std::log(2.0) + std::log(3.0)) / 3, 1e-15);  // rows see 1, 2, 3 keys
+    EXPECT_EQ(uniform_head_entropy(1, true), 0.0);
 }
 
 TEST(Dynamics, SelectsStepsSpreadOverTheRun) {

@@ -49,7 +49,8 @@ void run_dynamics_command(DynamicsOptions& options) {
 
 std::function<void()> setup_dynamics(CLI::App& command) {
     auto options = std::make_shared<DynamicsOptions>();
-    command.add_option("--checkpoints", options->checkpoints, "A `rankscope pretrain` folder, or a folder of step-N checkpoint folders")
+    command.add_option("--checkpoints", options->checkpoints, "A `rankscope pretrain` folder, or a folder of step-N or stepN checkpoint folders (Hugging Face folders of one "
+                       "architecture, e.g. Pythia's step0 ... step143000 revisions)")
         ->required();
     command.add_option("--text", options->settings.text, "Text for the batch (default: the run's corpus/heldout.txt, else GLUE RTE train with a warning)")->check(ReadableFile());
     command.add_option("--samples", options->settings.samples, "Samples in the batch")->check(IntRange(1, 4096))->capture_default_str();
