@@ -36,6 +36,7 @@ struct DynamicsSettings {
 struct DynamicsResult {
     std::string model;                  // the run folder's name
     std::string model_type;             // "bert", "albert", "gpt_neox", ... (any Hugging Face architecture)
+    bool parallel_block = false;        // GPT-NeoX's use_parallel_residual (the findings say what SAN+MLP is there)
     std::string text;                   // the text file the batch was cut from
     int layers = 0, heads = 0;
     std::int64_t samples = 0, tokens = 0;

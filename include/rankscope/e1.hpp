@@ -151,6 +151,9 @@ struct RealModelResult {
 // on this model.
 Findings real_model_findings(const RealModelResult& result);
 
+// The findings' note on a model of parallel blocks (GPT-NeoX's use_parallel_residual): what each surgery is there.
+std::string parallel_block_note(const std::string& model);
+
 // Label of a variant under a LayerNorm surgery: "SAN" with keep, "SAN (LN remove)" otherwise.
 // With `bidirectional` (decoders without their causal mask): "SAN (bidirectional)", "SAN (LN remove, bidirectional)".
 std::string variant_label(const std::string& variant, LayerNormSurgery layer_norm, bool bidirectional = false);

@@ -105,7 +105,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& tokenizer_json
 // The tokenizer of a Hugging Face folder: for the Llama family (llama, mistral, qwen2) tokenizer.model if present
 // (SentencePiece as LlamaTokenizer: <s> first unless tokenizer_config.json's add_bos_token is false, </s> last when
 // add_eos_token is true, the text as it is); else spiece.model, else vocab.txt, else tokenizer.json (WordPiece or
-// byte-level BPE).
+// byte-level BPE; a GPT-NeoX folder's framed as GPTNeoXTokenizerFast frames it: ReplacedFraming).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const HfConfig& config);
 
 // Sentences of a UTF-8 text file: for a GLUE-style .tsv with a header naming sentence1/sentence2, those columns;

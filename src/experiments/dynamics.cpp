@@ -77,9 +77,10 @@ std::vector<DynamicsCheckpoint> find_checkpoints(const fs::path& directory) {
     const fs::path nested = directory / "checkpoints";
     const fs::path root = fs::is_directory(nested, ec) ? nested : directory;
     std::vector<DynamicsCheckpoint> out;
-    // Every entry named step-* is a checkpoint or an error: none is skipped silently (a malformed name, a file in a
-    // folder's place, a folder without config.json, two folders for one step would each have dropped a point from the
-    // trajectory without a word). Other names (final/, logs) are not checkpoints and are left alone.
+    // Every entry named step-* or step<digit>* is a checkpoint or an error: none is skipped silently (a malformed name,
+    // a file in a folder's place, a folder without config.json, two folders for one step would each have dropped a
+    // point from the trajectory without a word). Other names (final/, logs, steps/, step_1) are not checkpoints and are
+    // left alone.
     for (const auto& entry : fs::directory_iterator(root)) {
         const std::string name = entry.path().filename().string();
         if (!checkpoint_name(name)) continue;
@@ -89,7 +90,7 @@ std::vector<DynamicsCheckpoint> find_checkpoints(const fs::path& directory) {
         if (step < 0)
             throw Error("'" + printable(name, 40) + "' is not a checkpoint name step-N or stepN (N a whole number up to 10^9)",
                         entry.path().string());
-        if (!entry.is_directory(ec)) throw Error("a checkpoint step-N must be a folder, this is a file", entry.path().string());
+        if (!entry.is_directory(ec)) throw Error("a checkpoint (step-N or stepN) must be a folder, this is a file", entry.path().string());
         if (!fs::is_regular_file(entry.path() / "config.json", ec))
             throw Error("checkpoint folder without a config.json", entry.path().string());
         out.push_back({step, entry.path()});
@@ -124,6 +125,7 @@ DynamicsResult run_dynamics(const std::vector<DynamicsCheckpoint>& checkpoints, 
                                  : checkpoints.front().path.parent_path();
     result.model = model_display_name(run_dir.string());
     result.model_type = first.config.model_type;
+    result.parallel_block = first.config.parallel_residual;
     result.layers = first.config.layers;
     result.heads = first.config.heads;
     result.text = settings.text;
@@ -348,6 +350,7 @@ Findings dynamics_findings(const DynamicsResult& result) {
                                e0, e1, causal ? "causal " : "", result.tokens, uniform_head_entropy(result.tokens, causal));
     }
     f.reading = reading;
+    if (result.parallel_block) f.notes.push_back(parallel_block_note(result.model));
     return f;
 }
 

@@ -96,6 +96,14 @@ std::string sink_reading(const WeightsRun& run, const RealModelResult& result, F
 
 }  // namespace
 
+std::string parallel_block_note(const std::string& model) {
+    return fmt::format(
+        "{} has parallel blocks (GPT-NeoX's use_parallel_residual): each layer is x + attn(LN₁ x) + mlp(LN₂ x). SAN "
+        "drops x and the MLP term and SAN+skip the MLP term, as in the paper's sequential blocks; SAN+MLP is "
+        "attn(LN₁ x) + mlp(LN₂ x), its MLP reading the layer input, not the attention output.",
+        model);
+}
+
 const ResidualRow* row_at(const WeightsRun& run, const std::string& variant, int layer) {
     for (const auto& r : run.residual)
         if (r.variant == variant && r.layer == layer) return &r;
@@ -395,12 +403,7 @@ Findings real_model_findings(const RealModelResult& result) {
         }
         if (decoder && !run.heads.empty()) reading += sink_reading(run, result, f);
     }
-    if (result.parallel_block)
-        f.notes.push_back(fmt::format(
-            "{} has parallel blocks (GPT-NeoX's use_parallel_residual): each layer is x + attn(LN₁ x) + mlp(LN₂ x). SAN "
-            "drops x and the MLP term and SAN+skip the MLP term, as in the paper's sequential blocks; SAN+MLP is "
-            "attn(LN₁ x) + mlp(LN₂ x), its MLP reading the layer input, not the attention output.",
-            result.model));
+    if (result.parallel_block) f.notes.push_back(parallel_block_note(result.model));
     if (lite || L < kPretrainedCollapseDepth)
         f.notes.push_back(fmt::format("{} has {} layers: claims about collapse over 3–5 pretrained layers are not comparable "
                                       "here; the values are in residual.csv.",

@@ -321,9 +321,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& directory, const Hf
                                 (tokenizer_class.empty() && config.model_type == "gpt_neox");
         ReplacedFraming neox_framing;
         if (neox_class) {
+            // The roles as transformers reads them: tokenizer_config.json's, or an older folder's
+            // special_tokens_map.json's.
             auto role = [&](const char* key) {
-                if (!json.contains(key)) return std::string("<|endoftext|>");
-                const std::string content = detail::token_content(json[key]);
+                if (!merged.contains(key)) return std::string("<|endoftext|>");
+                const std::string content = detail::token_content(merged[key]);
                 if (content.empty()) throw Error(std::string(key) + " is null or empty, and a sample needs it", config_path);
                 return content;
             };

@@ -37,7 +37,7 @@ RotaryTables rotary_tables(const at::Tensor& positions, const HfConfig& c, const
     const int rotated = c.rotary_dims < 0 ? c.head_size : c.rotary_dims;
     const at::TensorOptions f32 = options.dtype(torch::kFloat);
     const at::Tensor exponents = torch::arange(0, rotated, 2, options.dtype(torch::kLong)).to(torch::kFloat) / rotated;
-    at::Tensor inv_freq = 1.0 / torch::pow(torch::scalar_tensor(c.rope_theta, f32), exponents);  // [k/2]
+    at::Tensor inv_freq = 1.0 / torch::pow(torch::scalar_tensor(c.rope_theta, f32), exponents);  // [r/2]
     if (c.rope_type == "linear") inv_freq = inv_freq / c.rope_factor;
     if (c.rope_type == "llama3") {
         // wavelength λ = 2π / inv_freq: λ > old/low → inv_freq / factor; λ < old/high → unchanged; between: mix with
@@ -50,8 +50,8 @@ RotaryTables rotary_tables(const at::Tensor& positions, const HfConfig& c, const
         const at::Tensor medium = (wavelength >= old_context / high) & (wavelength <= old_context / low);
         inv_freq = torch::where(medium, smoothed, scaled);
     }
-    const at::Tensor angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;               // [B, n, k/2]
-    const at::Tensor both = torch::cat({angles, angles}, -1).unsqueeze(1);                        // [B, 1, n, k]
+    const at::Tensor angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;               // [B, n, r/2]
+    const at::Tensor both = torch::cat({angles, angles}, -1).unsqueeze(1);                        // [B, 1, n, r]
     return {both.cos().to(options.dtype()), both.sin().to(options.dtype())};
 }
 

@@ -33,8 +33,8 @@ AttentionResult grouped_query_attention(const at::Tensor& query, const at::Tenso
 struct RotaryTables {
     at::Tensor cos, sin;  // [B, 1, n, r] in the inputs' dtype
 };
-// The config's rope_theta, head_size and rope_scaling ("linear": inv_freq / factor; "llama3": Llama 3.1's per-frequency
-// rule, see HfConfig) decide inv_freq.
+// The config's rope_theta, rotated width (rotary_dims, or head_size) and rope_scaling ("linear": inv_freq / factor;
+// "llama3": Llama 3.1's per-frequency rule, see HfConfig) decide inv_freq.
 RotaryTables rotary_tables(const at::Tensor& positions, const HfConfig& config, const at::TensorOptions& options);
 // x [B, n, heads·k] → rotated, same shape.
 at::Tensor apply_rotary(const at::Tensor& x, int heads, const RotaryTables& tables);

@@ -2,7 +2,8 @@
 // and, by default, a parallel block. With x the layer input [B, n, d], H heads of k = d/H features:
 //   [q_h | k_h | v_h] = (LN_1(x) W_qkvᵀ + b_qkv) per head h      layers.{l}.attention.query_key_value  [3d, d]
 //                    (the 3d outputs are laid out head by head: [H, 3, k], not [3, H, k] as GPT-2's c_attn)
-//   q, k ← rotary on their first r = int(k · rotary_pct) features per head (rotary_emb_base), at the real-token positions
+//   q, k ← rotary on their first r = int(k′ · rotary_pct) features per head (k′ = config.json's head_dim if it has one,
+//          else k; rotary_emb_base), at the real-token positions
 //   P = softmax(q kᵀ/√k + causal mask)                           [B, H, n, n]
 //   a = (P v) W_denseᵀ + b_dense                                 layers.{l}.attention.dense
 //   parallel (use_parallel_residual, the default):

@@ -114,6 +114,7 @@ class DecoderModelCommand(unittest.TestCase):
         [check] = [c for c in findings["checks"] if c["experiment"] == "dynamics"]
         self.assertEqual(check["verdict"], "not comparable at these settings")
         self.assertIn("not judged under a causal mask", check["criterion"])
+        self.assertIn("pythia-run has parallel blocks", " ".join(findings["notes"]))
         # step-1000 beside step1000: one step, two folders.
         shutil.copytree(os.path.join(run_folder, "step1000"), os.path.join(run_folder, "step-1000"))
         failed = run("dynamics", "--checkpoints", run_folder, "--out", out + "-twice", check=False)

@@ -449,11 +449,17 @@ class TransformersJudgesTokenizers(unittest.TestCase):
             "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [0], "tokens": ["<|endoftext|>"]}}}
         with open(path, "w", encoding="utf-8") as f:
             json.dump(document, f)
+        # The last case names its bos_token in special_tokens_map.json alone (a folder saved before transformers 4.34).
+        padding = fast.convert_tokens_to_ids("<|padding|>")
         for settings, framing in (({"tokenizer_class": "GPTNeoXTokenizer"}, ([], [])),
                                   ({"add_bos_token": True, "add_eos_token": True}, ([0], [0])),
-                                  ({"tokenizer_class": "GPTNeoXTokenizer", "add_eos_token": True}, ([], [0]))):
+                                  ({"tokenizer_class": "GPTNeoXTokenizer", "add_eos_token": True}, ([], [0])),
+                                  ({"tokenizer_class": "GPTNeoXTokenizer", "add_bos_token": True}, ([padding], []))):
             with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(settings, f)
+            if framing[0] == [padding]:
+                with open(os.path.join(folder, "special_tokens_map.json"), "w", encoding="utf-8") as f:
+                    json.dump({"bos_token": "<|padding|>"}, f)
             reference = transformers.AutoTokenizer.from_pretrained(folder)
             self.assertIsInstance(reference, transformers.GPTNeoXTokenizerFast)
             self.judge(f"GPT-NeoX tokenizer.json with a TemplateProcessing post_processor, tokenizer_config {settings}",
@@ -461,6 +467,7 @@ class TransformersJudgesTokenizers(unittest.TestCase):
             prefix, _, suffix = rankscope_ids(folder, spaced[:1], self.scratch)
             self.assertEqual((prefix, suffix), framing)
         os.remove(os.path.join(folder, "tokenizer_config.json"))
+        os.remove(os.path.join(folder, "special_tokens_map.json"))
 
     def test_llama3_pattern_fast(self):
         pattern = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
