@@ -87,6 +87,12 @@ struct HfConfig {
 // A decoder-only architecture (causal attention): gpt2, gpt_neox, llama, mistral, qwen2.
 bool is_decoder(const HfConfig& config);
 bool is_decoder_model_type(const std::string& model_type);
+// The activations (config.json names) the architectures compute: gelu (erf), the tanh approximation under each of its
+// names, relu, silu. kSupportedActivations lists them for messages.
+bool is_supported_activation(const std::string& name);
+extern const char* const kSupportedActivations;
+// The Llama family, one module told apart by config.json: llama, mistral, qwen2.
+bool is_llama_family(const std::string& model_type);
 // The published configurations of bert-base-cased, albert-base-v2, xlnet-base-cased, gpt2 and pythia-160m (12 layers,
 // 12 heads, d = 768; Pythia: GPT-NeoX's parallel block, rotary on 16 of each head's 64 features, vocabulary 50304),
 // and two Llama-style ones of ours: llama-12l (12 layers, d = 768, 12 heads of 64, SwiGLU 2048, RMSNorm eps

@@ -286,6 +286,9 @@ Findings dynamics_findings(const DynamicsResult& result) {
                             result.model_type, result.layers, result.layers == 1 ? "" : "s", result.steps.size(), result.steps.front(), result.steps.back(),
                             result.samples, result.tokens, fs::path(result.text).filename().string());
     const int L = result.layers;
+    // A decoder runs with its causal mask: the paper's depths are of bidirectional encoders (as `model` judges them),
+    // and a uniform head's entropy is the causal one.
+    const bool decoder = is_decoder_model_type(result.model_type);
     const auto& first = result.runs.front();
     const auto& last = result.runs.back();
     std::vector<std::string> sentences;
@@ -311,8 +314,6 @@ Findings dynamics_findings(const DynamicsResult& result) {
     if (san_last && san_last_first) {
         // Judged over the 95% intervals of the two means (e1.hpp), as `model` judges the claim.
         const IntervalTest shape = pretrained_san_shape(residual_interval(*san_last_first), residual_interval(*san_last));
-        // As `model` judges it: the paper's depths are of bidirectional encoders, a decoder runs with its causal mask.
-        const bool decoder = is_decoder_model_type(result.model_type);
         f.check({"dynamics", std::string(kPretrainedSanClaim) + " (E1, final checkpoint)",
                  "≈0 after 3–5 layers pretrained (Fig. 2)",
                  fmt::format("SAN at step {} after layer 1: {}; after layer {}: {}", result.steps.back(),
@@ -344,10 +345,9 @@ Findings dynamics_findings(const DynamicsResult& result) {
         };
         const double e0 = mean_entropy(first), e1 = mean_entropy(last);
         f.key("attention entropy, mean over layers and heads (nats), first → last checkpoint", fmt::format("{:.3g} → {:.3g}", e0, e1));
-        const bool causal = is_decoder_model_type(result.model_type);
         reading += fmt::format(" Attention entropy (mean over layers and heads) goes from {:.3g} to {:.3g} nats (a uniform "
                                "{}head over {} tokens: {:.3g}).",
-                               e0, e1, causal ? "causal " : "", result.tokens, uniform_head_entropy(result.tokens, causal));
+                               e0, e1, decoder ? "causal " : "", result.tokens, uniform_head_entropy(result.tokens, decoder));
     }
     f.reading = reading;
     if (result.parallel_block) f.notes.push_back(parallel_block_note(result.model));

@@ -291,10 +291,17 @@ std::string HfConfig::position_offset_note() const {
 }
 
 bool is_decoder_model_type(const std::string& model_type) {
-    return model_type == "gpt2" || model_type == "gpt_neox" || model_type == "llama" || model_type == "mistral" ||
-           model_type == "qwen2";
+    return model_type == "gpt2" || model_type == "gpt_neox" || is_llama_family(model_type);
 }
 bool is_decoder(const HfConfig& config) { return is_decoder_model_type(config.model_type); }
+const char* const kSupportedActivations = "gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu or silu";
+bool is_supported_activation(const std::string& name) {
+    return name == "gelu" || name == "gelu_new" || name == "gelu_fast" || name == "gelu_pytorch_tanh" || name == "relu" ||
+           name == "silu";
+}
+bool is_llama_family(const std::string& model_type) {
+    return model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
+}
 
 HfConfig read_hf_config(const std::string& path) try {
     const nlohmann::json json = read_json_file(path, "config file");
@@ -381,17 +388,15 @@ HfConfig read_hf_config(const std::string& path) try {
         read_gpt2_fields(json, path, c);
     } else if (c.model_type == "gpt_neox") {
         read_gpt_neox_fields(json, path, c);
-    } else if (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2") {
+    } else if (is_llama_family(c.model_type)) {
         read_llama_fields(json, path, c);
     } else {
         throw Error("unknown model_type '" + printable(c.model_type, 40) +
                         "' (expected bert, roberta, distilbert, albert, xlnet, gpt2, gpt_neox, llama, mistral or qwen2)",
                     path);
     }
-    if (c.activation != "gelu" && c.activation != "gelu_new" && c.activation != "gelu_fast" &&
-        c.activation != "gelu_pytorch_tanh" && c.activation != "relu" && c.activation != "silu")
-        throw Error("unsupported activation '" + printable(c.activation, 40) +
-                        "' (expected gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu or silu)",
+    if (!is_supported_activation(c.activation))
+        throw Error("unsupported activation '" + printable(c.activation, 40) + "' (expected " + kSupportedActivations + ")",
                     path);
     // The parameter budget, in double (no overflow): embeddings, then the layers (ALBERT shares one).
     if (is_decoder(c)) {

@@ -115,8 +115,7 @@ std::unique_ptr<EncoderModel> make_architecture(const HfConfig& config, models::
     if (config.model_type == "xlnet") return models::make_xlnet(config, draw);
     if (config.model_type == "gpt2") return models::make_gpt2(config, draw);
     if (config.model_type == "gpt_neox") return models::make_gpt_neox(config, draw);
-    if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2")
-        return models::make_llama(config, draw);
+    if (is_llama_family(config.model_type)) return models::make_llama(config, draw);
     throw Error("unknown model_type '" + config.model_type + "'", config.path);
 }
 

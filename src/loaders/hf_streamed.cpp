@@ -26,8 +26,7 @@ namespace {
 const models::DecoderLayout* decoder_layout(const HfConfig& config) {
     if (config.model_type == "gpt2") return &models::gpt2_layout();
     if (config.model_type == "gpt_neox") return &models::gpt_neox_layout();
-    if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2")
-        return &models::llama_layout();
+    if (is_llama_family(config.model_type)) return &models::llama_layout();
     return nullptr;
 }
 

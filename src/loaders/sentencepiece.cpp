@@ -49,10 +49,6 @@ std::string run_helper(const std::vector<std::string>& arguments, const std::str
     return result.out;
 }
 
-bool is_llama_family(const std::string& model_type) {
-    return model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
-}
-
 // Three framings: ALBERT/BERT-style [CLS] x [SEP]; XLNet x <sep> <cls>; the Llama family's LlamaTokenizer
 // (Llama 2, Mistral): <s> x, with </s> only when tokenizer_config.json's add_eos_token is true, and the text given to
 // SentencePiece as it is (no whitespace collapsing or quote rewriting: those are ALBERT's and XLNet's preprocessing).

@@ -17,7 +17,7 @@ at::Tensor activation(const std::string& name, const at::Tensor& x) {
         return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
     if (name == "relu") return torch::relu(x);
     if (name == "silu") return torch::silu(x);  // x σ(x), the Llama family's SwiGLU gate
-    throw Error("unsupported activation '" + name + "' (expected gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu or silu)");
+    throw Error("unsupported activation '" + name + "' (expected " + kSupportedActivations + ")");
 }
 
 at::Tensor activation_in_place(const std::string& name, at::Tensor x) {
