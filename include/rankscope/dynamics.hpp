@@ -37,6 +37,7 @@ struct DynamicsResult {
     std::string model;                  // the run folder's name
     std::string model_type;             // "bert", "albert", "gpt_neox", ... (any Hugging Face architecture)
     bool parallel_block = false;        // GPT-NeoX's use_parallel_residual (the findings say what SAN+MLP is there)
+    std::vector<int> attention_windows;  // per layer: the sliding window of a decoder's causal mask (0 = none)
     std::string text;                   // the text file the batch was cut from
     int layers = 0, heads = 0;
     std::int64_t samples = 0, tokens = 0;
@@ -52,8 +53,8 @@ Table dynamics_residual_table(const DynamicsResult& result);
 // dynamics_paths.csv (E2 per path length): step, checkpoint, length, draws, mean, median, frobenius_mean.
 Table dynamics_paths_table(const DynamicsResult& result);
 // dynamics_attention.csv, per layer of the unmodified model: step, checkpoint, layer, entropy_mean (nats, mean over
-// heads), first_token_share_mean, first_token_share_max (over heads), uniform_entropy (log of the mean number of keys
-// a query sees: the entropy of a uniform head).
+// heads), first_token_share_mean, first_token_share_max (over heads), uniform_entropy (the mean entropy of a uniform
+// head on this layer's mask: uniform_head).
 Table dynamics_attention_table(const DynamicsResult& result);
 
 // Heat map per variant (layer × checkpoint, colour = log10 mean relative residual) from dynamics_residual.csv.

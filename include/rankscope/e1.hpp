@@ -113,9 +113,21 @@ at::Tensor head_attention_summaries(const at::Tensor& pattern, const at::Tensor&
 HeadAttentionStats head_attention_stats(const at::Tensor& summaries);
 // The fraction of heads whose first_token_share exceeds `threshold` (strictly).
 double sink_rate(const std::vector<double>& first_token_share, double threshold);
-// The mean attention entropy (nats) of a uniform head on a sample of n real tokens: ln n, or under a causal mask
-// (1/n) Σ_{i=1..n} ln i (query i sees i keys).
-double uniform_head_entropy(std::int64_t tokens, bool causal);
+// A uniform head on one sample of n real tokens: each query spreads its attention evenly over the keys it may see, all
+// n, or under a causal mask the m_i = i keys up to itself, or with a sliding window w the last m_i = min(i, w)
+// (i = 1..n). Its mean first-token share is 1/n, or (1/n) Σ_{i=1..min(n,w)} 1/i causal (a query past the window no
+// longer sees the first token); its mean entropy (nats) is ln n, or (1/n) Σ_i ln m_i causal. `window` 0 = none; it
+// only applies under the causal mask.
+struct UniformHead {
+    double first_token_share = 0, entropy = 0;
+};
+UniformHead uniform_head(std::int64_t tokens, bool causal, int window = 0);
+// The same averaged over layers with these windows (one per layer; empty: one layer without a window), as a mean over
+// every layer's heads averages the layers' own baselines.
+UniformHead uniform_head_over_layers(std::int64_t tokens, bool causal, const std::vector<int>& windows);
+// ", with its sliding window of w keys on k of L layers" where a layer's window is narrower than the sample (the
+// baselines above then differ from the unwindowed ones), else "".
+std::string sliding_window_words(const std::vector<int>& windows, std::int64_t tokens);
 
 // E1, E2, the skip ratio and (USE lite) the iterate experiment for one set of weights.
 struct WeightsRun {
@@ -141,6 +153,7 @@ struct RealModelResult {
     std::string model_type;     // "bert", "albert", "xlnet", "gpt2", "gpt_neox", "llama", ..., "use_lite"
     int layers = 0, heads = 0;
     bool parallel_block = false;  // GPT-NeoX's use_parallel_residual: attention and MLP both read the layer input
+    std::vector<int> attention_windows;  // per layer: the sliding window of its causal mask (0 = none; HfConfig::window_at)
     std::int64_t samples = 0, tokens = 0;
     RealModelSettings settings;
     std::vector<WeightsRun> runs;

@@ -77,6 +77,8 @@ struct HfConfig {
 
     // Whether the sliding window (when there is one) applies to `layer`.
     bool sliding_at(int layer) const { return layer_sliding.empty() || layer_sliding[static_cast<std::size_t>(layer)]; }
+    // Layer l's causal window: a query sees at most this many keys (itself included); 0 = no window.
+    int window_at(int layer) const { return sliding_window > 0 && sliding_at(layer) ? sliding_window : 0; }
 
     // The most tokens a sample may have: max_position_embeddings less RoBERTa's offset (XLNet has no limit: relative
     // positions).

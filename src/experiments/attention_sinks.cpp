@@ -1,5 +1,9 @@
-// Attention-sink measures per layer and head (docs/attention_sinks.md), from the unmodified model's attention maps.
+// Attention-sink measures per layer and head (docs/decoders.md, "Attention sinks"), from the unmodified model's attention maps.
+#include <fmt/format.h>
 #include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "rankscope/e1.hpp"
 
@@ -51,11 +55,35 @@ HeadAttentionStats head_attention_stats(const at::Tensor& pattern, const at::Ten
     return head_attention_stats(head_attention_summaries(pattern, attention_mask));
 }
 
-double uniform_head_entropy(std::int64_t tokens, bool causal) {
-    if (!causal) return std::log(double(tokens));
-    double total = 0;
-    for (std::int64_t i = 2; i <= tokens; ++i) total += std::log(double(i));
-    return total / double(tokens);
+UniformHead uniform_head(std::int64_t tokens, bool causal, int window) {
+    const double n = double(tokens);
+    if (!causal) return {1.0 / n, std::log(n)};
+    UniformHead head;
+    for (std::int64_t i = 1; i <= tokens; ++i) {
+        const std::int64_t seen = window > 0 ? std::min<std::int64_t>(i, window) : i;  // m_i
+        if (seen == i) head.first_token_share += 1.0 / double(i) / n;  // key 1 is among the last m_i
+        head.entropy += std::log(double(seen)) / n;
+    }
+    return head;
+}
+
+std::string sliding_window_words(const std::vector<int>& windows, std::int64_t tokens) {
+    int narrower = 0, window = 0;
+    for (int w : windows)
+        if (w > 0 && w < tokens) ++narrower, window = w;
+    if (narrower == 0) return "";
+    return fmt::format(", with its sliding window of {} keys on {} of {} layers", window, narrower, windows.size());
+}
+
+UniformHead uniform_head_over_layers(std::int64_t tokens, bool causal, const std::vector<int>& windows) {
+    if (windows.empty()) return uniform_head(tokens, causal);
+    UniformHead mean;
+    for (int window : windows) {
+        const UniformHead layer = uniform_head(tokens, causal, window);
+        mean.first_token_share += layer.first_token_share / double(windows.size());
+        mean.entropy += layer.entropy / double(windows.size());
+    }
+    return mean;
 }
 
 double sink_rate(const std::vector<double>& first_token_share, double threshold) {
@@ -83,11 +111,13 @@ Table attention_heads_table(const RealModelResult& result) {
 Table sink_rate_table(const RealModelResult& result) {
     Table table({{"model", Table::Text}, {"weights", Table::Text}, {"mask", Table::Text}, {"layer", Table::Integer},
                  {"sink_rate", Table::Real}, {"first_token_share", Table::Real}, {"entropy", Table::Real},
-                 {"threshold", Table::Real}});
+                 {"threshold", Table::Real}, {"uniform_first_token_share", Table::Real}, {"uniform_entropy", Table::Real}});
     const std::string mask = result.settings.bidirectional ? "bidirectional" : "causal";
     for (const auto& run : result.runs)
         for (std::size_t l = 0; l < run.heads.size(); ++l) {
             const auto& stats = run.heads[l];
+            const int window = l < result.attention_windows.size() ? result.attention_windows[l] : 0;
+            const UniformHead uniform = uniform_head(result.tokens, !result.settings.bidirectional, window);
             double share = 0, entropy = 0;
             for (std::size_t h = 0; h < stats.first_token_share.size(); ++h) {
                 share += stats.first_token_share[h] / double(stats.first_token_share.size());
@@ -95,7 +125,7 @@ Table sink_rate_table(const RealModelResult& result) {
             }
             table.add({result.model, run.weights, mask, static_cast<std::int64_t>(l),
                        sink_rate(stats.first_token_share, result.settings.sink_threshold), share, entropy,
-                       result.settings.sink_threshold});
+                       result.settings.sink_threshold, uniform.first_token_share, uniform.entropy});
         }
     return table;
 }

@@ -127,6 +127,7 @@ DynamicsResult run_dynamics(const std::vector<DynamicsCheckpoint>& checkpoints, 
     result.model_type = first.config.model_type;
     result.parallel_block = first.config.parallel_residual;
     result.layers = first.config.layers;
+    for (int l = 0; l < result.layers; ++l) result.attention_windows.push_back(first.config.window_at(l));
     result.heads = first.config.heads;
     result.text = settings.text;
     if (result.text.empty()) {
@@ -192,8 +193,8 @@ Table dynamics_attention_table(const DynamicsResult& result) {
                  {"entropy_mean", Table::Real}, {"first_token_share_mean", Table::Real},
                  {"first_token_share_max", Table::Real}, {"uniform_entropy", Table::Real}});
     // Every sample is packed full (no padding): a uniform head spreads over all n keys, or under a decoder's causal
-    // mask over the i keys query i sees.
-    const double uniform = uniform_head_entropy(result.tokens, is_decoder_model_type(result.model_type));
+    // mask over the i keys query i sees, the last `window` of them on a layer with a sliding window.
+    const bool causal = is_decoder_model_type(result.model_type);
     for (std::size_t c = 0; c < result.runs.size(); ++c)
         for (std::size_t l = 0; l < result.runs[c].heads.size(); ++l) {
             const auto& h = result.runs[c].heads[l];
@@ -203,9 +204,10 @@ Table dynamics_attention_table(const DynamicsResult& result) {
                 share += h.first_token_share[i] / static_cast<double>(h.entropy.size());
                 share_max = std::max(share_max, h.first_token_share[i]);
             }
+            const int window = l < result.attention_windows.size() ? result.attention_windows[l] : 0;
             // `layer`: the block index from 0, as in attention_heads.csv and TransformerLens's blocks.{l}.
             table.add({result.model, result.steps[c], static_cast<long>(c), static_cast<long>(l), entropy, share, share_max,
-                       uniform});
+                       uniform_head(result.tokens, causal, window).entropy});
         }
     return table;
 }
@@ -254,9 +256,9 @@ Figure dynamics_attention_figure(const std::string& model, const std::vector<lon
     PanelFigure figure("dynamics_attention", model + ": attention through pretraining (unmodified model)", 1, 2, 480, 330);
     figure.reserve_colorbox(kColorbox);
     figure.add_preface(heatmap_palette());
-    // Entropy over its own maximum (a uniform head's: ln n, or causal (1/n) Σ ln i), on a fixed [0, 1] as failure_modes
-    // draws it: comparable between runs, and a nearly uniform run is one colour instead of a colour bar stretched over
-    // 1e-5 nats (repeated tick labels).
+    // Entropy over its own maximum (a uniform head's on the layer's mask: ln n, or causal (1/n) Σ ln min(i, window)), on
+    // a fixed [0, 1] as failure_modes draws it: comparable between runs, and a nearly uniform run is one colour instead
+    // of a colour bar stretched over 1e-5 nats (repeated tick labels).
     figure.add_panel("set cbrange [0:1]\n" +
                      heatmap_panel("dynamics_attention.csv", "1",
                                    csv_number("entropy_mean") + " / " + csv_number("uniform_entropy"),
@@ -346,8 +348,10 @@ Findings dynamics_findings(const DynamicsResult& result) {
         const double e0 = mean_entropy(first), e1 = mean_entropy(last);
         f.key("attention entropy, mean over layers and heads (nats), first → last checkpoint", fmt::format("{:.3g} → {:.3g}", e0, e1));
         reading += fmt::format(" Attention entropy (mean over layers and heads) goes from {:.3g} to {:.3g} nats (a uniform "
-                               "{}head over {} tokens: {:.3g}).",
-                               e0, e1, decoder ? "causal " : "", result.tokens, uniform_head_entropy(result.tokens, decoder));
+                               "{}head over {} tokens{}: {:.3g}).",
+                               e0, e1, decoder ? "causal " : "", result.tokens,
+                               decoder ? sliding_window_words(result.attention_windows, result.tokens) : "",
+                               uniform_head_over_layers(result.tokens, decoder, result.attention_windows).entropy);
     }
     f.reading = reading;
     if (result.parallel_block) f.notes.push_back(parallel_block_note(result.model));

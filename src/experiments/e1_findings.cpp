@@ -64,7 +64,8 @@ std::map<int, PathMedians> path_medians(const WeightsRun& run) {
 }
 
 // Decoders: the attention-sink numbers of the unmodified model (docs/decoders.md) as key numbers and one sentence.
-// A uniform causal head gives the first token (1/n) Σ_{i=1..n} 1/i, the baseline the sentence quotes.
+// The baselines it quotes are a uniform head's on the same masks (uniform_head: (1/n) Σ_{i=1..n} 1/i to the first token
+// under a causal mask without a window), averaged over the layers as the measured means are.
 std::string sink_reading(const WeightsRun& run, const RealModelResult& result, Findings& f) {
     const double threshold = result.settings.sink_threshold;
     std::vector<double> shares;
@@ -76,22 +77,23 @@ std::string sink_reading(const WeightsRun& run, const RealModelResult& result, F
     double mean_share = 0;
     for (double share : shares) mean_share += share / double(shares.size());
     entropy /= double(shares.size());
-    double uniform = 0;
-    for (std::int64_t i = 1; i <= result.tokens; ++i) uniform += 1.0 / double(i) / double(result.tokens);
+    const bool causal = !result.settings.bidirectional;
+    const UniformHead uniform = uniform_head_over_layers(result.tokens, causal, result.attention_windows);
     const double rate = sink_rate(shares, threshold);
     const std::string mask = result.settings.bidirectional ? "bidirectional" : "causal";
     f.key(fmt::format("{}, {} mask: sink rate (first-token share > {})", run.weights, mask, threshold), rate);
     f.key(fmt::format("{}, {} mask: mean first-token share", run.weights, mask), mean_share);
     f.key(fmt::format("{}, {} mask: mean attention entropy (nats)", run.weights, mask), entropy);
-    const double baseline = result.settings.bidirectional ? 1.0 / double(result.tokens) : uniform;
+    const double baseline = uniform.first_token_share;
     return fmt::format("Attention sinks ({} weights, {} mask): {} of {} heads put more than {} of their attention on the "
                        "first real token (sink rate {}); the mean first-token share is {}, {} the {} of a uniform {} head; "
-                       "mean attention entropy {} nats (a uniform {} head over {} tokens: {}). ",
+                       "mean attention entropy {} nats (a uniform {} head over {} tokens{}: {}). ",
                        run.weights, mask, static_cast<int>(std::lround(rate * double(shares.size()))), shares.size(),
                        threshold, quote_number(rate), quote_number(mean_share),
                        mean_share > 2 * baseline ? "well above" : mean_share < 0.5 * baseline ? "well below" : "close to",
                        quote_number(baseline), mask, quote_number(entropy), mask, result.tokens,
-                       quote_number(uniform_head_entropy(result.tokens, !result.settings.bidirectional)));
+                       causal ? sliding_window_words(result.attention_windows, result.tokens) : "",
+                       quote_number(uniform.entropy));
 }
 
 }  // namespace

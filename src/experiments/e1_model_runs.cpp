@@ -233,6 +233,7 @@ RealModelResult run_real_model_experiment(const ModelSource& source, const Model
     result.layers = source.config.layers;
     result.heads = source.config.heads;
     result.parallel_block = source.config.parallel_residual;
+    for (int l = 0; l < result.layers; ++l) result.attention_windows.push_back(source.config.window_at(l));
     result.samples = batch.input_ids.size(0);
     result.tokens = batch.input_ids.size(1);
     result.settings = settings;

@@ -121,6 +121,40 @@ class DecoderModelCommand(unittest.TestCase):
         self.assertEqual(failed.returncode, 2)
         self.assertIn("two checkpoint folders for step 1000", failed.stderr)
 
+    def test_sliding_window_layers_have_their_own_uniform_baseline(self):
+        # Qwen2 with a window of 5 keys from layer 1 on (max_window_layers 1), 24 tokens: a uniform head's first-token
+        # share and entropy differ by layer, recomputed here by brute force on the mask (query i sees key j when
+        # 0 <= i - j < window), and the reading's baselines are their mean over the layers.
+        from test_decoders_reference import llama_weights, save
+        c = {"model_type": "qwen2", "vocab_size": 257, "hidden_size": 16, "intermediate_size": 20,
+             "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "use_sliding_window": True,
+             "sliding_window": 5, "max_window_layers": 1}
+        folder = os.path.join(self.directory, "qwen2-window")
+        save(folder, c, llama_weights(c, np.random.default_rng(3), qkv_bias=True), prefix="model.")
+        write_byte_tokenizer(folder)
+        out = os.path.join(self.directory, "qwen2-window-out")
+        run("model", "--model", folder, "--weights", "pretrained", "--text", RTE, "--samples", "2", "--tokens", "24",
+            "--draws", "2", "--out", out)
+        n = 24
+        i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        expected = []
+        for layer in range(3):
+            seen = (j <= i) & ((i - j < 5) if layer >= 1 else True)
+            uniform = seen / seen.sum(1, keepdims=True)
+            entropy = -np.where(seen, uniform * np.log(np.where(seen, uniform, 1)), 0).sum(1).mean()
+            expected.append((uniform[:, 0].mean(), entropy))
+        rows = read_csv(os.path.join(out, "sink_rate.csv"))
+        self.assertEqual(len(rows), 3)
+        for row, (share, entropy) in zip(rows, expected):
+            self.assertAlmostEqual(float(row["uniform_first_token_share"]), share, places=12)
+            self.assertAlmostEqual(float(row["uniform_entropy"]), entropy, places=12)
+        self.assertLess(expected[1][0], expected[0][0])  # past the window a query no longer sees the first token
+        with open(os.path.join(out, "findings.json")) as f:
+            reading = json.load(f)["reading"]
+        self.assertIn("a uniform causal head over 24 tokens, with its sliding window of 5 keys on 2 of 3 layers: ", reading)
+        quoted = float(reading.split("sliding window of 5 keys on 2 of 3 layers: ")[1].split(")")[0])
+        self.assertAlmostEqual(quoted, np.mean([e for _, e in expected]), delta=0.005 * quoted)  # 3 significant digits
+
     def test_a_folder_named_like_a_built_in_hides_it_only_when_it_is_a_checkpoint(self):
         # An earlier `--out gpt2` in the working directory: no config.json, so `--model gpt2` is still the built-in,
         # and reproduce's plan still has the bidirectional decoder cell (it was left out silently).

@@ -430,3 +430,61 @@ TEST(AttentionSinks, FirstTokenShareEntropyAndSinkRate) {
     EXPECT_DOUBLE_EQ(sink_rate(stats.first_token_share, 0.3), 1.0);
     EXPECT_DOUBLE_EQ(sink_rate(stats.first_token_share, 0.7), 0.5);
 }
+
+TEST(AttentionSinks, AUniformHeadsBaselinesAreItsStatisticsOnTheModelsOwnMask) {
+    // Closed forms by hand, n = 4. Causal rows see 1, 2, 3, 4 keys; with a window of 2 they see 1, 2, 2, 2, and rows 3
+    // and 4 no longer see the first token.
+    EXPECT_DOUBLE_EQ(uniform_head(4, false).first_token_share, 0.25);
+    EXPECT_DOUBLE_EQ(uniform_head(4, false, 2).entropy, std::log(4.0));  // a window only narrows a causal mask
+    EXPECT_NEAR(uniform_head(4, true).first_token_share, (1 + 1.0 / 2 + 1.0 / 3 + 1.0 / 4) / 4, 1e-15);
+    EXPECT_NEAR(uniform_head(4, true, 2).first_token_share, (1 + 1.0 / 2) / 4, 1e-15);
+    EXPECT_NEAR(uniform_head(4, true, 2).entropy, 3 * std::log(2.0) / 4, 1e-15);
+    EXPECT_DOUBLE_EQ(uniform_head(4, true, 4).entropy, uniform_head(4, true).entropy);  // a window as wide as the sample
+    // Brute force: a uniform pattern on the mask the decoders build (attention_allowed, as Mistral's and Qwen2's
+    // windowed layers use it), read by the same statistics the measured heads go through.
+    const std::int64_t n = 37;
+    const at::Tensor real = torch::ones({1, n}, torch::kLong);
+    for (const auto& [bidirectional, window] : std::vector<std::pair<bool, int>>{{true, 0}, {false, 0}, {false, 5}, {false, 36}, {false, 37}}) {
+        const at::Tensor allowed = models::attention_allowed(real, bidirectional, window).to(torch::kDouble);  // [1, 1, n, n]
+        const at::Tensor pattern = allowed / allowed.sum(-1, true);
+        const HeadAttentionStats stats = head_attention_stats(pattern, real);
+        const UniformHead closed = uniform_head(n, !bidirectional, window);
+        EXPECT_NEAR(stats.first_token_share[0], closed.first_token_share, 1e-14) << bidirectional << " " << window;
+        EXPECT_NEAR(stats.entropy[0], closed.entropy, 1e-13) << bidirectional << " " << window;
+    }
+    // Over layers: the mean of the layers' own baselines; the words name a window only where it narrows the sample.
+    const UniformHead two = uniform_head_over_layers(n, true, {0, 5});
+    EXPECT_NEAR(two.entropy, (uniform_head(n, true).entropy + uniform_head(n, true, 5).entropy) / 2, 1e-15);
+    EXPECT_NEAR(two.first_token_share, (uniform_head(n, true).first_token_share + uniform_head(n, true, 5).first_token_share) / 2,
+                1e-15);
+    EXPECT_EQ(sliding_window_words({0, 5, 5}, n), ", with its sliding window of 5 keys on 2 of 3 layers");
+    EXPECT_EQ(sliding_window_words({40, 40}, n), "");
+    EXPECT_EQ(sliding_window_words({}, n), "");
+}
+
+TEST(AttentionSinks, SinkRateTableCarriesEachLayersUniformBaseline) {
+    // Two layers of one head, the second with a window of 2 over 4 tokens (HfConfig::window_at: Mistral's every layer,
+    // Qwen2's from max_window_layers on).
+    HfConfig config = builtin_hf_config("llama-12l");
+    config.layers = 2;
+    config.sliding_window = 2;
+    config.layer_sliding = {false, true};
+    EXPECT_EQ(config.window_at(0), 0);
+    EXPECT_EQ(config.window_at(1), 2);
+    config.layer_sliding.clear();  // Mistral: every layer
+    EXPECT_EQ(config.window_at(0), 2);
+    RealModelResult result;
+    result.model = "m";
+    result.tokens = 4;
+    result.attention_windows = {0, 2};
+    WeightsRun run;
+    run.weights = "init";
+    run.heads = {HeadAttentionStats{{0.5}, {1.0}}, HeadAttentionStats{{0.5}, {1.0}}};
+    result.runs.push_back(run);
+    const Table table = sink_rate_table(result);
+    EXPECT_NEAR(table.column("uniform_first_token_share").reals[0], uniform_head(4, true).first_token_share, 1e-15);
+    EXPECT_NEAR(table.column("uniform_first_token_share").reals[1], (1 + 1.0 / 2) / 4, 1e-15);
+    EXPECT_NEAR(table.column("uniform_entropy").reals[1], 3 * std::log(2.0) / 4, 1e-15);
+    result.settings.bidirectional = true;
+    EXPECT_DOUBLE_EQ(sink_rate_table(result).column("uniform_entropy").reals[1], std::log(4.0));
+}

@@ -293,9 +293,9 @@ TEST(Dynamics, FindsCheckpointsByStep) {
 }
 
 TEST(Dynamics, AUniformHeadsEntropyFollowsTheMask) {
-    EXPECT_DOUBLE_EQ(uniform_head_entropy(4, false), std::log(4.0));
-    EXPECT_NEAR(uniform_head_entropy(3, true), (std::log(2.0) + std::log(3.0)) / 3, 1e-15);  // rows see 1, 2, 3 keys
-    EXPECT_EQ(uniform_head_entropy(1, true), 0.0);
+    EXPECT_DOUBLE_EQ(uniform_head(4, false).entropy, std::log(4.0));
+    EXPECT_NEAR(uniform_head(3, true).entropy, (std::log(2.0) + std::log(3.0)) / 3, 1e-15);  // rows see 1, 2, 3 keys
+    EXPECT_EQ(uniform_head(1, true).entropy, 0.0);
 }
 
 TEST(Dynamics, SelectsStepsSpreadOverTheRun) {
