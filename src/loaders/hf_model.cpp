@@ -17,6 +17,7 @@
 #include "loaders/hf_checkpoint.hpp"
 #include "loaders/hf_weights.hpp"
 #include "models/common.hpp"
+#include "models/decoder.hpp"
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 #include "rankscope/tensor_file.hpp"
@@ -106,16 +107,90 @@ HfConfig builtin_hf_config(const std::string& name) {
 
 // read_hf_config: src/loaders/hf_config.cpp (torch-free, fuzzed).
 
+// ---- the architectures, one row per checkpoint family ---------------------------------------------------------------
+// Everything the loaders know of a family by config.json's model_type, in one place: a new architecture is its model
+// file (src/models/), its config fields (hf_config.cpp) and one row here.
 namespace {
 
-std::unique_ptr<EncoderModel> make_architecture(const HfConfig& config, models::Draw draw) {
-    if (config.model_type == "bert" || config.model_type == "roberta") return models::make_bert(config, draw);
-    if (config.model_type == "distilbert") return models::make_distilbert(config, draw);
-    if (config.model_type == "albert") return models::make_albert(config, draw);
-    if (config.model_type == "xlnet") return models::make_xlnet(config, draw);
-    if (config.model_type == "gpt2") return models::make_gpt2(config, draw);
-    if (config.model_type == "gpt_neox") return models::make_gpt_neox(config, draw);
-    if (is_llama_family(config.model_type)) return models::make_llama(config, draw);
+using SizeTensors = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
+
+struct Architecture {
+    bool (*matches)(const std::string& model_type);
+    // Layer l's tensors are "<layer_list><l>.<name>"; nullptr for ALBERT, whose one shared layer is stored once.
+    const char* layer_list;
+    const char* layers_field;  // config.json's layer count, named when the checkpoint holds fewer layers
+    std::unique_ptr<EncoderModel> (*make)(const HfConfig&, models::Draw);
+    const models::DecoderLayout& (*decoder_layout)();  // decoders: one layer at a time (streaming); nullptr: encoders
+    // The tensors that carry every large size of the config (checkpoint names, without the task-head prefix): the token
+    // (and position) embeddings `top`, and in the first and the last layer the MLP's input weight and the query weight
+    // `per_layer` (names after "<layer_list><l>"). If they match, what the model allocates is about what the
+    // checkpoint holds.
+    void (*size_tensors)(const HfConfig& c, SizeTensors& top, SizeTensors& per_layer);
+};
+
+std::int64_t embedding_width(const HfConfig& c) { return c.embedding_size > 0 ? c.embedding_size : c.hidden_size; }
+
+const std::vector<Architecture>& architectures() {
+    static const std::vector<Architecture> table = {
+        {[](const std::string& t) { return t == "bert" || t == "roberta"; }, "encoder.layer.", "num_hidden_layers",
+         models::make_bert, nullptr,
+         [](const HfConfig& c, SizeTensors& top, SizeTensors& per_layer) {
+             top = {{"embeddings.word_embeddings.weight", {c.vocab_size, c.hidden_size}},
+                    {"embeddings.position_embeddings.weight", {c.max_position_embeddings, c.hidden_size}}};
+             per_layer = {{".intermediate.dense.weight", {c.intermediate_size, c.hidden_size}},
+                          {".attention.self.query.weight", {c.hidden_size, c.hidden_size}}};
+         }},
+        {[](const std::string& t) { return t == "distilbert"; }, "transformer.layer.", "n_layers", models::make_distilbert,
+         nullptr,
+         [](const HfConfig& c, SizeTensors& top, SizeTensors& per_layer) {
+             top = {{"embeddings.word_embeddings.weight", {c.vocab_size, c.hidden_size}},
+                    {"embeddings.position_embeddings.weight", {c.max_position_embeddings, c.hidden_size}}};
+             per_layer = {{".ffn.lin1.weight", {c.intermediate_size, c.hidden_size}},
+                          {".attention.q_lin.weight", {c.hidden_size, c.hidden_size}}};
+         }},
+        {[](const std::string& t) { return t == "albert"; }, nullptr, "num_hidden_layers", models::make_albert, nullptr,
+         [](const HfConfig& c, SizeTensors& top, SizeTensors&) {  // one shared layer
+             const std::string layer = "encoder.albert_layer_groups.0.albert_layers.0.";
+             top = {{"embeddings.word_embeddings.weight", {c.vocab_size, embedding_width(c)}},
+                    {"embeddings.position_embeddings.weight", {c.max_position_embeddings, embedding_width(c)}},
+                    {"encoder.embedding_hidden_mapping_in.weight", {c.hidden_size, embedding_width(c)}},
+                    {layer + "ffn.weight", {c.intermediate_size, c.hidden_size}},
+                    {layer + "attention.query.weight", {c.hidden_size, c.hidden_size}}};
+         }},
+        {[](const std::string& t) { return t == "xlnet"; }, "layer.", "n_layer", models::make_xlnet, nullptr,
+         [](const HfConfig& c, SizeTensors& top, SizeTensors& per_layer) {
+             top = {{"word_embedding.weight", {c.vocab_size, c.hidden_size}}};
+             per_layer = {{".ff.layer_1.weight", {c.intermediate_size, c.hidden_size}},
+                          {".rel_attn.q", {c.hidden_size, c.heads, c.head_size}}};
+         }},
+        {[](const std::string& t) { return t == "gpt2"; }, "h.", "n_layer", models::make_gpt2, models::gpt2_layout,
+         [](const HfConfig& c, SizeTensors& top, SizeTensors& per_layer) {  // Conv1D weights are [in, out]
+             top = {{"wte.weight", {c.vocab_size, c.hidden_size}}, {"wpe.weight", {c.max_position_embeddings, c.hidden_size}}};
+             per_layer = {{".mlp.c_fc.weight", {c.hidden_size, c.intermediate_size}},
+                          {".attn.c_attn.weight", {c.hidden_size, 3 * std::int64_t(c.hidden_size)}}};
+         }},
+        {[](const std::string& t) { return t == "gpt_neox"; }, "layers.", "num_hidden_layers", models::make_gpt_neox,
+         models::gpt_neox_layout,
+         [](const HfConfig& c, SizeTensors& top, SizeTensors& per_layer) {
+             top = {{"embed_in.weight", {c.vocab_size, c.hidden_size}}};
+             per_layer = {{".mlp.dense_h_to_4h.weight", {c.intermediate_size, c.hidden_size}},
+                          {".attention.query_key_value.weight", {3 * std::int64_t(c.hidden_size), c.hidden_size}}};
+         }},
+        {is_llama_family, "layers.", "num_hidden_layers", models::make_llama, models::llama_layout,
+         [](const HfConfig& c, SizeTensors& top, SizeTensors& per_layer) {
+             const std::int64_t kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
+             top = {{"embed_tokens.weight", {c.vocab_size, c.hidden_size}}};
+             per_layer = {{".mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}},
+                          {".self_attn.q_proj.weight", {std::int64_t(c.heads) * c.head_size, c.hidden_size}},
+                          {".self_attn.k_proj.weight", {kv_heads * c.head_size, c.hidden_size}}};
+         }},
+    };
+    return table;
+}
+
+const Architecture& architecture_of(const HfConfig& config) {
+    for (const Architecture& architecture : architectures())
+        if (architecture.matches(config.model_type)) return architecture;
     throw Error("unknown model_type '" + config.model_type + "'", config.path);
 }
 
@@ -123,7 +198,7 @@ std::unique_ptr<EncoderModel> make_architecture(const HfConfig& config, models::
 
 std::unique_ptr<EncoderModel> make_hf_model(const HfConfig& config, std::uint64_t seed) {
     torch::manual_seed(seed);
-    return make_architecture(config, models::Draw::Yes);
+    return architecture_of(config).make(config, models::Draw::Yes);
 }
 
 namespace detail {
@@ -231,67 +306,20 @@ void throw_missing(const std::vector<std::string>& missing, const std::string& s
     throw Error(fmt::format("{} tensor{} missing: {}", missing.size(), missing.size() == 1 ? "" : "s", list), source);
 }
 
-// "encoder.layer." (BERT, RoBERTa), "transformer.layer." (DistilBERT), "layer." (XLNet), "h." (GPT-2), "layers." (GPT-NeoX,
-// the Llama family): layer l's tensors are
-// "<list><l>.<name>"; nullptr for ALBERT, whose one shared layer is stored once.
-const char* layer_list_of(const std::string& model_type) {
-    if (model_type == "bert" || model_type == "roberta") return "encoder.layer.";
-    if (model_type == "distilbert") return "transformer.layer.";
-    if (model_type == "albert") return nullptr;
-    if (model_type == "xlnet") return "layer.";
-    if (model_type == "gpt2") return "h.";
-    return "layers.";
+const models::DecoderLayout* decoder_layout_of(const HfConfig& config) {
+    const Architecture& architecture = architecture_of(config);
+    return architecture.decoder_layout ? &architecture.decoder_layout() : nullptr;
 }
 
-// The tensors that carry every large size of the config, by architecture (checkpoint names, without the task-head
-// prefix): the token (and position) embeddings, and in the first and the last layer the MLP's input weight and the
-// query weight. If they match, what the model allocates is about what the checkpoint holds.
-std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(const HfConfig& c) {
-    const std::int64_t vocab = c.vocab_size, h = c.hidden_size, e = c.embedding_size > 0 ? c.embedding_size : h,
-                       inner = c.intermediate_size, positions = c.max_position_embeddings, heads = c.heads,
-                       d_head = c.head_size, kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
-    std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(const HfConfig& config) {
+    const Architecture& architecture = architecture_of(config);
+    SizeTensors top, per_layer;
+    architecture.size_tensors(config, top, per_layer);
     std::vector<int> layers = {0};
-    if (c.layers > 1) layers.push_back(c.layers - 1);
-    auto per_layer = [&](const std::string& after, std::vector<std::int64_t> shape) {
-        for (int l : layers) tensors.emplace_back(layer_list_of(c.model_type) + std::to_string(l) + after, shape);
-    };
-    if (c.model_type == "bert" || c.model_type == "roberta") {
-        tensors.push_back({"embeddings.word_embeddings.weight", {vocab, h}});
-        tensors.push_back({"embeddings.position_embeddings.weight", {positions, h}});
-        per_layer(".intermediate.dense.weight", {inner, h});
-        per_layer(".attention.self.query.weight", {h, h});
-    } else if (c.model_type == "distilbert") {
-        tensors.push_back({"embeddings.word_embeddings.weight", {vocab, h}});
-        tensors.push_back({"embeddings.position_embeddings.weight", {positions, h}});
-        per_layer(".ffn.lin1.weight", {inner, h});
-        per_layer(".attention.q_lin.weight", {h, h});
-    } else if (c.model_type == "albert") {  // one shared layer
-        tensors.push_back({"embeddings.word_embeddings.weight", {vocab, e}});
-        tensors.push_back({"embeddings.position_embeddings.weight", {positions, e}});
-        tensors.push_back({"encoder.embedding_hidden_mapping_in.weight", {h, e}});
-        tensors.push_back({"encoder.albert_layer_groups.0.albert_layers.0.ffn.weight", {inner, h}});
-        tensors.push_back({"encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight", {h, h}});
-    } else if (c.model_type == "xlnet") {
-        tensors.push_back({"word_embedding.weight", {vocab, h}});
-        per_layer(".ff.layer_1.weight", {inner, h});
-        per_layer(".rel_attn.q", {h, heads, d_head});
-    } else if (c.model_type == "gpt2") {  // Conv1D weights are [in, out]
-        tensors.push_back({"wte.weight", {vocab, h}});
-        tensors.push_back({"wpe.weight", {positions, h}});
-        per_layer(".mlp.c_fc.weight", {h, inner});
-        per_layer(".attn.c_attn.weight", {h, 3 * h});
-    } else if (c.model_type == "gpt_neox") {
-        tensors.push_back({"embed_in.weight", {vocab, h}});
-        per_layer(".mlp.dense_h_to_4h.weight", {inner, h});
-        per_layer(".attention.query_key_value.weight", {3 * h, h});
-    } else {  // the Llama family
-        tensors.push_back({"embed_tokens.weight", {vocab, h}});
-        per_layer(".mlp.gate_proj.weight", {inner, h});
-        per_layer(".self_attn.q_proj.weight", {heads * d_head, h});
-        per_layer(".self_attn.k_proj.weight", {kv_heads * d_head, h});
-    }
-    return tensors;
+    if (config.layers > 1) layers.push_back(config.layers - 1);
+    for (const auto& [after, shape] : per_layer)
+        for (int l : layers) top.emplace_back(architecture.layer_list + std::to_string(l) + after, shape);
+    return top;
 }
 
 // One past the largest l of the names "<layer_prefix><l>.…"; 0 when there is none.
@@ -311,11 +339,10 @@ static int stored_layer_count(const HfCheckpoint& weights, const std::string& la
 void check_layer_count(const HfConfig& config, const HfCheckpoint& weights, const std::string& layer_prefix) {
     const int stored = stored_layer_count(weights, layer_prefix);
     if (stored == 0 || stored >= config.layers) return;  // no layer at all: the tensors' own names say more
-    const bool n_layer = config.model_type == "gpt2" || config.model_type == "xlnet";
     const std::string held = stored == 1 ? layer_prefix + "0" : fmt::format("{}0 to {}{}", layer_prefix, layer_prefix, stored - 1);
     throw Error(fmt::format("{} says {}: {}, but the checkpoint holds {} layer{} ({}): the config is for a deeper model",
                             config.path.empty() ? "the config" : config.path,
-                            n_layer ? "n_layer" : config.model_type == "distilbert" ? "n_layers" : "num_hidden_layers",
+                            architecture_of(config).layers_field,
                             config.layers, stored, stored == 1 ? "" : "s", held),
                 weights.source());
 }
@@ -336,7 +363,7 @@ void check_sizes_against_checkpoint(const HfConfig& config, const HfCheckpoint& 
                         weights.where(prefix + name));
     }
     // After the shapes: a config both wider and deeper than its checkpoint is named by its first wrong shape.
-    if (const char* list = layer_list_of(config.model_type)) check_layer_count(config, weights, prefix + list);
+    if (const char* list = architecture_of(config).layer_list) check_layer_count(config, weights, prefix + list);
     if (!missing.empty())
         throw_missing(missing, weights.source() + ", for the sizes of " + (config.path.empty() ? "the config" : config.path));
 }
@@ -354,7 +381,7 @@ std::unique_ptr<EncoderModel> load_hf_model(const std::string& directory) {
     // Nothing drawn: every parameter is read from the checkpoint, the pooler zeroed where the checkpoint has none. (The
     // discarded init draw made `rankscope model` on a BERT-base checkpoint and 8 tokens take 2.2-3.2 s and 797 MB,
     // now 1.5-1.7 s and 720 MB; 2026-12-05.)
-    auto model = make_architecture(config, models::Draw::No);
+    auto model = architecture_of(config).make(config, models::Draw::No);
     const std::string prefix = detail::checkpoint_prefix(weights, model->parameters().front().first);
     std::vector<std::string> missing;
     std::set<std::string> read;

@@ -23,13 +23,6 @@
 namespace rankscope {
 namespace {
 
-const models::DecoderLayout* decoder_layout(const HfConfig& config) {
-    if (config.model_type == "gpt2") return &models::gpt2_layout();
-    if (config.model_type == "gpt_neox") return &models::gpt_neox_layout();
-    if (is_llama_family(config.model_type)) return &models::llama_layout();
-    return nullptr;
-}
-
 std::vector<std::int64_t> shape_of(const at::Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
 
 class StreamedLayers : public models::LayerSource {
@@ -89,7 +82,7 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
     const std::filesystem::path folder = directory;
     if (!std::filesystem::is_directory(folder)) throw Error("not a model folder", directory);
     const HfConfig config = read_hf_config((folder / "config.json").string());
-    const models::DecoderLayout* layout = decoder_layout(config);
+    const models::DecoderLayout* layout = detail::decoder_layout_of(config);
     if (!layout)
         throw Error("streamed loading reads decoders (gpt2, gpt_neox, llama, mistral, qwen2), not model_type '" + config.model_type +
                         "': load it whole",

@@ -10,7 +10,15 @@
 #include "loaders/hf_checkpoint.hpp"
 #include "rankscope/models.hpp"  // HfConfig
 
+namespace rankscope::models {
+struct DecoderLayout;
+}
+
 namespace rankscope::detail {
+
+// A decoder architecture's layout (how a streamed model reads one layer; hf_model.cpp's table of architectures);
+// nullptr for an encoder. Throws Error naming config.json for an unknown model_type.
+const models::DecoderLayout* decoder_layout_of(const HfConfig& config);
 
 // "bert.", "albert.", "transformer.", "model." or "": the prefix the checkpoint puts before the base model's names
 // (task-head checkpoints), found by where `first_parameter` (the model's first parameter name) sits.

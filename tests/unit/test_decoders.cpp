@@ -195,6 +195,21 @@ TEST(DecoderLoader, AConfigDeeperThanItsCheckpointNamesBothLayerCounts) {
     expect_error([&] { load_hf_model(bert.path.string()); },
                  "says num_hidden_layers: 4, but the checkpoint holds 3 layers (encoder.layer.0 to encoder.layer.2)",
                  (bert.path / "config.json").string());
+
+    // Each family's own key and layer list (the table of architectures in hf_model.cpp): GPT-2's n_layer under h.,
+    // GPT-NeoX's num_hidden_layers under layers., whole and streamed.
+    for (const auto& [json, key, list] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {kTinyGpt2, "n_layer", "h."}, {kTinyGptNeox, "num_hidden_layers", "layers."}}) {
+        TempFolder decoder("decoder-shallow-" + key);
+        write_checkpoint(*make_hf_model(config_from(decoder.path, json), 7), decoder.path, "", 1);
+        std::string deeper = json;
+        const std::string two = "\"" + key + "\": 2";
+        deeper.replace(deeper.find(two), two.size(), "\"" + key + "\": 3");
+        config_from(decoder.path, deeper);
+        const std::string expected = fmt::format("says {}: 3, but the checkpoint holds 2 layers ({}0 to {}1)", key, list, list);
+        expect_error([&] { load_hf_model(decoder.path.string()); }, expected, "");
+        expect_error([&] { load_hf_model_streamed(decoder.path.string()); }, expected, "");
+    }
 }
 
 TEST(DecoderLoader, ShardedPrefixedCheckpointRoundTripsAndErrorsNameTheFile) {
