@@ -122,9 +122,10 @@ struct UniformHead {
     double first_token_share = 0, entropy = 0;
 };
 UniformHead uniform_head(std::int64_t tokens, bool causal, int window = 0);
-// The same averaged over layers with these windows (one per layer; empty: one layer without a window), as a mean over
-// every layer's heads averages the layers' own baselines.
-UniformHead uniform_head_over_layers(std::int64_t tokens, bool causal, const std::vector<int>& windows);
+// The same averaged as the measured statistics are: over samples, each on its own real tokens (head_attention_stats
+// averages a sample's real queries, then the samples; padding on either side only shifts the positions), and over
+// layers, each with its own window (`windows` one per layer; empty: one layer without a window).
+UniformHead uniform_head_mean(const std::vector<std::int64_t>& real_tokens, bool causal, const std::vector<int>& windows);
 // ", with its sliding window of w keys on k of L layers" where a layer's window is narrower than the sample (the
 // baselines above then differ from the unwindowed ones), else "".
 std::string sliding_window_words(const std::vector<int>& windows, std::int64_t tokens);
@@ -155,6 +156,7 @@ struct RealModelResult {
     bool parallel_block = false;  // GPT-NeoX's use_parallel_residual: attention and MLP both read the layer input
     std::vector<int> attention_windows;  // per layer: the sliding window of its causal mask (0 = none; HfConfig::window_at)
     std::int64_t samples = 0, tokens = 0;
+    std::vector<std::int64_t> real_tokens;  // per sample: its real tokens (fewer than `tokens` with padded --inputs)
     RealModelSettings settings;
     std::vector<WeightsRun> runs;
 };
@@ -162,6 +164,8 @@ struct RealModelResult {
 // The paper's E1/E2 claims (SPEC.md §4) checked on this result, key numbers and a reading built from them. The skip
 // ratio's check (SPEC.md §3, E6: α-weighting shifts the path-length mass to short paths) is here too: α is measured
 // on this model.
+// result.real_tokens, or `samples` × `tokens` when it is empty (a result built without them).
+std::vector<std::int64_t> real_tokens_of(const RealModelResult& result);
 Findings real_model_findings(const RealModelResult& result);
 
 // The findings' note on a model of parallel blocks (GPT-NeoX's use_parallel_residual): what each surgery is there.

@@ -365,6 +365,15 @@ def test_decoder_mask_sinks_and_streaming_equal_the_command(tmp_path, rng):
                 np.testing.assert_allclose(heads["first_token_share"][rows], masked.mean(0), rtol=1e-5)
                 rate = run.sink_rate["sink_rate"][run.sink_rate["layer"] == layer][0]
                 assert rate == np.mean(shares > 0.2)
+                # A uniform head on the same masks: a sample's k-th real query spreads evenly over the k real keys up
+                # to it (causal) or over all m of them; averaged like the measured means (queries, then samples), so
+                # the left-padded sample counts its own 7 tokens.
+                seen = [np.arange(1, m + 1) if mask == "causal" else np.full(m, m) for m in real.sum(1)]
+                row = run.sink_rate["layer"] == layer
+                np.testing.assert_allclose(run.sink_rate["uniform_first_token_share"][row][0],
+                                           np.mean([np.mean(1 / k) for k in seen]), rtol=1e-12)
+                np.testing.assert_allclose(run.sink_rate["uniform_entropy"][row][0],
+                                           np.mean([np.mean(np.log(k)) for k in seen]), rtol=1e-12)
             if mask == "causal":  # the causal map is lower triangular on the real tokens
                 assert np.triu(run.activations["blocks.1.attn.hook_pattern"][0], 1).max() == 0.0
             else:

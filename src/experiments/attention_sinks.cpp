@@ -75,15 +75,22 @@ std::string sliding_window_words(const std::vector<int>& windows, std::int64_t t
     return fmt::format(", with its sliding window of {} keys on {} of {} layers", window, narrower, windows.size());
 }
 
-UniformHead uniform_head_over_layers(std::int64_t tokens, bool causal, const std::vector<int>& windows) {
-    if (windows.empty()) return uniform_head(tokens, causal);
+UniformHead uniform_head_mean(const std::vector<std::int64_t>& real_tokens, bool causal, const std::vector<int>& windows) {
+    const std::vector<int> layers = windows.empty() ? std::vector<int>{0} : windows;
+    const double count = double(real_tokens.size() * layers.size());
     UniformHead mean;
-    for (int window : windows) {
-        const UniformHead layer = uniform_head(tokens, causal, window);
-        mean.first_token_share += layer.first_token_share / double(windows.size());
-        mean.entropy += layer.entropy / double(windows.size());
-    }
+    for (std::int64_t tokens : real_tokens)
+        for (int window : layers) {
+            const UniformHead head = uniform_head(tokens, causal, window);
+            mean.first_token_share += head.first_token_share / count;
+            mean.entropy += head.entropy / count;
+        }
     return mean;
+}
+
+std::vector<std::int64_t> real_tokens_of(const RealModelResult& result) {
+    return result.real_tokens.empty() ? std::vector<std::int64_t>(std::size_t(std::max<std::int64_t>(result.samples, 1)), result.tokens)
+                                      : result.real_tokens;
 }
 
 double sink_rate(const std::vector<double>& first_token_share, double threshold) {
@@ -117,7 +124,7 @@ Table sink_rate_table(const RealModelResult& result) {
         for (std::size_t l = 0; l < run.heads.size(); ++l) {
             const auto& stats = run.heads[l];
             const int window = l < result.attention_windows.size() ? result.attention_windows[l] : 0;
-            const UniformHead uniform = uniform_head(result.tokens, !result.settings.bidirectional, window);
+            const UniformHead uniform = uniform_head_mean(real_tokens_of(result), !result.settings.bidirectional, {window});
             double share = 0, entropy = 0;
             for (std::size_t h = 0; h < stats.first_token_share.size(); ++h) {
                 share += stats.first_token_share[h] / double(stats.first_token_share.size());

@@ -351,7 +351,7 @@ Findings dynamics_findings(const DynamicsResult& result) {
                                "{}head over {} tokens{}: {:.3g}).",
                                e0, e1, decoder ? "causal " : "", result.tokens,
                                decoder ? sliding_window_words(result.attention_windows, result.tokens) : "",
-                               uniform_head_over_layers(result.tokens, decoder, result.attention_windows).entropy);
+                               uniform_head_mean({result.tokens}, decoder, result.attention_windows).entropy);
     }
     f.reading = reading;
     if (result.parallel_block) f.notes.push_back(parallel_block_note(result.model));

@@ -78,7 +78,10 @@ std::string sink_reading(const WeightsRun& run, const RealModelResult& result, F
     for (double share : shares) mean_share += share / double(shares.size());
     entropy /= double(shares.size());
     const bool causal = !result.settings.bidirectional;
-    const UniformHead uniform = uniform_head_over_layers(result.tokens, causal, result.attention_windows);
+    const std::vector<std::int64_t> real_tokens = real_tokens_of(result);
+    const auto [fewest, most] = std::minmax_element(real_tokens.begin(), real_tokens.end());
+    const UniformHead uniform = uniform_head_mean(real_tokens, causal, result.attention_windows);
+    const std::string tokens = *fewest == *most ? std::to_string(*most) : fmt::format("{}-{} real", *fewest, *most);
     const double rate = sink_rate(shares, threshold);
     const std::string mask = result.settings.bidirectional ? "bidirectional" : "causal";
     f.key(fmt::format("{}, {} mask: sink rate (first-token share > {})", run.weights, mask, threshold), rate);
@@ -91,8 +94,8 @@ std::string sink_reading(const WeightsRun& run, const RealModelResult& result, F
                        run.weights, mask, static_cast<int>(std::lround(rate * double(shares.size()))), shares.size(),
                        threshold, quote_number(rate), quote_number(mean_share),
                        mean_share > 2 * baseline ? "well above" : mean_share < 0.5 * baseline ? "well below" : "close to",
-                       quote_number(baseline), mask, quote_number(entropy), mask, result.tokens,
-                       causal ? sliding_window_words(result.attention_windows, result.tokens) : "",
+                       quote_number(baseline), mask, quote_number(entropy), mask, tokens,
+                       causal ? sliding_window_words(result.attention_windows, *most) : "",
                        quote_number(uniform.entropy));
 }
 

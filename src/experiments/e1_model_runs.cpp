@@ -236,6 +236,10 @@ RealModelResult run_real_model_experiment(const ModelSource& source, const Model
     for (int l = 0; l < result.layers; ++l) result.attention_windows.push_back(source.config.window_at(l));
     result.samples = batch.input_ids.size(0);
     result.tokens = batch.input_ids.size(1);
+    if (batch.attention_mask.defined()) {
+        const at::Tensor real = batch.attention_mask.sum(1).to(at::kCPU, at::kLong).contiguous();
+        result.real_tokens.assign(real.data_ptr<std::int64_t>(), real.data_ptr<std::int64_t>() + real.numel());
+    }
     result.settings = settings;
     if (source.kind != ModelSource::UseLite) result.settings.iterate_steps = 0;  // USE lite only
     Progress progress("model " + source.name, static_cast<long>(weights.size()));

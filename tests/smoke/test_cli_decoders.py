@@ -154,6 +154,9 @@ class DecoderModelCommand(unittest.TestCase):
         self.assertIn("a uniform causal head over 24 tokens, with its sliding window of 5 keys on 2 of 3 layers: ", reading)
         quoted = float(reading.split("sliding window of 5 keys on 2 of 3 layers: ")[1].split(")")[0])
         self.assertAlmostEqual(quoted, np.mean([e for _, e in expected]), delta=0.005 * quoted)  # 3 significant digits
+        import re
+        share = float(re.search(r"the (\S+) of a uniform causal head", reading).group(1))
+        self.assertAlmostEqual(share, np.mean([s for s, _ in expected]), delta=0.005 * share)
 
     def test_a_folder_named_like_a_built_in_hides_it_only_when_it_is_a_checkpoint(self):
         # An earlier `--out gpt2` in the working directory: no config.json, so `--model gpt2` is still the built-in,

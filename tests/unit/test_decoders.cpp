@@ -467,8 +467,20 @@ TEST(AttentionSinks, AUniformHeadsBaselinesAreItsStatisticsOnTheModelsOwnMask) {
         EXPECT_NEAR(stats.first_token_share[0], closed.first_token_share, 1e-14) << bidirectional << " " << window;
         EXPECT_NEAR(stats.entropy[0], closed.entropy, 1e-13) << bidirectional << " " << window;
     }
+    // A padded sample (2 pads on the left, 5 real tokens) is a 5-token sample: its baseline is uniform_head(5, ...).
+    const at::Tensor padded = torch::tensor({0, 0, 1, 1, 1, 1, 1}, torch::kLong).unsqueeze(0);
+    for (int window : {0, 3}) {
+        const at::Tensor allowed = models::attention_allowed(padded, false, window).to(torch::kDouble);
+        const at::Tensor pattern = allowed / allowed.sum(-1, true).clamp_min(1);  // a padding query's row is empty
+        const HeadAttentionStats stats = head_attention_stats(pattern, padded);
+        EXPECT_NEAR(stats.first_token_share[0], uniform_head(5, true, window).first_token_share, 1e-14) << window;
+        EXPECT_NEAR(stats.entropy[0], uniform_head(5, true, window).entropy, 1e-14) << window;
+    }
+    // Over samples of their own lengths and over layers: the mean of the baselines, as the measured means average.
+    const UniformHead mixed = uniform_head_mean({5, n}, true, {3});
+    EXPECT_NEAR(mixed.entropy, (uniform_head(5, true, 3).entropy + uniform_head(n, true, 3).entropy) / 2, 1e-15);
     // Over layers: the mean of the layers' own baselines; the words name a window only where it narrows the sample.
-    const UniformHead two = uniform_head_over_layers(n, true, {0, 5});
+    const UniformHead two = uniform_head_mean({n}, true, {0, 5});
     EXPECT_NEAR(two.entropy, (uniform_head(n, true).entropy + uniform_head(n, true, 5).entropy) / 2, 1e-15);
     EXPECT_NEAR(two.first_token_share, (uniform_head(n, true).first_token_share + uniform_head(n, true, 5).first_token_share) / 2,
                 1e-15);
