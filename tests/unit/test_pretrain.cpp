@@ -1,6 +1,7 @@
 // rankscope pretrain: the corpus readers on hand-written fixtures, BERT's masking statistics, the WordPiece vocabulary
 // made from BPE pieces, and tiny pretraining runs (the loss falls; a saved checkpoint read back gives the in-memory
 // model's held-out loss; a killed and resumed run ends bit-identical to an uninterrupted one).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <zlib.h>
@@ -375,6 +376,20 @@ TEST(Dynamics, FindingsFollowTheNumbers) {
     // Blocks from 0, as attention_heads.csv, paths.csv's layers and --dump's blocks.{l} (it counted from 1).
     EXPECT_EQ(attention.column("layer").integers,
               (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}));
+    // A decoder whose layers 3-5 have a sliding window of 4 keys over the 10 tokens: causal baselines, per layer, and
+    // the reading's mean over layers names the window.
+    DynamicsResult windowed = hand_made_dynamics(0.01);
+    windowed.model_type = "mistral";
+    windowed.attention_windows = {0, 0, 0, 4, 4, 4};
+    const Table causal = dynamics_attention_table(windowed);
+    EXPECT_NEAR(causal.column("uniform_entropy").reals[0], uniform_head(10, true).entropy, 1e-15);
+    EXPECT_NEAR(causal.column("uniform_entropy").reals[9], (std::log(2.0) + std::log(3.0) + 7 * std::log(4.0)) / 10,
+                1e-15);  // rows see 1, 2, 3, then 4 keys
+    const double mean = (uniform_head(10, true).entropy + uniform_head(10, true, 4).entropy) / 2;
+    EXPECT_NE(dynamics_findings(windowed).reading.find(
+                  fmt::format("a uniform causal head over 10 tokens, with its sliding window of 4 keys on 3 of 6 layers: {:.3g})", mean)),
+              std::string::npos)
+        << dynamics_findings(windowed).reading;
 }
 
 TEST(Dynamics, TinyRunTablesAgreeWithOneModelRun) {
