@@ -65,7 +65,7 @@ std::map<int, PathMedians> path_medians(const WeightsRun& run) {
 
 // Decoders: the attention-sink numbers of the unmodified model (docs/decoders.md) as key numbers and one sentence.
 // The baselines it quotes are a uniform head's on the same masks (uniform_head: (1/n) Σ_{i=1..n} 1/i to the first token
-// under a causal mask without a window), averaged over the layers as the measured means are.
+// under a causal mask without a window), averaged over samples and layers as the measured means are.
 std::string sink_reading(const WeightsRun& run, const RealModelResult& result, Findings& f) {
     const double threshold = result.settings.sink_threshold;
     std::vector<double> shares;

@@ -108,8 +108,9 @@ HfConfig builtin_hf_config(const std::string& name) {
 // read_hf_config: src/loaders/hf_config.cpp (torch-free, fuzzed).
 
 // ---- the architectures, one row per checkpoint family ---------------------------------------------------------------
-// Everything the loaders know of a family by config.json's model_type, in one place: a new architecture is its model
-// file (src/models/), its config fields (hf_config.cpp) and one row here.
+// Everything the loaders know of a family by config.json's model_type, in one place. A new architecture is its model
+// file (src/models/), its config fields and model_type lists (hf_config.cpp), one row here, and where it differs its
+// tokenizer framing and token types (README, "Layout").
 namespace {
 
 using SizeTensors = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
