@@ -312,6 +312,8 @@ const models::DecoderLayout* decoder_layout_of(const HfConfig& config) {
     return architecture.decoder_layout ? &architecture.decoder_layout() : nullptr;
 }
 
+const char* layer_list_of(const HfConfig& config) { return architecture_of(config).layer_list; }
+
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> size_tensors(const HfConfig& config) {
     const Architecture& architecture = architecture_of(config);
     SizeTensors top, per_layer;
@@ -364,7 +366,7 @@ void check_sizes_against_checkpoint(const HfConfig& config, const HfCheckpoint& 
                         weights.where(prefix + name));
     }
     // After the shapes: a config both wider and deeper than its checkpoint is named by its first wrong shape.
-    if (const char* list = architecture_of(config).layer_list) check_layer_count(config, weights, prefix + list);
+    if (const char* list = layer_list_of(config)) check_layer_count(config, weights, prefix + list);
     if (!missing.empty())
         throw_missing(missing, weights.source() + ", for the sizes of " + (config.path.empty() ? "the config" : config.path));
 }

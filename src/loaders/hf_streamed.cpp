@@ -28,12 +28,12 @@ std::vector<std::int64_t> shape_of(const at::Tensor& t) { return {t.sizes().begi
 class StreamedLayers : public models::LayerSource {
 public:
     StreamedLayers(std::shared_ptr<const HfCheckpoint> weights, std::string prefix, HfConfig config,
-                   const models::DecoderLayout& layout)
+                   const models::DecoderLayout& layout, std::string layer_list)
         : weights_(std::move(weights)), prefix_(std::move(prefix)), config_(std::move(config)), layout_(layout),
-          module_(layout_.make_layer(config_)) {}
+          layer_list_(std::move(layer_list)), module_(layout_.make_layer(config_)) {}
 
     std::string layer_name(int l, const std::string& name) const {
-        return prefix_ + layout_.layer_list + "." + std::to_string(l) + "." + name;
+        return prefix_ + layer_list_ + std::to_string(l) + "." + name;
     }
 
     at::Tensor token_embedding(const at::Tensor& ids) override {
@@ -71,6 +71,7 @@ private:
     std::string prefix_;
     HfConfig config_;
     const models::DecoderLayout& layout_;
+    std::string layer_list_;  // "h.", "layers." (the architecture's row)
     at::Device device_ = at::kCPU;
     std::unique_ptr<Progress> progress_;
     std::shared_ptr<torch::nn::Module> module_;  // after layout_ and config_: made from them
@@ -87,6 +88,7 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
         throw Error("streamed loading reads decoders (gpt2, gpt_neox, llama, mistral, qwen2), not model_type '" + config.model_type +
                         "': load it whole",
                     config.path);
+    const std::string layer_list = detail::layer_list_of(config);
     auto weights = std::make_shared<const HfCheckpoint>(directory);
 
     // The model without layers and with a one-row token embedding: what stays in memory.
@@ -111,9 +113,9 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
         const auto one_layer = layout->make_layer(config);
         for (int l = 0; l < config.layers; ++l)
             for (const auto& item : one_layer->named_parameters())
-                check(prefix + layout->layer_list + "." + std::to_string(l) + "." + item.key(), shape_of(item.value()));
+                check(prefix + layer_list + std::to_string(l) + "." + item.key(), shape_of(item.value()));
     }
-    detail::check_layer_count(config, *weights, prefix + layout->layer_list + ".");  // after the shapes, as whole
+    detail::check_layer_count(config, *weights, prefix + layer_list);  // after the shapes, as whole
     detail::throw_missing(missing, weights->source());
     detail::warn_unread_tensors(*weights, prefix, read, config);
     for (auto& item : top->named_parameters()) {
@@ -124,7 +126,7 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
         }
         detail::load_parameter(*weights, prefix + item.key(), parameter);
     }
-    auto source = std::make_unique<StreamedLayers>(weights, prefix, config, *layout);
+    auto source = std::make_unique<StreamedLayers>(weights, prefix, config, *layout, layer_list);
     return std::make_unique<models::DecoderModel>(
         config, top, std::move(source), layout->forward);
 }

@@ -19,6 +19,9 @@ namespace rankscope::detail {
 // A decoder architecture's layout (how a streamed model reads one layer; hf_model.cpp's table of architectures);
 // nullptr for an encoder. Throws Error naming config.json for an unknown model_type.
 const models::DecoderLayout* decoder_layout_of(const HfConfig& config);
+// Where the architecture stores its layers: layer l's tensors are "<list><l>.<name>" ("h.", "layers.", "encoder.layer.");
+// nullptr for ALBERT, whose one shared layer is stored once. Throws Error as decoder_layout_of does.
+const char* layer_list_of(const HfConfig& config);
 
 // "bert.", "albert.", "transformer.", "model." or "": the prefix the checkpoint puts before the base model's names
 // (task-head checkpoints), found by where `first_parameter` (the model's first parameter name) sits.

@@ -89,9 +89,9 @@ using DecoderForward = std::function<std::vector<at::Tensor>(torch::nn::Module& 
                                                              const std::vector<Recorder*>& recorders, Linears& linear,
                                                              LayerSource& source)>;
 
-// Where each piece of an architecture sits in its checkpoint (names without the checkpoint's prefix).
+// Where each piece of an architecture sits in its checkpoint (names without the checkpoint's prefix); the layer list's
+// name ("h.", "layers.") is its row in hf_model.cpp's table of architectures.
 struct DecoderLayout {
-    std::string layer_list;       // "h" (GPT-2), "layers" (GPT-NeoX, Llama family): layer l's tensors are "<list>.<l>.<name>"
     std::string token_embedding;  // "wte.weight", "embed_in.weight", "embed_tokens.weight"
     std::function<std::shared_ptr<torch::nn::Module>(const HfConfig&)> make_layer;  // one layer, weights unset
     std::function<std::shared_ptr<torch::nn::Module>(const HfConfig&)> make_top;    // the model without layers

@@ -112,7 +112,7 @@ std::vector<at::Tensor> gpt2_forward(torch::nn::Module& top, const HfConfig& c, 
 
 const DecoderLayout& gpt2_layout() {
     static const DecoderLayout layout{
-        "h", "wte.weight", [](const HfConfig& c) { return GPT2Block(c).ptr(); },
+        "wte.weight", [](const HfConfig& c) { return GPT2Block(c).ptr(); },
         [](const HfConfig& c) { return GPT2Model(c).ptr(); }, &gpt2_forward};
     return layout;
 }

@@ -125,7 +125,7 @@ std::vector<at::Tensor> gpt_neox_forward(torch::nn::Module& top, const HfConfig&
 
 const DecoderLayout& gpt_neox_layout() {
     static const DecoderLayout layout{
-        "layers", "embed_in.weight", [](const HfConfig& c) { return GPTNeoXLayer(c).ptr(); },
+        "embed_in.weight", [](const HfConfig& c) { return GPTNeoXLayer(c).ptr(); },
         [](const HfConfig& c) { return GPTNeoXModel(c).ptr(); }, &gpt_neox_forward};
     return layout;
 }

@@ -120,7 +120,7 @@ std::vector<at::Tensor> llama_forward(torch::nn::Module& top, const HfConfig& c,
 
 const DecoderLayout& llama_layout() {
     static const DecoderLayout layout{
-        "layers", "embed_tokens.weight", [](const HfConfig& c) { return LlamaDecoderLayer(c).ptr(); },
+        "embed_tokens.weight", [](const HfConfig& c) { return LlamaDecoderLayer(c).ptr(); },
         [](const HfConfig& c) { return LlamaModel(c).ptr(); }, &llama_forward};
     return layout;
 }
