@@ -14,8 +14,6 @@ namespace rankscope::detail {
 
 namespace {
 
-constexpr std::int64_t kMaxTokenId = (std::int64_t(1) << 24) - 1;
-
 // Unicode's White_Space property (Rust's char::is_whitespace, which the `tokenizers` lstrip/rstrip use; Python's
 // str.strip, in the slow tokenizers, adds U+001C–U+001F: beside an lstrip/rstrip token the two differ there).
 bool is_white_space(std::int32_t c) {

@@ -6,6 +6,7 @@
 //   text ─ split at added tokens (leftmost, longest first) ─┬─ text segments ─ the tokenizer (normalize, split, model)
 //                                                           └─ token ids, as they are
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -14,6 +15,10 @@
 #include <nlohmann/json.hpp>
 
 namespace rankscope::detail {
+
+// The largest token id read from a tokenizer's files (added tokens, post-processor ids): 2^24 - 1, a bound on the
+// number read before it is checked against the vocabulary (shared by added_tokens.cpp and post_processor.cpp).
+inline constexpr std::int64_t kMaxTokenId = (std::int64_t(1) << 24) - 1;
 
 struct AddedToken {
     std::string content;

@@ -3,14 +3,13 @@
 
 #include <fmt/format.h>
 
+#include "loaders/added_tokens.hpp"  // kMaxTokenId
 #include "rankscope/error.hpp"
 #include "rankscope/io.hpp"
 
 namespace rankscope::detail {
 
 namespace {
-constexpr std::int64_t kMaxTokenId = (std::int64_t(1) << 24) - 1;
-
 int checked_id(std::int64_t id, int vocab_size, const std::string& what, const std::string& path) {
     if (id < 0 || id >= vocab_size)
         throw Error(fmt::format("post_processor: {} has no id in the vocabulary of {}", what, vocab_size), path);
