@@ -167,8 +167,9 @@ std::string basic_normalize(const std::string& text, const BasicOptions& options
             kept.push_back(d.code);
         }
     }
+    if (options.lower_case) kept = lower_word(kept);
     std::string out;
-    for (std::uint32_t c : options.lower_case ? lower_word(kept) : kept) {
+    for (std::uint32_t c : kept) {
         if (options.strip_accents) append_without_accents(c, out);
         else out += encode(c);
     }

@@ -139,8 +139,11 @@ TEST(AddedTokens, TokenizerConfigReplacesTheClassDefaults) {
     // A string keeps the class's lstrip (AlbertTokenizer wraps its mask token).
     const auto string_mask = rankscope::detail::configured_special_tokens(
         rankscope::detail::albert_special_tokens(), nlohmann::json::parse(R"({"mask_token": "<m>"})"), "tc.json");
-    for (const auto& token : string_mask.tokens)
-        if (token.content == "<m>") EXPECT_TRUE(token.lstrip);
+    for (const auto& token : string_mask.tokens) {
+        if (token.content == "<m>") {
+            EXPECT_TRUE(token.lstrip);
+        }
+    }
     // XLNet's default additional tokens are replaced by the config's list.
     const auto xlnet = rankscope::detail::configured_special_tokens(
         rankscope::detail::xlnet_special_tokens(), nlohmann::json::parse(R"({"additional_special_tokens": []})"), "tc.json");
