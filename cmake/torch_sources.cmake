@@ -9,6 +9,7 @@
 #   rankscope_torch_files(RANKSCOPE_TORCH_FILES)   # absolute paths
 #   rankscope_use_torch_header(<target> <sources...>)  # sources that do not reach torch skip the header
 #   rankscope_unity_batches(<target>)                  # its files that reach torch compile 8 to a unit (CMakeLists)
+#   rankscope_plain_batches(<target> ...)              # its torch-free files too, in units of their own
 function(rankscope_torch_files out_var)
   file(GLOB_RECURSE files
     ${CMAKE_SOURCE_DIR}/include/*.hpp ${CMAKE_SOURCE_DIR}/src/*.hpp ${CMAKE_SOURCE_DIR}/src/*.cpp
@@ -64,16 +65,65 @@ function(rankscope_unity_batches target)
   set_target_properties(${target} PROPERTIES UNITY_BUILD ${RANKSCOPE_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
 endfunction()
 
+# The torch-free <sources> of <target> compiled 8 to a unit too, in units of their own (they skip the torch header, and
+# the library's take -O3): each is a generated file of #include lines, build/plain_batches/<target>_<k>.cpp, and
+# the sources themselves are marked HEADER_FILE_ONLY (listed, not compiled). Most of a small torch-free file's time
+# is parsing nlohmann-json, fmt and the standard headers: the 11 files of src/io/ took 68.5 s one by one and 35.2 s as
+# one unit (2026-12-07). A source with its own COMPILE_DEFINITIONS keeps its own unit. With RANKSCOPE_UNITY_BUILD
+# OFF, each compiles alone.
+#   rankscope_plain_batches(<target> OPTIONS <compile options...> SOURCES <sources...>)
+function(rankscope_plain_batches target)
+  cmake_parse_arguments(PARSE_ARGV 1 batch "" "" "OPTIONS;SOURCES")
+  set(plain "")
+  foreach(source ${batch_SOURCES})
+    get_filename_component(source ${source} ABSOLUTE)
+    get_source_file_property(definitions ${source} TARGET_DIRECTORY ${target} COMPILE_DEFINITIONS)
+    set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON
+      SKIP_UNITY_BUILD_INCLUSION ON)
+    if(batch_OPTIONS)
+      set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${batch_OPTIONS}")
+    endif()
+    if(RANKSCOPE_UNITY_BUILD AND NOT definitions)
+      list(APPEND plain ${source})
+    endif()
+  endforeach()
+  list(LENGTH plain count)
+  set(index 0)
+  set(unit 0)
+  set(contents "")
+  foreach(source ${plain})
+    string(APPEND contents "#include \"${source}\"\n")
+    math(EXPR index "${index} + 1")
+    math(EXPR full "${index} % 8")
+    if(full EQUAL 0 OR index EQUAL count)
+      set(file ${CMAKE_BINARY_DIR}/plain_batches/${target}_${unit}.cpp)
+      file(CONFIGURE OUTPUT ${file} CONTENT "${contents}")  # rewritten only when it changes
+      target_sources(${target} PRIVATE ${file})
+      set_source_files_properties(${file} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON
+        SKIP_UNITY_BUILD_INCLUSION ON)
+      if(batch_OPTIONS)
+        set_source_files_properties(${file} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${batch_OPTIONS}")
+      endif()
+      set(contents "")
+      math(EXPR unit "${unit} + 1")
+    endif()
+  endforeach()
+  if(plain)
+    set_source_files_properties(${plain} TARGET_DIRECTORY ${target} PROPERTIES HEADER_FILE_ONLY ON)
+  endif()
+endfunction()
+
 # <target> reuses rankscope_core's precompiled torch header in the sources that reach torch, in unity batches; the
-# others skip both.
+# others skip both and compile in batches of their own (rankscope_plain_batches).
 function(rankscope_use_torch_header target)
   target_precompile_headers(${target} REUSE_FROM rankscope_core)
   rankscope_unity_batches(${target})
+  set(plain "")
   foreach(source ${ARGN})
     get_filename_component(source ${source} ABSOLUTE)
     if(NOT source IN_LIST RANKSCOPE_TORCH_FILES)
-      set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON
-        SKIP_UNITY_BUILD_INCLUSION ON)
+      list(APPEND plain ${source})
     endif()
   endforeach()
+  rankscope_plain_batches(${target} SOURCES ${plain})
 endfunction()
