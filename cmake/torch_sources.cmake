@@ -97,7 +97,9 @@ function(rankscope_plain_batches target)
     math(EXPR full "${index} % 8")
     if(full EQUAL 0 OR index EQUAL count)
       set(file ${CMAKE_BINARY_DIR}/plain_batches/${target}_${unit}.cpp)
-      file(CONFIGURE OUTPUT ${file} CONTENT "${contents}")  # rewritten only when it changes
+      file(WRITE ${file}.new "${contents}")
+      file(COPY_FILE ${file}.new ${file} ONLY_IF_DIFFERENT)  # an unchanged batch keeps its time stamp
+      file(REMOVE ${file}.new)
       target_sources(${target} PRIVATE ${file})
       set_source_files_properties(${file} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON
         SKIP_UNITY_BUILD_INCLUSION ON)
