@@ -88,7 +88,12 @@ std::unique_ptr<EncoderModel> load_hf_model_streamed(const std::string& director
         throw Error("streamed loading reads decoders (gpt2, gpt_neox, llama, mistral, qwen2), not model_type '" + config.model_type +
                         "': load it whole",
                     config.path);
-    const std::string layer_list = detail::layer_list_of(config);
+    const char* stored_layer_list = detail::layer_list_of(config);
+    if (!stored_layer_list)
+        throw Error("streamed loading reads one stored layer at a time, and model_type '" + config.model_type +
+                        "' stores no per-layer list: load it whole",
+                    config.path);
+    const std::string layer_list = stored_layer_list;
     auto weights = std::make_shared<const HfCheckpoint>(directory);
 
     // The model without layers and with a one-row token embedding: what stays in memory.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -139,14 +140,14 @@ TEST(AddedTokens, TokenizerConfigReplacesTheClassDefaults) {
     // A string keeps the class's lstrip (AlbertTokenizer wraps its mask token).
     const auto string_mask = rankscope::detail::configured_special_tokens(
         rankscope::detail::albert_special_tokens(), nlohmann::json::parse(R"({"mask_token": "<m>"})"), "tc.json");
-    for (const auto& token : string_mask.tokens) {
-        if (token.content == "<m>") {
-            EXPECT_TRUE(token.lstrip);
-        }
-    }
+    const auto string_mask_token = std::find_if(string_mask.tokens.begin(), string_mask.tokens.end(),
+                                                [](const auto& token) { return token.content == "<m>"; });
+    ASSERT_NE(string_mask_token, string_mask.tokens.end());
+    EXPECT_TRUE(string_mask_token->lstrip);
     // XLNet's default additional tokens are replaced by the config's list.
     const auto xlnet = rankscope::detail::configured_special_tokens(
         rankscope::detail::xlnet_special_tokens(), nlohmann::json::parse(R"({"additional_special_tokens": []})"), "tc.json");
+    ASSERT_FALSE(xlnet.tokens.empty());
     for (const auto& token : xlnet.tokens) EXPECT_NE(token.content, "<eop>");
     for (const char* bad : {R"({"cls_token": 3})", R"({"cls_token": ""})", R"({"added_tokens_decoder": {"x": {"content": "a"}}})",
                             R"({"added_tokens_decoder": {"-1": {"content": "a"}}})", R"({"additional_special_tokens": "a"})",
