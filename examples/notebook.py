@@ -2,9 +2,11 @@
 
 Run it as a script (headless, writes a PNG) or cell by cell (# %% markers: VS Code, Jupytext, Spyder):
 
-    PYTHONPATH=build/python MPLBACKEND=Agg /usr/bin/python3 examples/notebook.py out/notebook.png
+    PYTHONPATH=build/python MPLBACKEND=Agg .venv/bin/python examples/notebook.py out/notebook.png
 
-Needs the built module (or `pip install .`), python3-matplotlib and USE lite (scripts/install-deps.sh fetches it).
+(/usr/bin/python3 after a `make TORCH=system` build: the module is built for one Python.) Needs the built module (or
+`pip install .`), matplotlib (in .venv; python3-matplotlib for Debian's Python) and USE lite (scripts/install-deps.sh
+fetches it).
 """
 # %% Setup
 import sys
