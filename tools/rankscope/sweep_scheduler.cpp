@@ -102,20 +102,6 @@ private:
     std::exception_ptr error_;
 };
 
-nlohmann::json outcome_json(const CellOutcome& outcome) {
-    return {{"index", outcome.index}, {"ok", outcome.ok}, {"seconds", outcome.seconds}, {"error", outcome.error},
-            {"rank", outcome.rank}};
-}
-CellOutcome outcome_from_json(const nlohmann::json& json) {
-    CellOutcome outcome;
-    outcome.index = json.at("index").get<int>();
-    outcome.ok = json.at("ok").get<bool>();
-    outcome.seconds = json.at("seconds").get<double>();
-    outcome.error = json.at("error").get<std::string>();
-    outcome.rank = json.at("rank").get<int>();
-    return outcome;
-}
-
 // Outcomes in `pending` order.
 std::vector<CellOutcome> in_pending_order(const std::vector<int>& pending, const std::vector<CellOutcome>& outcomes) {
     std::vector<CellOutcome> ordered;
@@ -171,6 +157,21 @@ std::vector<CellOutcome> run_cells_locally(const std::vector<int>& pending, int 
 #ifdef RANKSCOPE_WITH_MPI
 
 namespace {
+// A cell's outcome as the workers send it to rank 0.
+nlohmann::json outcome_json(const CellOutcome& outcome) {
+    return {{"index", outcome.index}, {"ok", outcome.ok}, {"seconds", outcome.seconds}, {"error", outcome.error},
+            {"rank", outcome.rank}};
+}
+CellOutcome outcome_from_json(const nlohmann::json& json) {
+    CellOutcome outcome;
+    outcome.index = json.at("index").get<int>();
+    outcome.ok = json.at("ok").get<bool>();
+    outcome.seconds = json.at("seconds").get<double>();
+    outcome.error = json.at("error").get<std::string>();
+    outcome.rank = json.at("rank").get<int>();
+    return outcome;
+}
+
 constexpr int kRequest = 1, kAssign = 2, kOutcome = 3;
 
 void send_string(const std::string& text, int destination, int tag) {
