@@ -137,17 +137,19 @@ void on_mapped_file_fault(int) {
 }  // namespace
 
 void install_interrupt_handlers() {
+    // SIGBUS first: test_cli_limits.py waits until SIGTERM is caught (/proc/<pid>/status) to know that every handler
+    // is in place (under the sanitizers SIGBUS is caught from the start, by ASan).
+    struct sigaction fault {};
+    fault.sa_handler = on_mapped_file_fault;
+    sigemptyset(&fault.sa_mask);
+    fault.sa_flags = SA_RESETHAND;
+    ::sigaction(SIGBUS, &fault, nullptr);
     struct sigaction action {};
     action.sa_handler = on_interrupt;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
     ::sigaction(SIGINT, &action, nullptr);
     ::sigaction(SIGTERM, &action, nullptr);
-    struct sigaction fault {};
-    fault.sa_handler = on_mapped_file_fault;
-    sigemptyset(&fault.sa_mask);
-    fault.sa_flags = SA_RESETHAND;
-    ::sigaction(SIGBUS, &fault, nullptr);
 }
 
 void defer_interrupts(bool deferred) { g_deferred.store(deferred); }
