@@ -57,8 +57,8 @@ test-long: build
 # The same suite built with -fsanitize=address,undefined (libtorch itself is not instrumented; the Python module is
 # left out: an instrumented extension cannot load into an uninstrumented Python; so is MPI, whose library's own
 # allocations at exit would drown LeakSanitizer's report: the sweep test checks the "built without MPI" error
-# there instead). On 2 cores (2026-12-05, 667cdd1): 27 min, of which 16 min of tests (the long reproduce test
-# 8 of them) and the build the rest (part of it reused from an interrupted build).
+# there instead). On 2 cores (2026-12-07, 428b602): the tests 27 min (1634 s; test_cli_limits 494 s), after a
+# build of 20 min from scratch (1187 s, measured at 72e71ce); 2026-12-05: the tests 16 min.
 test-sanitize: deps
 	@cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release -DRANKSCOPE_SANITIZE=ON -DRANKSCOPE_BUILD_BENCH=OFF -DRANKSCOPE_BUILD_PYTHON=OFF -DRANKSCOPE_MPI=OFF $(TORCH_CMAKE_ARGS) > /dev/null
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
