@@ -209,6 +209,15 @@ class TaskCommand(unittest.TestCase):
                                (["task", "circle", "--paths", "7"],
                                 "applies to sort, hull and memorize (path ensembles), not circle (--paths)"),
                                (["task", "circle", "--sub-path", "yes"], "not circle (--sub-path)"),
+                               # The circle's variants set the skip and the MLP, its layers have no LN, and it is
+                               # evaluated on its own points: these were accepted and did nothing.
+                               (["task", "circle", "--mlp"], "does not apply to the circle task: --variants sets the "
+                                "skip and the MLP, and its layers have no LayerNorm (--mlp)"),
+                               (["task", "circle", "--no-skip"], "and its layers have no LayerNorm (--no-skip)"),
+                               (["task", "circle", "--layer-norm"], "its layers have no LayerNorm (--layer-norm)"),
+                               (["task", "circle", "--no-layer-norm"], "(--no-layer-norm)"),
+                               (["task", "circle", "--eval-count", "10"], "it is evaluated on its training points and "
+                                "on a held-out set made from --train-count (--eval-count)"),
                                # A file where the checkpoint folder goes: the flag named (it was "cannot create
                                # directories: Not a directory (...)").
                                (["task", "sort", "--checkpoints", __file__],
@@ -226,8 +235,11 @@ class TaskCommand(unittest.TestCase):
                      "Sequences per step (sort 30, hull 30, memorize 8, circle 50)",
                      "Adam learning rate (sort 0.001, hull 0.001, memorize 0.0003, circle 0.003)",
                      "Training epochs (sort 65, hull 70, memorize 50, circle 400; circle stops earlier at --target-mse)",
-                     "--target-mse FLOAT", "--text TEXT:FILE"):
-            self.assertIn(line, task_help)
+                     "--target-mse FLOAT", "--text TEXT:FILE",
+                     "0 for all of them; sort 200, hull 300, memorize 50; not for circle: it is evaluated on its own points)",
+                     "An MLP block in every layer (default no; not for circle: see --variants)",
+                     "Post-LN layers (default yes; not for circle: its layers have none)"):
+            self.assertIn(" ".join(line.split()), " ".join(task_help.split()))
         # width-depth trains sort or hull: the circle's and memorize's flags and defaults were listed, then refused.
         width_depth_help = run("width-depth", "--help").stdout
         for line in ("Model width (sort 48, hull 84)", "Training epochs (sort 65, hull 70)", "Sequences per step (default 30)"):

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "common.hpp"
 #include "rankscope/error.hpp"
@@ -25,14 +26,22 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> t
     // Each default in the help comes from default_task_settings of the tasks this command serves (the help once said
     // "30; memorize 8" and "1e-3; memorize 3e-4" while circle used 50 and 3e-3, and width-depth's listed circle and
     // memorize defaults it never uses): "6" when they agree, "sort 48, hull 84" when they differ.
-    auto defaults = [tasks](auto value_of) {
+    auto defaults_of = [](const std::vector<std::string>& listed, auto value_of) {
         std::vector<std::string> values;
-        for (const auto& task : tasks) values.push_back(value_of(default_task_settings(task)));
+        for (const auto& task : listed) values.push_back(value_of(default_task_settings(task)));
         if (std::all_of(values.begin(), values.end(), [&](const std::string& v) { return v == values.front(); }))
             return "default " + values.front();
         std::string text;
-        for (std::size_t i = 0; i < tasks.size(); ++i) text += fmt::format("{}{} {}", i ? ", " : "", tasks[i], values[i]);
+        for (std::size_t i = 0; i < listed.size(); ++i) text += fmt::format("{}{} {}", i ? ", " : "", listed[i], values[i]);
         return text;
+    };
+    auto defaults = [&](auto value_of) { return defaults_of(tasks, value_of); };
+    // Flags the circle task refuses (settings_for): its variants set the skip and the MLP, its layers have no
+    // LayerNorm, and it is evaluated on its training points and a held-out set made from --train-count.
+    std::vector<std::string> not_circle;
+    std::copy_if(tasks.begin(), tasks.end(), std::back_inserter(not_circle), [](const std::string& t) { return t != "circle"; });
+    auto defaults_but_circle = [&](auto value_of, const std::string& circle_instead) {
+        return defaults_of(not_circle, value_of) + (serves(tasks, "circle") ? "; not for circle: " + circle_instead : "");
     };
     auto number = [](auto member) { return [member](const TaskSettings& s) { return format_number(s.*member); }; };
     auto yes_no = [](auto member) { return [member](const TaskSettings& s) { return std::string(s.*member ? "yes" : "no"); }; };
@@ -73,7 +82,7 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> t
     add("--eval-count",
         std::string(serves(tasks, "memorize") ? "Evaluation sequences (memorize: the first N training pairs, or 0 for all of them; "
                                               : "Evaluation sequences (") +
-            defaults(number(&TaskSettings::eval_count)) + ")",
+            defaults_but_circle(number(&TaskSettings::eval_count), "it is evaluated on its own points") + ")",
         IntRange(0, 100000), "INT");
     keep_for(add("--input-noise",
                  "Circle: std of the noise added to the training inputs, targets rotated with it (default " +
@@ -112,12 +121,13 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> t
         yes->excludes(no);
     };
     switch_pair("--skip", "--no-skip", skip_,
-                "Attention skip in every layer (" + defaults(yes_no(&TaskSettings::skip)) +
-                    (serves(tasks, "circle") ? "; circle: see --variants)" : ")"),
+                "Attention skip in every layer (" + defaults_but_circle(yes_no(&TaskSettings::skip), "see --variants") + ")",
                 "No attention skip");
-    command.add_flag("--mlp", *mlp_, "An MLP block in every layer (" + defaults(yes_no(&TaskSettings::mlp)) + ")");
+    command.add_flag("--mlp", *mlp_,
+                     "An MLP block in every layer (" + defaults_but_circle(yes_no(&TaskSettings::mlp), "see --variants") + ")");
     switch_pair("--layer-norm", "--no-layer-norm", layer_norm_,
-                "Post-LN layers (" + defaults(yes_no(&TaskSettings::layer_norm)) + ")", "No LayerNorm in the layers");
+                "Post-LN layers (" + defaults_but_circle(yes_no(&TaskSettings::layer_norm), "its layers have none") + ")",
+                "No LayerNorm in the layers");
 }
 
 TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64_t seed) const {
@@ -157,6 +167,19 @@ TaskSettings TaskSettingFlags::settings_for(const std::string& task, std::uint64
                                      {"--text", "memorize"}})
         if (values_->count(flag) && task != only)
             throw Error(std::string("applies to the ") + only + " task only, not " + task, flag);
+    // Flags the circle ignored when given: circle_variant_settings sets the skip and the MLP from --variants and
+    // removes the layers' LayerNorm, and the circle is evaluated on its own points, not on --eval-count sequences.
+    if (task == "circle") {
+        for (const char* flag : {"--skip", "--no-skip", "--mlp", "--layer-norm", "--no-layer-norm"})
+            if (command_.count(flag))
+                throw Error("does not apply to the circle task: --variants sets the skip and the MLP, and its layers have "
+                            "no LayerNorm",
+                            flag);
+        if (values_->count("--eval-count"))
+            throw Error("does not apply to the circle task: it is evaluated on its training points and on a held-out set "
+                        "made from --train-count",
+                        "--eval-count");
+    }
     // The flags' ranges hold already (CLI11 checks); these combinations are checked here, before anything is written.
     if (s.eval_count < 1 && task != "memorize") throw Error("--eval-count must be at least 1 for " + task, "--eval-count");
     if (s.d_model % s.heads != 0)
