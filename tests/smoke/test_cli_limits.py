@@ -499,6 +499,12 @@ class Limits(unittest.TestCase):
         self.assertEqual(stderr.strip().split("\n")[-1], "rankscope: error: an input file mapped into memory (a checkpoint) "
                          "was truncated or replaced while this run read it (SIGBUS); run again when it is stable")
 
+    def test_theory_help_states_the_combined_limit(self):
+        # tokens x d_model at most 4096 (the exact centres' linear programs) was refused (REJECTED above) but not shown
+        # beside the flags' own ranges, so `--d-model 200` with the default 32 tokens came as a surprise.
+        help_text = run("theory", "--help").stdout
+        self.assertEqual(help_text.count("tokens x d_model at most 4096, for the exact centres"), 2, help_text)
+
     def test_ctrl_c_is_said(self):
         # SIGINT ends a run as the default action does (status 128 + 2), with one line that says so (it said nothing).
         process = subprocess.Popen([BINARY, "theory", "--layers", "24", "--seeds", "20", "--tokens", "64", "--d-model",

@@ -18,6 +18,7 @@
 #include "rankscope/figure.hpp"
 #include "rankscope/plots.hpp"
 #include "rankscope/io.hpp"
+#include "rankscope/measures.hpp"  // kMaxExactCenterEntries
 #include "rankscope/theory.hpp"
 
 namespace rankscope::cli {
@@ -116,10 +117,12 @@ std::function<void()> setup_theory(CLI::App& command) {
     command.add_option("--heads", options->heads, "Heads of the multi-head variants (single-head ones always run)")
         ->capture_default_str()
         ->transform(IntRange(1, 64));
-    CLI::Option* d_model = command.add_option("--d-model", options->network.d_model, "Model width d")
+    // Every layer's residual is measured at its exact composite centre, a linear program (check_theory_settings).
+    const std::string entries_limit = fmt::format("; tokens x d_model at most {}, for the exact centres", kMaxExactCenterEntries);
+    CLI::Option* d_model = command.add_option("--d-model", options->network.d_model, "Model width d" + entries_limit)
                                ->capture_default_str()
                                ->transform(IntRange(1, 512));
-    CLI::Option* tokens = command.add_option("--tokens", options->network.tokens, "Tokens n of the random input")
+    CLI::Option* tokens = command.add_option("--tokens", options->network.tokens, "Tokens n of the random input" + entries_limit)
                               ->capture_default_str()
                               ->transform(IntRange(2, 512));
     command.add_option("--d-qk", options->network.d_qk, "Query/key width per head (0 = d_model/heads)")
