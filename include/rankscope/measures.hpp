@@ -83,8 +83,13 @@ Matrix rank1_approximation(const Matrix& x);
 // X − 1xᵀ, or X − σ1 u1 v1ᵀ for Rank1.
 Matrix residual(const Matrix& x, Norm norm, Center center);
 double residual_norm(const Matrix& x, Norm norm, Center center);
-// ||res(X)|| / ||X|| (0 when X = 0).
+// ||res(X)|| / ||X|| (0 when X = 0; NaN when X holds a NaN or Inf).
 double relative_residual(const Matrix& x, Norm norm, Center center);
+// numerator / denominator for a norm `denominator` ≥ 0, and 0 when it is 0 (the zero matrix: nothing to lose). A NaN
+// stays NaN: `denominator > 0 ? numerator / denominator : 0` read the NaN norm of an overflowing network as 0.
+inline double ratio_or_zero(double numerator, double denominator) {
+    return denominator == 0 ? 0.0 : numerator / denominator;
+}
 
 // ---- rank measures ------------------------------------------------------------------------------------------------
 Vector singular_values(const Matrix& x);  // descending, min(n, d) values

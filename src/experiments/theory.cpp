@@ -125,7 +125,7 @@ std::vector<TheoryRow> run_theory(const TheoryVariant& variant, std::uint64_t se
             const at::Tensor delta = recorder.get(block_hook(l, "attn.hook_pattern"))[0] - p;       // [H, n, n]
             const double delta_norm = composite_of(max_induced(delta));
             const double e_norm = composite_of(max_induced(e));
-            row.gamma = e_norm > 0 ? sqrt_k * delta_norm / (4 * e_norm) : 0.0;
+            row.gamma = ratio_or_zero(sqrt_k * delta_norm, 4 * e_norm);
             row.beta = composite_of(max_induced(w_qk)) * composite_of(max_induced(w_vo));
             const BlockConfig b = config.block_at(l);
             double lambda = 1.0;

@@ -25,11 +25,11 @@ std::vector<MeasureRecord> measure_all(const Matrix& x, const MeasureAllOptions&
             if (center == Center::Mean) mean_residual = value;
             if (center == Center::Exact) exact_residual = value;
             add("residual", to_string(norm), to_string(center), value);
-            add("relative_residual", to_string(norm), to_string(center), whole > 0 ? value / whole : 0.0);
+            add("relative_residual", to_string(norm), to_string(center), ratio_or_zero(value, whole));
         }
         if (exact_residual >= 0) {
             if (mean_residual < 0) mean_residual = residual_norm(x, norm, Center::Mean);
-            add("exact_below_mean", to_string(norm), "", mean_residual > 0 ? 1.0 - exact_residual / mean_residual : 0.0);
+            add("exact_below_mean", to_string(norm), "", mean_residual == 0 ? 0.0 : 1.0 - exact_residual / mean_residual);
         }
     }
     const Vector s = singular_values(x);

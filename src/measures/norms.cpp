@@ -69,13 +69,15 @@ SumNorms shifted_sum_norms(const Matrix& x, const RowVector& center) {
     for (Eigen::Index i = 0; i < n; ++i) {
         const auto magnitude = (x.row(i) - center).array().abs();
         column_sums.array() += magnitude;
-        out.linf = std::max(out.linf, magnitude.sum());
+        // NaN sticks here too: std::max(0, NaN) is 0, and a matrix with a NaN had a finite composite norm.
+        const double row_sum = magnitude.sum();
+        if (std::isnan(row_sum) || row_sum > out.linf) out.linf = row_sum;
         if (magnitude.size() > 0) {
             const double row_largest = magnitude.maxCoeff<Eigen::PropagateNaN>();
             if (std::isnan(row_largest) || row_largest > largest) largest = row_largest;  // NaN sticks
         }
     }
-    out.l1 = d > 0 ? column_sums.maxCoeff() : 0.0;
+    out.l1 = d > 0 ? column_sums.maxCoeff<Eigen::PropagateNaN>() : 0.0;
     // The squares of entries scaled by the largest: entries near 1e±300 neither overflow nor underflow.
     double squares = 0;
     if (largest > 0 && std::isfinite(largest))
@@ -143,7 +145,7 @@ double residual_norm(const Matrix& x, Norm norm, Center center) {
 
 double relative_residual(const Matrix& x, Norm norm, Center center) {
     const double denominator = matrix_norm(x, norm);
-    return denominator > 0 ? residual_norm(x, norm, center) / denominator : 0.0;
+    return ratio_or_zero(residual_norm(x, norm, center), denominator);
 }
 
 }  // namespace rankscope

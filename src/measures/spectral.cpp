@@ -197,7 +197,7 @@ AttentionMeasures attention_measures(const Matrix& p) {
     out.first_token_share = p.col(0).mean();
     const Vector s = singular_values(p);
     out.sigma2 = s.size() > 1 ? s(1) : 0.0;
-    out.spectral_gap = s(0) > 0 ? 1.0 - out.sigma2 / s(0) : 0.0;
+    out.spectral_gap = s(0) == 0 ? 0.0 : 1.0 - out.sigma2 / s(0);  // (a NaN stays NaN)
     return out;
 }
 

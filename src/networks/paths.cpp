@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -238,11 +239,15 @@ std::vector<PathProductSample> sample_path_products(const std::vector<at::Tensor
                 product = product.defined() ? at::mm(a, product) : a;  // later layer on the left
             }
             const Matrix matrix = to_matrix(product);
+            const double composite = matrix_norm(matrix, Norm::Composite), frobenius = matrix_norm(matrix, Norm::Frobenius);
+            if (!std::isfinite(frobenius)) {  // maps of an overflowing model (--allow-nonfinite): NaN, not the 0 it read
+                s.relative_residual = s.relative_residual_frobenius = std::numeric_limits<double>::quiet_NaN();
+                continue;
+            }
             // The rank-1 residual does not depend on the norm: one eigen-solve for both norms.
             const Matrix rest = residual(matrix, Norm::Frobenius, Center::Rank1);
-            const double composite = matrix_norm(matrix, Norm::Composite), frobenius = matrix_norm(matrix, Norm::Frobenius);
-            s.relative_residual = composite > 0 ? matrix_norm(rest, Norm::Composite) / composite : 0.0;
-            s.relative_residual_frobenius = frobenius > 0 ? matrix_norm(rest, Norm::Frobenius) / frobenius : 0.0;
+            s.relative_residual = ratio_or_zero(matrix_norm(rest, Norm::Composite), composite);
+            s.relative_residual_frobenius = ratio_or_zero(matrix_norm(rest, Norm::Frobenius), frobenius);
         }
     });
     return samples;

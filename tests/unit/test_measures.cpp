@@ -76,6 +76,22 @@ TEST(Residual, RelativeResidualOfZeroMatrixIsZero) {
     EXPECT_EQ(relative_residual(Matrix::Zero(4, 3), Norm::Composite, Center::Mean), 0.0);
 }
 
+TEST(Residual, RelativeResidualOfANonFiniteMatrixIsNaN) {
+    // `norm > 0 ? residual / norm : 0` read the NaN norm of an overflowing network's state as 0: a collapsed-looking
+    // number where there is none.
+    Matrix x = random_matrix(4, 3, 5);
+    x(1, 2) = NAN;
+    EXPECT_TRUE(std::isnan(induced_l1_norm(x)));  // the largest column sum and row sum (they were finite)
+    EXPECT_TRUE(std::isnan(induced_linf_norm(x)));
+    for (Norm norm : {Norm::Composite, Norm::Frobenius})
+        for (Center center : {Center::Mean, Center::Rank1})
+            EXPECT_TRUE(std::isnan(relative_residual(x, norm, center))) << to_string(norm) << " " << to_string(center);
+    EXPECT_EQ(ratio_or_zero(0, 0), 0.0);
+    EXPECT_EQ(ratio_or_zero(1, 4), 0.25);
+    EXPECT_TRUE(std::isnan(ratio_or_zero(1, NAN)));
+    EXPECT_TRUE(std::isnan(ratio_or_zero(NAN, 2)));
+}
+
 TEST(Residual, MeanIsExactForFrobeniusAndSpectral) {
     const Matrix x = random_matrix(9, 5, 11);
     const RowVector mean = column_mean(x);

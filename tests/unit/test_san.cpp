@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -179,6 +180,20 @@ TEST(Paths, ProductsAreInForwardOrder) {
             product = torch::matmul(patterns[s.layers[i]][s.sample][s.heads[i]], product);
         }
         EXPECT_NEAR(s.relative_residual, relative_residual(to_matrix(product), Norm::Composite, Center::Rank1), 1e-12);
+    }
+    // A NaN map (an overflowing model's, under --allow-nonfinite) makes every product through it NaN, in both norms;
+    // the others are unchanged. Both read 0 before.
+    std::vector<at::Tensor> broken = {patterns[0], patterns[1].clone(), patterns[2]};
+    broken[1].fill_(NAN);
+    const auto with_nan = sample_path_products(broken, 20, 9);
+    ASSERT_EQ(with_nan.size(), samples.size());
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+        const bool through = std::count(samples[i].layers.begin(), samples[i].layers.end(), 1) > 0;
+        EXPECT_EQ(std::isnan(with_nan[i].relative_residual), through) << i;
+        EXPECT_EQ(std::isnan(with_nan[i].relative_residual_frobenius), through) << i;
+        if (!through) {
+            EXPECT_EQ(with_nan[i].relative_residual, samples[i].relative_residual) << i;
+        }
     }
 }
 
