@@ -56,7 +56,7 @@ std::string quote_residual(const ResidualRow& row);
 
 // Runs each variant on the batch and summarises every layer; `recorder` (optional) receives the activations of the
 // LAST variant run. `layer_norm` applies the LayerNorm surgery (keep, remove, freeze) to every variant.
-// `interrupt` is polled at every hook point of every forward.
+// `interrupt` is polled at every hook point of every forward. A hidden state with a NaN/Inf is an Error naming the layer.
 std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch& batch, const std::string& model_name,
                                            const std::string& weights, const std::vector<std::string>& variants,
                                            bool official_compat, Recorder* recorder = nullptr,
@@ -95,6 +95,8 @@ struct RealModelSettings {
     Streaming stream = Streaming::Auto;  // pretrained decoders: read layer by layer (see Streaming)
     at::Device device = at::kCPU; // where the forwards run (run_real_model_experiment moves each model there) and E1's
                                   // measures, the skip ratio and the head statistics with them; E2 reads its maps back
+    bool allow_nonfinite = false; // a hidden state with a NaN/Inf (an overflowing model) gives NaN/Inf rows instead of
+                                  // an Error naming the layer (--allow-nonfinite)
 };
 
 // Attention statistics of one layer's heads on the unmodified model (docs/attention_sinks.md), each a mean over the
@@ -228,6 +230,8 @@ RealModelResult run_real_model_experiment(const ModelSource& source, const Model
 // A NaN/Inf relative residual (E1) or path product (E2) is an Error naming model, weights, variant and layer (or the
 // path), unless allowed.
 void check_real_model_finite(const RealModelResult& result, bool allow_nonfinite);
+// The same for runs of `model` outside a RealModelResult (rankscope dynamics: one run per checkpoint).
+void check_weights_runs_finite(const std::string& model, const std::vector<WeightsRun>& runs, bool allow_nonfinite);
 
 // ---- decoders: causal vs bidirectional (mask_comparison.cpp) --------------------------------------------------------
 // The rows of a residual.csv that `rankscope model` wrote (its text; '#' lines skipped). Errors name `where`.

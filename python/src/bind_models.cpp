@@ -215,6 +215,7 @@ void bind_models(py::module_& m) {
             settings.sink_threshold = sink_threshold;
             settings.stream = parse_streaming(stream);
             settings.device = parse_device(device, "device");
+            settings.allow_nonfinite = allow_nonfinite;
             Recorder recorder;
             RealModelResult result;
             {

@@ -4,6 +4,7 @@ states, attention maps and E1 numbers (computed by an independent implementation
 import collections
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -126,6 +127,28 @@ def test_token_id_inputs_with_padding_equal_the_commands_inputs_run(tmp_path, na
         assert_table_equals_csv(run.paths, tmp_path / "out" / "paths.csv")
         assert_table_equals_csv(run.skip_ratio, tmp_path / "out" / "skip_ratio.csv")
         np.testing.assert_array_equal(run.batch["attention_mask"], inputs["attention_mask"])
+
+
+def test_an_overflowing_checkpoint_needs_allow_nonfinite(tmp_path):
+    # Query and key weights x 1e25: layer 0's scores overflow float32 and every later state is NaN. allow_nonfinite=True
+    # was not passed to the hidden-state check, which stopped the run whatever it said.
+    folder = tmp_path / "overflowing"
+    shutil.copytree(fixture("bert-tiny"), folder)
+    tensors, _ = read_safetensors(str(folder / "model.safetensors"))
+    for name in tensors:
+        if name.endswith(("attention.self.query.weight", "attention.self.key.weight")):
+            tensors[name] = tensors[name] * np.float32(1e25)
+    write_safetensors(str(folder / "model.safetensors"), tensors)
+    expected, _ = read_safetensors(os.path.join(fixture("bert-tiny"), "expected-transformer.safetensors"))
+    inputs = {key: expected[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
+    with pytest.raises(rs.Error, match=r"^non-finite hidden state at layer 1 \(SAN\) \(pass allow_nonfinite=True to "
+                                       r"write it anyway\) \(overflowing pretrained\)$"):
+        rs.run_model(str(folder), inputs=inputs, weights="pretrained", draws=3)
+    run = rs.run_model(str(folder), inputs=inputs, weights="pretrained", draws=3, allow_nonfinite=True)
+    layers = np.asarray(run.residual["layer"])
+    assert np.isnan(np.asarray(run.residual["mean"])[layers >= 1]).all()
+    assert np.isfinite(np.asarray(run.residual["mean"])[layers == 0]).all()
+    assert np.isnan(np.asarray(run.paths["relative_residual"])).all()  # every map is NaN (they read 0)
 
 
 def test_masked_measures_on_recorded_hidden_states_give_e1_of_a_padded_batch():

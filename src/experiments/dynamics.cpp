@@ -308,7 +308,7 @@ Findings dynamics_findings(const DynamicsResult& result) {
     long collapsed_from = -1;
     for (std::size_t c = result.runs.size(); c-- > 0;) {
         const ResidualRow* r = row_at(result.runs[c], "SAN", depth);
-        if (!r || r->mean > kCollapsedResidual) break;
+        if (!r || !(r->mean <= kCollapsedResidual)) break;  // (a NaN mean, under --allow-nonfinite, is not collapsed)
         collapsed_from = result.steps[c];
     }
     const ResidualRow* san_last = row_at(last, "SAN", depth);
@@ -334,9 +334,13 @@ Findings dynamics_findings(const DynamicsResult& result) {
     }
     std::string reading = fmt::format("Relative residual after the last layer ({}), from step {} to step {}: {}.",
                                       L, result.steps.front(), result.steps.back(), fmt::join(sentences, "; "));
-    reading += collapsed_from >= 0
-                   ? fmt::format(" The SAN is below {} after layer {} at every checkpoint from step {} on.", kCollapsedResidual, depth, collapsed_from)
-                   : fmt::format(" The SAN is above {} after layer {} at the last checkpoint.", kCollapsedResidual, depth);
+    if (collapsed_from >= 0)
+        reading += fmt::format(" The SAN is below {} after layer {} at every checkpoint from step {} on.", kCollapsedResidual,
+                               depth, collapsed_from);
+    else if (san_last && std::isnan(san_last->mean))
+        reading += fmt::format(" The SAN's relative residual after layer {} is NaN at the last checkpoint.", depth);
+    else
+        reading += fmt::format(" The SAN is above {} after layer {} at the last checkpoint.", kCollapsedResidual, depth);
     if (!first.heads.empty() && !last.heads.empty()) {
         auto mean_entropy = [](const WeightsRun& run) {
             double total = 0;

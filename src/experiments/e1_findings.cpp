@@ -248,8 +248,11 @@ Findings real_model_findings(const RealModelResult& result) {
                     // correlated values is at most the mean of their standard deviations): a bound, wider than the
                     // interval by up to √L when the layers are uncorrelated. NaN when any layer has none.
                     half_width += (interval.high - interval.low) / 2 / static_cast<double>(layers.size());
-                    if (r->mean < lowest) lowest = r->mean, lowest_layer = r;
-                    highest = std::max(highest, r->mean);
+                    // The first NaN mean (--allow-nonfinite) is the lowest and the highest: no comparison picked a
+                    // lowest layer, and the null one crashed the run.
+                    if (!lowest_layer || (std::isnan(r->mean) && !std::isnan(lowest)) || r->mean < lowest)
+                        lowest = r->mean, lowest_layer = r;
+                    highest = std::isnan(highest) || std::isnan(r->mean) ? NAN : std::max(highest, r->mean);
                     every_low_above = every_low_above && interval.low >= kTransformerLow;
                     some_high_below = some_high_below || residual_interval(*r, simultaneous).high < kTransformerLow;
                 }
@@ -365,7 +368,13 @@ Findings real_model_findings(const RealModelResult& result) {
             reading += e2 + " ";
         }
         // ---- skip ratio (SPEC.md §3, E6) ----
-        if (run.skip_ratio.size() == static_cast<std::size_t>(L) && result.heads > 0) {
+        // A NaN/Inf α_l (a run of an overflowing model under --allow-nonfinite) weighs no path: said, not judged.
+        const bool finite_skip_ratio = std::all_of(run.skip_ratio.begin(), run.skip_ratio.end(),
+                                                   [](double a) { return std::isfinite(a); });
+        if (!finite_skip_ratio)
+            f.notes.push_back(fmt::format("{}: the skip ratio α_l is not finite at some layer, so the α-weighted path "
+                                          "lengths (E6) are not computed.", run.weights));
+        if (finite_skip_ratio && run.skip_ratio.size() == static_cast<std::size_t>(L) && result.heads > 0) {
             const auto rows = path_length_distribution(L, result.heads, run.skip_ratio);
             const double uniform = mean_path_length(rows, false), weighted = mean_path_length(rows, true);
             const auto [lo, hi] = std::minmax_element(run.skip_ratio.begin(), run.skip_ratio.end());

@@ -257,18 +257,22 @@ RealModelResult run_real_model_experiment(const ModelSource& source, const Model
     return result;
 }
 
-void check_real_model_finite(const RealModelResult& result, bool allow_nonfinite) {
-    for (const auto& run : result.runs)
+void check_weights_runs_finite(const std::string& model, const std::vector<WeightsRun>& runs, bool allow_nonfinite) {
+    for (const auto& run : runs)
         for (const auto& r : run.residual)
             check_finite_result(r.mean, "the relative residual",
                                 fmt::format("{} {}, variant {}, layer {}", r.model, r.weights, r.variant, r.layer),
                                 allow_nonfinite);
-    for (const auto& run : result.runs)
+    for (const auto& run : runs)
         for (const auto& s : run.paths)
             check_finite_result(s.relative_residual, "a path product's relative residual",
-                                fmt::format("{} {}, path length {}, layers {}", result.model, run.weights, s.length,
+                                fmt::format("{} {}, path length {}, layers {}", model, run.weights, s.length,
                                             join_indices(s.layers)),
                                 allow_nonfinite);
+}
+
+void check_real_model_finite(const RealModelResult& result, bool allow_nonfinite) {
+    check_weights_runs_finite(result.model, result.runs, allow_nonfinite);
 }
 
 Table residual_table(const RealModelResult& result) {

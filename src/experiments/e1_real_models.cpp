@@ -94,22 +94,25 @@ Recorder measuring_recorder(int layers, const std::shared_ptr<const RealTokens>&
 
 // The per-sample values [B] of hidden state l from a forward recorded in `sink`, by a measuring recorder (`measured`)
 // or by a caller's recorder that kept the hidden states themselves, read back to the CPU after the forward. A
-// non-finite one (a NaN or Inf in that state's real tokens) is an error naming the layer.
+// non-finite one (a NaN or Inf in that state's real tokens) is an error naming the layer, the model and its weights
+// ("init", "pretrained", "step 1000"), unless `allow_nonfinite` (then its rows carry the NaN/Inf).
 at::Tensor hidden_values(const Recorder& sink, bool measured, const RealTokens& real, int l, const std::string& model_name,
-                         const std::string& variant) {
+                         const std::string& weights, const std::string& variant, bool allow_nonfinite) {
     const at::Tensor& recorded = sink.get(hidden_hook(l));
     const at::Tensor values = (measured ? recorded : measure_hidden(recorded, real)).to(at::kCPU);
-    if (!torch::isfinite(values).all().item<bool>())
-        throw Error("non-finite hidden state at layer " + std::to_string(l) + " (" + variant + ")", model_name);
+    if (!allow_nonfinite && !torch::isfinite(values).all().item<bool>())
+        throw Error("non-finite hidden state at layer " + std::to_string(l) + " (" + variant +
+                        ") (pass --allow-nonfinite to write it anyway)",
+                    model_name + " " + weights);
     return values;
 }
 
 // One row per layer (0 = embeddings); with `rows` null only the check of hidden_values (a pass that writes no rows).
 void append_residual_rows(const Recorder& sink, bool measured, const EncoderModel& model, const RealTokens& real,
                           const std::string& model_name, const std::string& weights, const std::string& variant,
-                          std::vector<ResidualRow>* rows) {
+                          bool allow_nonfinite, std::vector<ResidualRow>* rows) {
     for (int l = 0; l <= model.config().layers; ++l) {
-        const at::Tensor values = hidden_values(sink, measured, real, l, model_name, variant);
+        const at::Tensor values = hidden_values(sink, measured, real, l, model_name, weights, variant, allow_nonfinite);
         if (!rows) continue;
         const Summary s = summarize(values);
         rows->push_back({model_name, weights, variant, l, s.mean, s.std, s.min, s.max, s.n});
@@ -149,7 +152,7 @@ std::vector<ResidualRow> residual_by_layer(EncoderModel& model, const ModelBatch
     model.forward_all(device_batch, surgeries, sinks);
     for (Recorder* sink : sinks) sink->set_interrupt({});  // nothing stays attached to the caller's recorder
     for (std::size_t i = 0; i < variants.size(); ++i)
-        append_residual_rows(*sinks[i], sinks[i] != recorder, model, *real, model_name, weights, variants[i], &rows);
+        append_residual_rows(*sinks[i], sinks[i] != recorder, model, *real, model_name, weights, variants[i], false, &rows);
     return rows;
 }
 
@@ -225,7 +228,7 @@ WeightsRun run_real_model(EncoderModel& model, const ModelBatch& batch, const st
         const bool to_caller = sinks[i] == recorder;
         // A pass without rows (the unmodified model run for E2 and the skip ratio only) is checked all the same.
         append_residual_rows(*sinks[i], !to_caller, model, *real, model_name, weights, passes[i].variant,
-                             passes[i].rows ? &run.residual : nullptr);
+                             settings.allow_nonfinite, passes[i].rows ? &run.residual : nullptr);
         if (!passes[i].unmodified) continue;
         unmodified_sink = sinks[i];
         if (to_caller)  // the caller's recorder kept the maps themselves

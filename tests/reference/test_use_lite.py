@@ -8,6 +8,8 @@ import sys
 import tempfile
 import unittest
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(__file__))
 from common import RTE, read_csv, require, run  # noqa: E402
 
@@ -85,6 +87,43 @@ class UseLite(unittest.TestCase):
         result = run("embed", "--model", USE_LITE, "", check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("empty text", result.stderr)
+
+    def test_overflowing_weights_are_an_error_unless_allowed(self):
+        # Every LayerNorm scale stretched to a largest entry of 1e38 (finite, so the loader takes it): the next matrix
+        # product overflows and the embeddings are NaN. `embed` wrote NaN vectors and cosines (as null) with exit 0;
+        # now it stops naming the sentence, unless --allow-nonfinite.
+        directory = tempfile.mkdtemp(prefix="rankscope-use-")
+        try:
+            stretched = os.path.join(directory, "dist")
+            shutil.copytree(USE_LITE, stretched)
+            with open(os.path.join(stretched, "model.json")) as f:
+                manifest = json.load(f)["weightsManifest"][0]
+            shards = [os.path.join(stretched, p) for p in manifest["paths"]]
+            data = bytearray(b"".join(open(p, "rb").read() for p in shards))
+            offset = 0
+            for weight in manifest["weights"]:
+                self.assertIn(weight["dtype"], ("float32", "int32"))  # 4 bytes each, no quantization
+                count = int(np.prod(weight["shape"])) if weight["shape"] else 1
+                if "layer_norm_scale" in weight["name"]:
+                    scale = np.frombuffer(data, dtype=np.float32, count=count, offset=offset).astype(np.float64)
+                    data[offset:offset + 4 * count] = (scale * (1e38 / np.abs(scale).max())).astype(np.float32).tobytes()
+                offset += 4 * count
+            self.assertEqual(offset, len(data))
+            position = 0
+            for shard in shards:
+                size = os.path.getsize(shard)
+                with open(shard, "wb") as f:
+                    f.write(data[position:position + size])
+                position += size
+            result = run("embed", "--model", stretched, "Hello there.", "Hi.", check=False)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertEqual(result.stderr, "rankscope: error: an embedding is NaN (pass --allow-nonfinite to write it "
+                                            f"anyway) (sentence 1, {stretched})\n")
+            allowed = json.loads(run("embed", "--model", stretched, "--allow-nonfinite", "--format", "json",
+                                     "Hello there.", "Hi.").stdout)
+            self.assertEqual(allowed["cosine"], [[None, None], [None, None]])
+        finally:
+            shutil.rmtree(directory)
 
     def test_truncated_shard_names_the_file(self):
         directory = tempfile.mkdtemp(prefix="rankscope-use-")

@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
-from common import BINARY, FIXTURES, RTE, read_csv, run, write_safetensors  # noqa: E402
+from common import BINARY, FIXTURES, RTE, read_csv, read_safetensors, run, write_safetensors  # noqa: E402
 
 def wait_until_caught(process, signals, timeout=300):
     """Waits until `process` has a handler for each of `signals` (SigCgt in /proc/<pid>/status): a signal sent before
@@ -114,6 +114,14 @@ REJECTED = [
     # CLI11's "The following arguments were not expected: 3 --layrs", the mistyped option named first.
     (["theory", "--layrs", "3"], "unknown option '--layrs' (--help lists the options)"),
     (["theory", "7"], "unexpected argument '7' (--help lists the options)"),
+    # Common options a command would accept and ignore are not its options: nothing is drawn in tokenize or embed,
+    # tokenize and paths check give no NaN/Inf, and a NaN/Inf training loss always stops pretrain.
+    (["tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--seed", "3"], "unknown option '--seed'"),
+    (["tokenize", "--model", os.path.join(FIXTURES, "bert-tiny"), "--text", RTE, "--allow-nonfinite"],
+     "unknown option '--allow-nonfinite'"),
+    (["embed", "a sentence", "--seed", "3"], "unknown option '--seed'"),
+    (["paths", "check", "--allow-nonfinite"], "unknown option '--allow-nonfinite'"),
+    (["pretrain", "--allow-nonfinite"], "unknown option '--allow-nonfinite'"),
     # CLI11's "--seed: At Most 1 required but received 2" for a repeated single-value option.
     (["theory", "--seed", "1", "--seed", "2"], "error: --seed given 2 times; it takes one value"),
     (["task", "sort", "--lr", "0.1", "--lr", "0.2", "--lr", "0.3"], "error: --lr given 3 times; it takes one value"),
@@ -439,6 +447,59 @@ class Limits(unittest.TestCase):
                                               check=False), "variant")
         self.assertIn("layer", line)
         self.assertFalse(os.path.exists(os.path.join(out, "theory.csv")))
+
+    def test_an_overflowing_checkpoint_is_an_error_unless_allowed(self):
+        # bert-tiny with its query and key weights x 1e25: layer 0's scores overflow float32 and its softmax is NaN, and
+        # so is every hidden state after it. `model` and `dynamics` stop naming the layer, the checkpoint and the flag,
+        # and write nothing; with --allow-nonfinite they write the NaN rows. (The flag did nothing in either: both
+        # stopped on the hidden state regardless; let through, `model` crashed in its findings.)
+        bert = os.path.join(FIXTURES, "bert-tiny")
+        steps = os.path.join(self.directory, "steps")
+        shutil.copytree(bert, os.path.join(steps, "step0"))
+        overflowing = os.path.join(steps, "step1")
+        shutil.copytree(bert, overflowing)
+        tensors = read_safetensors(os.path.join(overflowing, "model.safetensors"))
+        for name in tensors:
+            if name.endswith(("attention.self.query.weight", "attention.self.key.weight")):
+                tensors[name] = tensors[name] * np.float32(1e25)
+        write_safetensors(os.path.join(overflowing, "model.safetensors"), tensors)
+        inputs = os.path.join(bert, "expected-transformer.safetensors")
+        model = ["model", "--model", overflowing, "--inputs", inputs, "--weights", "pretrained", "--draws", "0"]
+        out = os.path.join(self.directory, "model")
+        self.assert_one_line_error(run(*model, "--out", out, check=False),
+                                   "non-finite hidden state at layer 1 (SAN) (pass --allow-nonfinite to write it "
+                                   "anyway) (step1 pretrained)")
+        self.assertFalse(os.path.exists(out))
+        run(*model, "--allow-nonfinite", "--out", out)
+        rows = read_csv(os.path.join(out, "residual.csv"))
+        self.assertEqual({r["layer"] for r in rows if r["mean"] == "nan"}, {"1", "2", "3"})  # every variant's
+        self.assertEqual({r["mean"] == "nan" for r in rows if r["layer"] == "0"}, {False})  # the embeddings
+        # dynamics: the words of bert-tiny's vocabulary (no [UNK]), two checkpoints of which the second overflows.
+        text = os.path.join(self.directory, "text.txt")
+        with open(text, "w") as f:
+            f.write("".join(" ".join(f"tok{5 + (i * 7 + j) % 59}" for j in range(20)) + "\n" for i in range(4)))
+        dynamics = ["dynamics", "--checkpoints", steps, "--text", text, "--samples", "2", "--tokens", "16", "--draws", "5"]
+        out = os.path.join(self.directory, "dynamics")
+        self.assert_one_line_error(run(*dynamics, "--out", out, check=False),
+                                   "non-finite hidden state at layer 1 (SAN) (pass --allow-nonfinite to write it "
+                                   "anyway) (steps step 1)")
+        self.assertFalse(os.path.exists(out))
+        run(*dynamics, "--allow-nonfinite", "--out", out)
+        rows = read_csv(os.path.join(out, "dynamics_residual.csv"))
+        nan = {(r["step"], r["layer"]) for r in rows if r["log10_mean"] == "nan"}
+        self.assertEqual(nan, {("1", layer) for layer in ("1", "2", "3")})
+
+    def test_reproduce_gives_allow_nonfinite_to_its_cells(self):
+        # Each cell of `reproduce` is a command of its own: --allow-nonfinite reached none of them (--device did). It
+        # goes to every cell but `paths count`, a closed form without the flag (which would refuse it).
+        out = os.path.join(self.directory, "reproduce")
+        run("reproduce", "--quick", "--cells", "theory", "--cells", "e6_path_counts", "--allow-nonfinite", "--out", out)
+        argv = {}
+        for cell in ("theory", "e6_path_counts"):
+            with open(os.path.join(out, cell, "manifest.json")) as f:
+                argv[cell] = json.load(f)["argv"]
+        self.assertIn("--allow-nonfinite", argv["theory"])
+        self.assertNotIn("--allow-nonfinite", argv["e6_path_counts"])
 
     def test_a_tensor_name_may_hold_a_colon(self):
         # FILE.safetensors:tensor splits at the first ".safetensors:" in the reader; the flag check split at the last

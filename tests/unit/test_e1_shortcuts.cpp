@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "rankscope/e1.hpp"
@@ -100,8 +102,23 @@ TEST(E1Shortcuts, NonFiniteHiddenStateIsNamed) {
                            to_caller ? &everything : nullptr);
             FAIL() << "a NaN weight gave finite rows";
         } catch (const Error& error) {
-            EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+            EXPECT_NE(std::string(error.what()).find(message + " (pass --allow-nonfinite to write it anyway)"),
+                      std::string::npos)
+                << error.what();
         }
+        // Allowed (--allow-nonfinite): the run completes, and only the rows after the NaN carry it.
+        settings.allow_nonfinite = true;
+        const WeightsRun run = run_real_model(*model, fixture_batch("bert-tiny"), "bert-tiny", "pretrained", settings,
+                                              to_caller ? &everything : nullptr);
+        ASSERT_EQ(run.residual.size(), 4 * variants.size());  // layers 0 to 3 of each variant
+        for (const auto& row : run.residual)
+            EXPECT_EQ(!std::isfinite(row.mean), row.variant == "transformer" && row.layer >= 2) << row.variant << " " << row.layer;
+        // E2 reads the unmodified model's maps: layer 2's (after the NaN) is NaN, so is every product through it (it
+        // read 0 before), and the check that runs before any file is written stops on it.
+        ASSERT_FALSE(run.paths.empty());
+        for (const auto& s : run.paths)
+            EXPECT_EQ(std::isnan(s.relative_residual), std::count(s.layers.begin(), s.layers.end(), 2) > 0);
+        EXPECT_THROW(check_weights_runs_finite("bert-tiny", {run}, false), Error);
     }
 }
 

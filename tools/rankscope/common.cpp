@@ -358,6 +358,10 @@ void add_common_options(CLI::App& command, CommonOptions& options, const OutFold
                      "Write NaN/Inf results (e.g. a diverged network) instead of stopping with an error");
 }
 
+void remove_common_options(CLI::App& command, std::initializer_list<const char*> flags) {
+    for (const char* flag : flags) command.remove_option(command.get_option(flag));
+}
+
 void add_device_option(CLI::App& command, CommonOptions& options) {
     command.add_option("--device", options.device,
                        "Where models run: cpu, cuda or cuda:N (needs a CUDA-enabled libtorch; Debian's is CPU-only). "

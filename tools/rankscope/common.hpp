@@ -103,6 +103,10 @@ struct OutFolder {
 void add_common_options(CLI::App& command, CommonOptions& options, const OutFolder& out_folder,
                         const std::vector<std::string>& other_formats = {});
 
+// Removes common options that `command` would accept and ignore (--seed where nothing is drawn, --allow-nonfinite
+// where no result can be NaN/Inf or a non-finite one always stops the run): refused as unknown, not silently ignored.
+void remove_common_options(CLI::App& command, std::initializer_list<const char*> flags);
+
 // Adds --device (cpu, cuda, cuda:N) to a command that runs models; start_run checks it before any work.
 void add_device_option(CLI::App& command, CommonOptions& options);
 

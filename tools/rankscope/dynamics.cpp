@@ -22,9 +22,11 @@ struct DynamicsOptions {
 void run_dynamics_command(DynamicsOptions& options) {
     const Provenance provenance = start_run(options.common);
     options.settings.model.seed = options.common.seed;
+    options.settings.model.allow_nonfinite = options.common.allow_nonfinite;
     const auto checkpoints = find_checkpoints(options.checkpoints);
     Progress bar("dynamics", static_cast<long>(checkpoints.size()));
     const DynamicsResult result = run_dynamics(checkpoints, options.settings, [&](std::size_t, std::size_t) { bar.advance(); });
+    check_weights_runs_finite(result.model, result.runs, options.common.allow_nonfinite);  // before any file is written
     const std::filesystem::path out = options.common.out;
     std::filesystem::create_directories(out);
     write_csv_atomically(out / "dynamics_residual.csv", dynamics_residual_table(result).to_csv(), provenance);

@@ -28,6 +28,11 @@ void run_embed(const EmbedOptions& options) {
     auto model = load_use_lite(directory);
     auto tokenizer = load_use_lite_tokenizer(directory);
     const at::Tensor embeddings = sentence_embeddings(*model, *tokenizer, options.sentences).to(torch::kDouble);
+    // A folder of overflowing weights gives NaN/Inf vectors (and cosines): an error naming the sentence, as every
+    // command's, unless --allow-nonfinite (a NaN or Inf entry makes the sum of absolute values NaN or +Inf).
+    for (std::int64_t i = 0; i < embeddings.size(0); ++i)
+        check_finite(options.common, embeddings[i].abs().sum().item<double>(), "an embedding",
+                     fmt::format("sentence {}, {}", i + 1, directory));
     const at::Tensor cosine = embedding_cosines(embeddings);
     const auto n = static_cast<std::int64_t>(options.sentences.size());
     // embed.json (with --out) and --format json: the sentences, their token ids (all of them; the model reads the
@@ -92,6 +97,7 @@ std::function<void()> setup_embed(CLI::App& command) {
     command.add_option("sentences", options->sentences, "Sentences to embed")->required();
     command.add_option("--model", options->model, "use-lite, or the npm package's folder (or its dist/)")->capture_default_str();
     add_common_options(command, options->common, OutFolder::optional(), {"json"});
+    remove_common_options(command, {"--seed"});  // a pretrained model's forward: nothing drawn (accepted and ignored)
     return [options] { run_embed(*options); };
 }
 

@@ -140,6 +140,7 @@ void run_model(const ModelOptions& options) {
     settings.bidirectional = options.mask == "bidirectional";
     settings.sink_threshold = options.sink_threshold;
     settings.stream = parse_streaming(options.stream);
+    settings.allow_nonfinite = options.common.allow_nonfinite;
     Recorder recorder;
     const RealModelResult result =
         run_real_model_experiment(source, batch, kinds, settings, options.dump.empty() ? nullptr : &recorder);

@@ -270,6 +270,9 @@ std::function<void()> setup_paths(CLI::App& command) {
     add_network_options(*check, *options, 12, 16);
     check->add_flag("--biases", options->network.biases, "Random biases in every projection");
     add_common_options(*check, options->common, OutFolder::optional(), {"json"});
+    // The decomposition's error is of float64 sums of a random network's paths: never NaN/Inf at the sizes allowed (the
+    // flag was accepted and ignored).
+    remove_common_options(*check, {"--allow-nonfinite"});
     check->callback([options, action] { *action = [options] { run_check(*options); }; });
 
     CLI::App* count = command.add_subcommand("count", "Number and share of paths of each length (built-in table without --layers)");
@@ -282,7 +285,7 @@ std::function<void()> setup_paths(CLI::App& command) {
     add_common_options(*count, options->common, OutFolder::optional(), {"csv", "json"});
     // A closed form: no random draw and no non-finite result (--seed and --allow-nonfinite were accepted and ignored).
     // --threads stays: a sweep gives it to every cell.
-    for (const char* unused : {"--seed", "--allow-nonfinite"}) count->remove_option(count->get_option(unused));
+    remove_common_options(*count, {"--seed", "--allow-nonfinite"});
     count->callback([options, action, count_layers, count] {
         if (count_layers->count() == 0) {
             for (const char* flag : {"--heads", "--alpha"})

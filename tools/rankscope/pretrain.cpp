@@ -90,6 +90,8 @@ std::function<void()> setup_pretrain(CLI::App& command) {
     command.add_option("--stop-after", s.stop_after, "Stop after this many steps, as if killed (run again to resume)")
         ->check(IntRange(0, 10000000));
     add_common_options(command, options->common, OutFolder::required());
+    // A NaN/Inf training loss always stops the run (naming the step): the flag was accepted and ignored.
+    remove_common_options(command, {"--allow-nonfinite"});
     return [options, embedding_size] {
         // BERT's embeddings are d_model wide: the flag was silently ignored.
         if (embedding_size->count() > 0 && options->settings.arch != "albert")

@@ -254,6 +254,12 @@ std::vector<Cell> plan(const ReproduceOptions& options) {
             if (cell.arguments[0] == "theory" || cell.arguments[0] == "model" || cell.arguments[0] == "task" ||
                 cell.arguments[0] == "width-depth" || cell.arguments[0] == "circle-regimes")
                 cell.arguments.insert(cell.arguments.end(), {"--device", options.common.device});
+    // --allow-nonfinite goes to every cell but `paths count` (a closed form, without the flag); left out by default, so
+    // the cells keep their arguments and are reused as before.
+    if (options.common.allow_nonfinite)
+        for (auto& cell : cells)
+            if (!(cell.arguments[0] == "paths" && cell.arguments.size() > 1 && cell.arguments[1] == "count"))
+                cell.arguments.push_back("--allow-nonfinite");
     // A cell's name is its folder: two --model folders of one name (a/tiny, b/tiny), or one given twice, would run
     // into the same folder, the second overwriting the first, and the report would show the second twice.
     std::map<std::string, std::string> model_of_cell;

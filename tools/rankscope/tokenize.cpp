@@ -78,6 +78,7 @@ std::function<void()> setup_tokenize(CLI::App& command) {
         ->required()
         ->check(ReadableFile());
     add_common_options(command, options->common, OutFolder::optional(), {"json"});
+    remove_common_options(command, {"--seed", "--allow-nonfinite"});  // token ids: nothing drawn, no real number
     return [options] { run_tokenize(*options); };
 }
 
