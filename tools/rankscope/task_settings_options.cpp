@@ -26,7 +26,8 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> t
     // Each default in the help comes from default_task_settings of the tasks this command serves (the help once said
     // "30; memorize 8" and "1e-3; memorize 3e-4" while circle used 50 and 3e-3, and width-depth's listed circle and
     // memorize defaults it never uses): "6" when they agree, "sort 48, hull 84" when they differ.
-    auto defaults_of = [](const std::vector<std::string>& listed, auto value_of) {
+    auto defaults_of = [](const std::vector<std::string>& listed, auto value_of) -> std::string {
+        if (listed.empty()) return "no default";  // (no command serves circle alone: values.front() needs one)
         std::vector<std::string> values;
         for (const auto& task : listed) values.push_back(value_of(default_task_settings(task)));
         if (std::all_of(values.begin(), values.end(), [&](const std::string& v) { return v == values.front(); }))
@@ -40,8 +41,10 @@ TaskSettingFlags::TaskSettingFlags(CLI::App& command, std::vector<std::string> t
     // LayerNorm, and it is evaluated on its training points and a held-out set made from --train-count.
     std::vector<std::string> not_circle;
     std::copy_if(tasks.begin(), tasks.end(), std::back_inserter(not_circle), [](const std::string& t) { return t != "circle"; });
-    auto defaults_but_circle = [&](auto value_of, const std::string& circle_instead) {
-        return defaults_of(not_circle, value_of) + (serves(tasks, "circle") ? "; not for circle: " + circle_instead : "");
+    auto defaults_but_circle = [&](auto value_of, const std::string& circle_instead) -> std::string {
+        const std::string circle = serves(tasks, "circle") ? "not for circle: " + circle_instead : "";
+        if (not_circle.empty()) return circle;
+        return defaults_of(not_circle, value_of) + (circle.empty() ? "" : "; " + circle);
     };
     auto number = [](auto member) { return [member](const TaskSettings& s) { return format_number(s.*member); }; };
     auto yes_no = [](auto member) { return [member](const TaskSettings& s) { return std::string(s.*member ? "yes" : "no"); }; };
