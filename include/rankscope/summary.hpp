@@ -19,7 +19,7 @@ struct Summary {
 Summary summarize(const std::vector<double>& values);
 // The same over every element of a tensor (any shape and floating type).
 Summary summarize(const at::Tensor& values);
-// The middle value (mean of the two middle values for an even count); NaN for an empty list.
+// The middle value (mean of the two middle values for an even count); NaN for an empty list or one holding a NaN.
 double median(std::vector<double> values);
 // Spearman's rank correlation: Pearson's correlation of the ranks (tied values get the mean of their ranks). NaN when
 // fewer than 2 pairs or when either list is constant. Throws rankscope::Error when the lists differ in length or hold NaN.

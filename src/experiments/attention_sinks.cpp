@@ -96,7 +96,10 @@ std::vector<std::int64_t> real_tokens_of(const RealModelResult& result) {
 double sink_rate(const std::vector<double>& first_token_share, double threshold) {
     if (first_token_share.empty()) return 0.0;
     std::size_t sinks = 0;
-    for (double share : first_token_share) sinks += share > threshold ? 1 : 0;
+    for (double share : first_token_share) {
+        if (std::isnan(share)) return NAN;  // a NaN map (--allow-nonfinite) is neither a sink nor not one
+        sinks += share > threshold ? 1 : 0;
+    }
     return double(sinks) / double(first_token_share.size());
 }
 

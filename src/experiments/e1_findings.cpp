@@ -55,7 +55,9 @@ std::map<int, PathMedians> path_medians(const WeightsRun& run) {
         m.composite = median(values);
         m.frobenius = median(frobenius[k]);
         m.frobenius_interval = median_interval(frobenius[k], kVerdictLevel);
-        m.composite_max = *std::max_element(values.begin(), values.end());
+        m.composite_max = *std::max_element(values.begin(), values.end(), [](double a, double b) {
+            return !std::isnan(a) && (std::isnan(b) || a < b);  // a NaN is the largest (it was dropped)
+        });
         m.above_one = static_cast<int>(std::count_if(values.begin(), values.end(), [](double v) { return v > 1; }));
         m.n = static_cast<int>(values.size());
         medians[k] = m;
@@ -93,7 +95,10 @@ std::string sink_reading(const WeightsRun& run, const RealModelResult& result, F
                        "mean attention entropy {} nats (a uniform {} head over {} tokens{}: {}). ",
                        run.weights, mask, static_cast<int>(std::lround(rate * double(shares.size()))), shares.size(),
                        threshold, quote_number(rate), quote_number(mean_share),
-                       mean_share > 2 * baseline ? "well above" : mean_share < 0.5 * baseline ? "well below" : "close to",
+                       std::isnan(mean_share)       ? "not comparable with"
+                       : mean_share > 2 * baseline   ? "well above"
+                       : mean_share < 0.5 * baseline ? "well below"
+                                                     : "close to",
                        quote_number(baseline), mask, quote_number(entropy), mask, tokens,
                        causal ? sliding_window_words(result.attention_windows, *most) : "",
                        quote_number(uniform.entropy));
@@ -358,7 +363,7 @@ Findings real_model_findings(const RealModelResult& result) {
             for (const auto& [k, m] : medians) {
                 above += m.above_one;
                 total += m.n;
-                worst = std::max(worst, m.composite_max);
+                worst = std::isnan(worst) || std::isnan(m.composite_max) ? NAN : std::max(worst, m.composite_max);
             }
             if (above > 0)
                 e2 += fmt::format(" {} of {} products have a composite value above 1 (up to {}): the rank-1 SVD is the nearest "
@@ -422,11 +427,21 @@ Findings real_model_findings(const RealModelResult& result) {
         f.notes.push_back(fmt::format("{} has {} layers: claims about collapse over 3–5 pretrained layers are not comparable "
                                       "here; the values are in residual.csv.",
                                       result.model, L));
+    // A NaN value (a run under --allow-nonfinite) has no interval: its verdicts are undecided, and more samples would
+    // not decide them.
+    bool nonfinite = false;
+    for (const auto& run : result.runs) {
+        for (const auto& r : run.residual) nonfinite = nonfinite || !std::isfinite(r.mean);
+        for (const auto& s : run.paths) nonfinite = nonfinite || !std::isfinite(s.relative_residual);
+    }
+    if (nonfinite)
+        f.notes.push_back("Some relative residuals are NaN or Inf (written under --allow-nonfinite): a verdict that reads "
+                          "one is not comparable, whatever the samples.");
     if (undecided > 0)
         f.notes.push_back(fmt::format(
             "{} verdict{} not comparable because the 95% interval {} judged on straddles the criterion's threshold, or "
-            "is undefined (one sample, or 5 draws or fewer a path length): more samples (--samples) or draws (--draws) "
-            "would decide. The intervals are of this run: over its text samples (consecutive windows of one text, not "
+            "is undefined (one sample, 5 draws or fewer a path length, or a NaN value): unless a value is NaN, more "
+            "samples (--samples) or draws (--draws) would decide. The intervals are of this run: over its text samples (consecutive windows of one text, not "
             "independent draws; a Student-t interval, approximate for the right-skewed residuals near 0), for this "
             "weight draw, and for E2 over the path draws on this batch.",
             undecided, undecided == 1 ? " reads" : "s read", undecided == 1 ? "it is" : "they are"));

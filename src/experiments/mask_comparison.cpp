@@ -135,7 +135,12 @@ Findings mask_comparison_findings(const std::vector<ResidualRow>& causal, const 
         const CollapseRange c_range = collapse_range(causal, weights), b_range = collapse_range(bidirectional, weights);
         Verdict verdict = Verdict::NotComparable;
         std::string outcome;
-        if (!b_range.defined || !c_range.defined) {
+        const auto has_nan = [](const std::vector<double>& v) {
+            return std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); });
+        };
+        if (has_nan(c) || has_nan(b)) {
+            outcome = "a relative residual is NaN (written under --allow-nonfinite), so nothing is decided";
+        } else if (!b_range.defined || !c_range.defined) {
             outcome = "a run of one sample gives no interval of its means, so nothing is decided";
         } else if (!b_range.possible && !c_range.possible) {
             outcome = "neither collapses within the model's depth, so a delay cannot show";

@@ -20,14 +20,15 @@ std::vector<MeasureRecord> measure_all(const Matrix& x, const MeasureAllOptions&
         const double whole = matrix_norm(x, norm);
         add("norm", to_string(norm), "", whole);
         double mean_residual = -1, exact_residual = -1;
+        bool exact = false;  // (not `exact_residual >= 0`: a NaN one left its row out)
         for (Center center : options.centers) {
             const double value = residual_norm(x, norm, center);
             if (center == Center::Mean) mean_residual = value;
-            if (center == Center::Exact) exact_residual = value;
+            if (center == Center::Exact) exact_residual = value, exact = true;
             add("residual", to_string(norm), to_string(center), value);
             add("relative_residual", to_string(norm), to_string(center), ratio_or_zero(value, whole));
         }
-        if (exact_residual >= 0) {
+        if (exact) {
             if (mean_residual < 0) mean_residual = residual_norm(x, norm, Center::Mean);
             add("exact_below_mean", to_string(norm), "", mean_residual == 0 ? 0.0 : 1.0 - exact_residual / mean_residual);
         }

@@ -29,8 +29,8 @@ namespace {
 // From the top eigenpair (λ, e) of the Gram matrix of the side `features_side` names: σ1 = √λ and the other vector.
 TopSingular triplet_from_gram_eigenpair(const Matrix& x, bool features_side, double eigenvalue, const Vector& eigenvector) {
     TopSingular top;
-    top.sigma = std::sqrt(std::max(0.0, eigenvalue));
-    if (top.sigma == 0.0) {
+    top.sigma = std::isnan(eigenvalue) ? eigenvalue : std::sqrt(std::max(0.0, eigenvalue));  // NaN stays (it read 0)
+    if (top.sigma == 0.0 || std::isnan(top.sigma)) {
         top.u = Vector::Zero(x.rows());
         top.v = Vector::Zero(x.cols());
         return top;

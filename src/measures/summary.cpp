@@ -26,6 +26,8 @@ Summary summarize(const std::vector<double>& values) {
 
 double median(std::vector<double> values) {
     if (values.empty()) return NAN;
+    // No order with a NaN (std::sort's result is undefined: [NaN, 0.3, 0.1] gave 0.1): the median is NaN.
+    if (std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) return NAN;
     std::sort(values.begin(), values.end());
     const std::size_t n = values.size();
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);

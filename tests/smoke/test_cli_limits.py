@@ -121,7 +121,8 @@ REJECTED = [
      "unknown option '--allow-nonfinite'"),
     (["embed", "a sentence", "--seed", "3"], "unknown option '--seed'"),
     (["paths", "check", "--allow-nonfinite"], "unknown option '--allow-nonfinite'"),
-    (["pretrain", "--allow-nonfinite"], "unknown option '--allow-nonfinite'"),
+    (["paths", "sample", "--draws", "2", "--allow-nonfinite"], "unknown option '--allow-nonfinite'"),
+    (["pretrain", "--steps", "1", "--allow-nonfinite"], "unknown option '--allow-nonfinite'"),
     # CLI11's "--seed: At Most 1 required but received 2" for a repeated single-value option.
     (["theory", "--seed", "1", "--seed", "2"], "error: --seed given 2 times; it takes one value"),
     (["task", "sort", "--lr", "0.1", "--lr", "0.2", "--lr", "0.3"], "error: --lr given 3 times; it takes one value"),
@@ -474,6 +475,10 @@ class Limits(unittest.TestCase):
         rows = read_csv(os.path.join(out, "residual.csv"))
         self.assertEqual({r["layer"] for r in rows if r["mean"] == "nan"}, {"1", "2", "3"})  # every variant's
         self.assertEqual({r["mean"] == "nan" for r in rows if r["layer"] == "0"}, {False})  # the embeddings
+        with open(os.path.join(out, "findings.json")) as f:
+            notes = json.load(f)["notes"]
+        self.assertTrue(any(n.startswith("Some relative residuals are NaN or Inf (written under --allow-nonfinite)")
+                            for n in notes), notes)
         # dynamics: the words of bert-tiny's vocabulary (no [UNK]), two checkpoints of which the second overflows.
         text = os.path.join(self.directory, "text.txt")
         with open(text, "w") as f:
@@ -488,6 +493,12 @@ class Limits(unittest.TestCase):
         rows = read_csv(os.path.join(out, "dynamics_residual.csv"))
         nan = {(r["step"], r["layer"]) for r in rows if r["log10_mean"] == "nan"}
         self.assertEqual(nan, {("1", layer) for layer in ("1", "2", "3")})
+        with open(os.path.join(out, "findings.json")) as f:
+            reading = json.load(f)["reading"]
+        # (it read "The SAN is below 0.05 after layer 3 at every checkpoint from step 0 on": a NaN is not above it)
+        self.assertIn("The SAN's relative residual after layer 3 is NaN at the last checkpoint.", reading)
+        shares = {r["step"]: r["first_token_share_max"] for r in read_csv(os.path.join(out, "dynamics_attention.csv"))}
+        self.assertEqual(shares["1"], "nan")  # (std::max(0, NaN) wrote 0)
 
     def test_reproduce_gives_allow_nonfinite_to_its_cells(self):
         # Each cell of `reproduce` is a command of its own: --allow-nonfinite reached none of them (--device did). It

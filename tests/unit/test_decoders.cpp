@@ -444,6 +444,8 @@ TEST(AttentionSinks, FirstTokenShareEntropyAndSinkRate) {
     EXPECT_NEAR(stats.entropy[1], (0.0 + std::log(2.0) + std::log(3.0)) / 3, 1e-12);
     EXPECT_DOUBLE_EQ(sink_rate(stats.first_token_share, 0.3), 1.0);
     EXPECT_DOUBLE_EQ(sink_rate(stats.first_token_share, 0.7), 0.5);
+    // A NaN share (an overflowing model's map, under --allow-nonfinite) is no head's "not a sink": the rate is NaN.
+    EXPECT_TRUE(std::isnan(sink_rate({0.9, NAN}, 0.3)));
 }
 
 TEST(AttentionSinks, AUniformHeadsBaselinesAreItsStatisticsOnTheModelsOwnMask) {

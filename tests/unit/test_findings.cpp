@@ -34,6 +34,7 @@ TEST(Findings, MedianOfOddEvenAndEmptyLists) {
     EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
     EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
     EXPECT_TRUE(std::isnan(median({})));
+    EXPECT_TRUE(std::isnan(median({NAN, 0.3, 0.1})));  // std::sort gave 0.1
 }
 
 // The sample std (n − 1) of 2, 4, 9 is √13; of one value it is undefined, not 0 (no spread measured is not none).

@@ -51,6 +51,12 @@ TEST(MaskComparison, VerdictFollowsTheCollapseLayers) {
         mask_comparison_findings(rows("init", never, transformer, false), rows("init", never, transformer, true));
     EXPECT_EQ(neither.checks[0].verdict, Verdict::NotComparable);
     EXPECT_NE(neither.checks[0].measured.find("not within 5 layers"), std::string::npos);
+    // A NaN curve (a run under --allow-nonfinite) decides nothing and says so (it read "a run of one sample").
+    const std::vector<double> broken = {0.9, NAN, NAN, NAN, NAN, NAN};
+    const Findings with_nan =
+        mask_comparison_findings(rows("init", broken, transformer, false), rows("init", fast, transformer, true));
+    EXPECT_EQ(with_nan.checks[0].verdict, Verdict::NotComparable);
+    EXPECT_NE(with_nan.reading.find("a relative residual is NaN"), std::string::npos) << with_nan.reading;
     // Both below the threshold at the first layer: a delay shorter than a layer cannot show.
     const std::vector<double> at_once = {0.9, 0.01, 0.0, 0.0, 0.0, 0.0};
     const Findings saturated =

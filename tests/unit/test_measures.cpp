@@ -83,7 +83,7 @@ TEST(Residual, RelativeResidualOfANonFiniteMatrixIsNaN) {
     x(1, 2) = NAN;
     EXPECT_TRUE(std::isnan(induced_l1_norm(x)));  // the largest column sum and row sum (they were finite)
     EXPECT_TRUE(std::isnan(induced_linf_norm(x)));
-    for (Norm norm : {Norm::Composite, Norm::Frobenius})
+    for (Norm norm : {Norm::Composite, Norm::Frobenius, Norm::Spectral})
         for (Center center : {Center::Mean, Center::Rank1})
             EXPECT_TRUE(std::isnan(relative_residual(x, norm, center))) << to_string(norm) << " " << to_string(center);
     EXPECT_EQ(ratio_or_zero(0, 0), 0.0);

@@ -309,6 +309,9 @@ std::function<void()> setup_paths(CLI::App& command) {
                        "was padded: padded tokens are left out, as in `model`) instead of a random SAN")
         ->check(ReadableFile());
     add_common_options(*sample, options->common, OutFolder::defaults_to("out/paths"));
+    // Products of stochastic maps (a random SAN's, or a --patterns file's, whose NaN/Inf are refused as input) are
+    // finite: the flag was accepted and ignored.
+    remove_common_options(*sample, {"--allow-nonfinite"});
     sample->callback([options, action, sample] {
         // A recorded run has its own depth, heads and tokens: a flag for the random SAN would be silently ignored.
         if (!options->patterns_file.empty())
