@@ -440,11 +440,12 @@ Findings real_model_findings(const RealModelResult& result) {
     if (undecided > 0)
         f.notes.push_back(fmt::format(
             "{} verdict{} not comparable because the 95% interval {} judged on straddles the criterion's threshold, or "
-            "is undefined (one sample, 5 draws or fewer a path length, or a NaN value): unless a value is NaN, more "
-            "samples (--samples) or draws (--draws) would decide. The intervals are of this run: over its text samples (consecutive windows of one text, not "
-            "independent draws; a Student-t interval, approximate for the right-skewed residuals near 0), for this "
-            "weight draw, and for E2 over the path draws on this batch.",
-            undecided, undecided == 1 ? " reads" : "s read", undecided == 1 ? "it is" : "they are"));
+            "is undefined (one sample, or 5 draws or fewer a path length{}): {}more samples (--samples) or draws "
+            "(--draws) would decide. The intervals are of this run: over its text samples (consecutive windows of one "
+            "text, not independent draws; a Student-t interval, approximate for the right-skewed residuals near 0), for "
+            "this weight draw, and for E2 over the path draws on this batch.",
+            undecided, undecided == 1 ? " reads" : "s read", undecided == 1 ? "it is" : "they are",
+            nonfinite ? ", or a NaN value" : "", nonfinite ? "unless a value is NaN, " : ""));
     f.reading = reading;
     // Trailing space off.
     while (!f.reading.empty() && f.reading.back() == ' ') f.reading.pop_back();

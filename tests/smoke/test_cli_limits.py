@@ -464,14 +464,19 @@ class Limits(unittest.TestCase):
             if name.endswith(("attention.self.query.weight", "attention.self.key.weight")):
                 tensors[name] = tensors[name] * np.float32(1e25)
         write_safetensors(os.path.join(overflowing, "model.safetensors"), tensors)
+
+        def refused_then_written(args, out, where):
+            """`args` stop on layer 1's NaN state naming `where` and leave no `out`; with the flag they write it."""
+            self.assert_one_line_error(run(*args, "--out", out, check=False),
+                                       "non-finite hidden state at layer 1 (SAN) (pass --allow-nonfinite to write it "
+                                       f"anyway) ({where})")
+            self.assertFalse(os.path.exists(out))
+            run(*args, "--allow-nonfinite", "--out", out)
+
         inputs = os.path.join(bert, "expected-transformer.safetensors")
-        model = ["model", "--model", overflowing, "--inputs", inputs, "--weights", "pretrained", "--draws", "0"]
         out = os.path.join(self.directory, "model")
-        self.assert_one_line_error(run(*model, "--out", out, check=False),
-                                   "non-finite hidden state at layer 1 (SAN) (pass --allow-nonfinite to write it "
-                                   "anyway) (step1 pretrained)")
-        self.assertFalse(os.path.exists(out))
-        run(*model, "--allow-nonfinite", "--out", out)
+        refused_then_written(["model", "--model", overflowing, "--inputs", inputs, "--weights", "pretrained", "--draws", "0"],
+                             out, "step1 pretrained")
         rows = read_csv(os.path.join(out, "residual.csv"))
         self.assertEqual({r["layer"] for r in rows if r["mean"] == "nan"}, {"1", "2", "3"})  # every variant's
         self.assertEqual({r["mean"] == "nan" for r in rows if r["layer"] == "0"}, {False})  # the embeddings
@@ -483,13 +488,9 @@ class Limits(unittest.TestCase):
         text = os.path.join(self.directory, "text.txt")
         with open(text, "w") as f:
             f.write("".join(" ".join(f"tok{5 + (i * 7 + j) % 59}" for j in range(20)) + "\n" for i in range(4)))
-        dynamics = ["dynamics", "--checkpoints", steps, "--text", text, "--samples", "2", "--tokens", "16", "--draws", "5"]
         out = os.path.join(self.directory, "dynamics")
-        self.assert_one_line_error(run(*dynamics, "--out", out, check=False),
-                                   "non-finite hidden state at layer 1 (SAN) (pass --allow-nonfinite to write it "
-                                   "anyway) (steps step 1)")
-        self.assertFalse(os.path.exists(out))
-        run(*dynamics, "--allow-nonfinite", "--out", out)
+        refused_then_written(["dynamics", "--checkpoints", steps, "--text", text, "--samples", "2", "--tokens", "16",
+                              "--draws", "5"], out, "steps step 1")
         rows = read_csv(os.path.join(out, "dynamics_residual.csv"))
         nan = {(r["step"], r["layer"]) for r in rows if r["log10_mean"] == "nan"}
         self.assertEqual(nan, {("1", layer) for layer in ("1", "2", "3")})
