@@ -1,6 +1,7 @@
 #pragma once
 // Mean ± sample standard deviation, min and max of a list of values (one per sample, draw or repeat): the summary
 // every CSV row of rankscope that aggregates samples reports.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct Summary {
 Summary summarize(const std::vector<double>& values);
 // The same over every element of a tensor (any shape and floating type).
 Summary summarize(const at::Tensor& values);
+// The larger of two values, NaN when either is (std::max(0, NaN) is 0: a NaN run's largest value read 0).
+inline double max_or_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 // The middle value (mean of the two middle values for an even count); NaN for an empty list or one holding a NaN.
 double median(std::vector<double> values);
 // Spearman's rank correlation: Pearson's correlation of the ranks (tied values get the mean of their ranks). NaN when

@@ -202,8 +202,7 @@ Table dynamics_attention_table(const DynamicsResult& result) {
             for (std::size_t i = 0; i < h.entropy.size(); ++i) {
                 entropy += h.entropy[i] / static_cast<double>(h.entropy.size());
                 share += h.first_token_share[i] / static_cast<double>(h.entropy.size());
-                const double s = h.first_token_share[i];  // a NaN sticks (std::max(0, NaN) is 0)
-                share_max = std::isnan(share_max) || std::isnan(s) ? NAN : std::max(share_max, s);
+                share_max = max_or_nan(share_max, h.first_token_share[i]);
             }
             const int window = l < result.attention_windows.size() ? result.attention_windows[l] : 0;
             // `layer`: the block index from 0, as in attention_heads.csv and TransformerLens's blocks.{l}.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 
 #include "rankscope/e1.hpp"
 #include "rankscope/paths.hpp"
@@ -55,9 +56,7 @@ std::map<int, PathMedians> path_medians(const WeightsRun& run) {
         m.composite = median(values);
         m.frobenius = median(frobenius[k]);
         m.frobenius_interval = median_interval(frobenius[k], kVerdictLevel);
-        m.composite_max = *std::max_element(values.begin(), values.end(), [](double a, double b) {
-            return !std::isnan(a) && (std::isnan(b) || a < b);  // a NaN is the largest (it was dropped)
-        });
+        m.composite_max = std::accumulate(values.begin(), values.end(), -INFINITY, max_or_nan);  // (it dropped a NaN)
         m.above_one = static_cast<int>(std::count_if(values.begin(), values.end(), [](double v) { return v > 1; }));
         m.n = static_cast<int>(values.size());
         medians[k] = m;
@@ -257,7 +256,7 @@ Findings real_model_findings(const RealModelResult& result) {
                     // lowest layer, and the null one crashed the run.
                     if (!lowest_layer || (std::isnan(r->mean) && !std::isnan(lowest)) || r->mean < lowest)
                         lowest = r->mean, lowest_layer = r;
-                    highest = std::isnan(highest) || std::isnan(r->mean) ? NAN : std::max(highest, r->mean);
+                    highest = max_or_nan(highest, r->mean);
                     every_low_above = every_low_above && interval.low >= kTransformerLow;
                     some_high_below = some_high_below || residual_interval(*r, simultaneous).high < kTransformerLow;
                 }
@@ -363,7 +362,7 @@ Findings real_model_findings(const RealModelResult& result) {
             for (const auto& [k, m] : medians) {
                 above += m.above_one;
                 total += m.n;
-                worst = std::isnan(worst) || std::isnan(m.composite_max) ? NAN : std::max(worst, m.composite_max);
+                worst = max_or_nan(worst, m.composite_max);
             }
             if (above > 0)
                 e2 += fmt::format(" {} of {} products have a composite value above 1 (up to {}): the rank-1 SVD is the nearest "
